@@ -1,0 +1,299 @@
+//! Probe failures: the closed set of error categories and the typed errors that map onto them.
+//!
+//! The category is a metric label, so it must stay bounded: every failure maps to exactly one
+//! [`ErrorCategory`] through one exhaustive `match` ([`ProbeError::category`]), never through
+//! an error message. Transport errors from reqwest are classified by walking their source
+//! chain for typed causes (our resolver's [`DnsError`], `rustls::Error`, `io::Error` kinds).
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+use http::StatusCode;
+use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
+
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// Why a probe failed. The `as_str` names are the `category` label values (DESIGN.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorCategory {
+    Dns,
+    Connect,
+    Tls,
+    ConnectTimeout,
+    TtftTimeout,
+    StallTimeout,
+    RequestTimeout,
+    Auth,
+    RateLimited,
+    Http4xx,
+    Http5xx,
+    StreamInterrupted,
+    StreamErrorEvent,
+    InvalidResponse,
+    EmptyResponse,
+    TooLarge,
+    Validation,
+    Other,
+}
+
+impl ErrorCategory {
+    /// Every category, so each target's error counters can start at zero (a series that
+    /// appears only on the first failure breaks `rate()` and "absent" alerts).
+    pub const ALL: [ErrorCategory; 18] = [
+        Self::Dns,
+        Self::Connect,
+        Self::Tls,
+        Self::ConnectTimeout,
+        Self::TtftTimeout,
+        Self::StallTimeout,
+        Self::RequestTimeout,
+        Self::Auth,
+        Self::RateLimited,
+        Self::Http4xx,
+        Self::Http5xx,
+        Self::StreamInterrupted,
+        Self::StreamErrorEvent,
+        Self::InvalidResponse,
+        Self::EmptyResponse,
+        Self::TooLarge,
+        Self::Validation,
+        Self::Other,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Dns => "dns",
+            Self::Connect => "connect",
+            Self::Tls => "tls",
+            Self::ConnectTimeout => "connect_timeout",
+            Self::TtftTimeout => "ttft_timeout",
+            Self::StallTimeout => "stall_timeout",
+            Self::RequestTimeout => "request_timeout",
+            Self::Auth => "auth",
+            Self::RateLimited => "rate_limited",
+            Self::Http4xx => "http_4xx",
+            Self::Http5xx => "http_5xx",
+            Self::StreamInterrupted => "stream_interrupted",
+            Self::StreamErrorEvent => "stream_error_event",
+            Self::InvalidResponse => "invalid_response",
+            Self::EmptyResponse => "empty_response",
+            Self::TooLarge => "too_large",
+            Self::Validation => "validation",
+            Self::Other => "other",
+        }
+    }
+
+    /// The category an HTTP status maps to (only called for non-2xx statuses).
+    pub fn from_status(status: StatusCode) -> Self {
+        match status.as_u16() {
+            401 | 403 => Self::Auth,
+            429 => Self::RateLimited,
+            400..=499 => Self::Http4xx,
+            500..=599 => Self::Http5xx,
+            // 1xx/3xx: redirects are not followed (a probe must hit the configured endpoint).
+            _ => Self::Other,
+        }
+    }
+}
+
+impl fmt::Display for ErrorCategory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl EncodeLabelValue for ErrorCategory {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), fmt::Error> {
+        fmt::Write::write_str(encoder, self.as_str())
+    }
+}
+
+/// Name resolution failed. Produced by our own resolver so DNS failures are a type, not a
+/// message to match on.
+#[derive(Debug, thiserror::Error)]
+#[error("DNS lookup of {host} failed")]
+pub struct DnsError {
+    pub host: String,
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// Why one probe failed. Display strings are for logs; the label comes from [`Self::category`].
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("DNS resolution failed")]
+    Dns(#[source] BoxError),
+    #[error("connection failed")]
+    Connect(#[source] BoxError),
+    #[error("TLS handshake failed")]
+    Tls(#[source] BoxError),
+    #[error("connect timed out")]
+    ConnectTimeout(#[source] BoxError),
+    #[error("no token within the TTFT timeout of {0:?}")]
+    TtftTimeout(Duration),
+    #[error("no event for {0:?} after the first token")]
+    StallTimeout(Duration),
+    #[error("request exceeded its total timeout of {0:?}")]
+    RequestTimeout(Duration),
+    #[error("HTTP {status}: {body}")]
+    Status { status: StatusCode, body: String },
+    #[error("stream interrupted: {0}")]
+    StreamInterrupted(String),
+    #[error("error event in a 2xx stream: {0}")]
+    StreamErrorEvent(String),
+    #[error("invalid response: {0}")]
+    InvalidResponse(String),
+    #[error("the response carried no output token")]
+    EmptyResponse,
+    #[error("response too large: {0}")]
+    TooLarge(String),
+    #[error("validation `{check}` failed: {detail}")]
+    Validation { check: &'static str, detail: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+impl ProbeError {
+    /// The one place where failures become label values.
+    pub fn category(&self) -> ErrorCategory {
+        match self {
+            Self::Dns(_) => ErrorCategory::Dns,
+            Self::Connect(_) => ErrorCategory::Connect,
+            Self::Tls(_) => ErrorCategory::Tls,
+            Self::ConnectTimeout(_) => ErrorCategory::ConnectTimeout,
+            Self::TtftTimeout(_) => ErrorCategory::TtftTimeout,
+            Self::StallTimeout(_) => ErrorCategory::StallTimeout,
+            Self::RequestTimeout(_) => ErrorCategory::RequestTimeout,
+            Self::Status { status, .. } => ErrorCategory::from_status(*status),
+            Self::StreamInterrupted(_) => ErrorCategory::StreamInterrupted,
+            Self::StreamErrorEvent(_) => ErrorCategory::StreamErrorEvent,
+            Self::InvalidResponse(_) => ErrorCategory::InvalidResponse,
+            Self::EmptyResponse => ErrorCategory::EmptyResponse,
+            Self::TooLarge(_) => ErrorCategory::TooLarge,
+            Self::Validation { .. } => ErrorCategory::Validation,
+            Self::Other(_) => ErrorCategory::Other,
+        }
+    }
+
+    /// Classify a transport error from reqwest by the types in its source chain.
+    ///
+    /// `after_headers` tells a body read apart from the request phase: once a response
+    /// started, any transport failure means the stream was cut short.
+    pub fn from_transport(err: reqwest::Error, after_headers: bool) -> Self {
+        let err = err.without_url(); // URLs may carry credentials; never log them.
+        if after_headers || err.is_body() || err.is_decode() {
+            return Self::StreamInterrupted(chain(&err));
+        }
+        if err.is_connect() {
+            if has_cause::<DnsError>(&err) {
+                return Self::Dns(Box::new(err));
+            }
+            if has_cause::<rustls::Error>(&err) {
+                return Self::Tls(Box::new(err));
+            }
+            if err.is_timeout() || io_kind(&err) == Some(std::io::ErrorKind::TimedOut) {
+                return Self::ConnectTimeout(Box::new(err));
+            }
+            return Self::Connect(Box::new(err));
+        }
+        if err.is_builder() {
+            return Self::Other(chain(&err));
+        }
+        // The connection was up but the peer closed or reset it before a full response
+        // head arrived: the response was interrupted, not refused.
+        if has_cause::<hyper::Error>(&err) || io_kind(&err).is_some() {
+            return Self::StreamInterrupted(chain(&err));
+        }
+        Self::Other(chain(&err))
+    }
+}
+
+/// Walk an error's source chain (looking through `io::Error` wrappers) for a cause of type `T`.
+fn has_cause<T: StdError + 'static>(err: &(dyn StdError + 'static)) -> bool {
+    causes(err).any(|e| e.is::<T>())
+}
+
+fn io_kind(err: &(dyn StdError + 'static)) -> Option<std::io::ErrorKind> {
+    causes(err).find_map(|e| e.downcast_ref::<std::io::Error>().map(|io| io.kind()))
+}
+
+fn causes<'a>(
+    err: &'a (dyn StdError + 'static),
+) -> impl Iterator<Item = &'a (dyn StdError + 'static)> {
+    let mut next = Some(err);
+    std::iter::from_fn(move || {
+        let current = next?;
+        // io::Error's `source()` skips its own payload; look inside it explicitly.
+        next = match current
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner as &(dyn StdError + 'static)),
+            None => current.source(),
+        };
+        Some(current)
+    })
+}
+
+/// "outer: cause: root cause", for one log line.
+pub fn chain(err: &(dyn StdError + 'static)) -> String {
+    let mut out = String::new();
+    for (i, e) in causes(err).enumerate() {
+        let text = e.to_string();
+        if i > 0 {
+            if out.ends_with(&text) {
+                continue; // io::Error repeats its inner error's message
+            }
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_category_has_a_distinct_label() {
+        let mut names: Vec<_> = ErrorCategory::ALL.iter().map(|c| c.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ErrorCategory::ALL.len());
+    }
+
+    #[test]
+    fn statuses_map_to_categories() {
+        let cases = [
+            (401, ErrorCategory::Auth),
+            (403, ErrorCategory::Auth),
+            (429, ErrorCategory::RateLimited),
+            (400, ErrorCategory::Http4xx),
+            (404, ErrorCategory::Http4xx),
+            (500, ErrorCategory::Http5xx),
+            (503, ErrorCategory::Http5xx),
+            (302, ErrorCategory::Other),
+        ];
+        for (code, want) in cases {
+            let status = StatusCode::from_u16(code).unwrap();
+            assert_eq!(ErrorCategory::from_status(status), want, "status {code}");
+        }
+    }
+
+    #[test]
+    fn dns_cause_is_found_through_io_wrappers() {
+        let dns = DnsError {
+            host: "nowhere.invalid".into(),
+            source: std::io::Error::other("no such host"),
+        };
+        let wrapped = std::io::Error::other(dns);
+        assert!(has_cause::<DnsError>(&wrapped));
+        assert!(!has_cause::<rustls::Error>(&wrapped));
+        assert_eq!(
+            chain(&wrapped),
+            "DNS lookup of nowhere.invalid failed: no such host"
+        );
+    }
+}

@@ -1,0 +1,162 @@
+//! Command-line interface: `run`, `check`, `simulate`, `demo`, and their exit codes
+//! (0 ok, 1 runtime failure, 64 bad configuration or usage).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{self, EXIT_CONFIG, Overrides};
+use crate::logging::LogFormat;
+use crate::sim::SimConfig;
+use crate::{Shutdown, daemon, demo, sim};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "inferprobe",
+    version,
+    about = "Continuous open-loop probe for LLM inference endpoints"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log format.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "INFERPROBE_LOG_FORMAT"
+    )]
+    pub log_format: LogFormat,
+    /// Log filter, e.g. `info`, `debug`, `inferprobe=debug,info`.
+    #[arg(long, global = true, default_value = "info", env = "INFERPROBE_LOG")]
+    pub log_level: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Probe the configured targets until SIGTERM/SIGINT.
+    Run {
+        /// TOML configuration file.
+        #[arg(long, short, env = "INFERPROBE_CONFIG")]
+        config: Option<PathBuf>,
+        /// Listen address for /metrics, overriding the config.
+        #[arg(long)]
+        listen: Option<String>,
+        /// Seed all randomness (arrivals, prompts, request ids), for reproducible runs.
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Validate a configuration and exit: 0 if valid, 64 naming the key if not.
+    Check {
+        #[arg(long, short, env = "INFERPROBE_CONFIG")]
+        config: PathBuf,
+    },
+    /// Serve a simulated OpenAI-compatible streaming endpoint.
+    Simulate {
+        #[arg(long, default_value = "127.0.0.1:8000")]
+        listen: SocketAddr,
+        #[command(flatten)]
+        sim: SimConfig,
+    },
+    /// Probe a built-in simulator: metrics on localhost, no config needed.
+    Demo {
+        #[arg(long, default_value = "127.0.0.1:9464")]
+        listen: SocketAddr,
+    },
+}
+
+/// Run a command; returns the process exit code.
+pub async fn execute(command: Command) -> u8 {
+    let shutdown = Shutdown::new();
+    let listening = matches!(command, Command::Check { .. }) || {
+        match shutdown.listen_for_signals() {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot install signal handlers");
+                false
+            }
+        }
+    };
+    if !listening {
+        return 1;
+    }
+    match command {
+        Command::Check { config } => match config::load(Some(&config), &Overrides::default()) {
+            Ok(loaded) => {
+                println!(
+                    "{}: ok, {} target(s)",
+                    config.display(),
+                    loaded.targets.len()
+                );
+                0
+            }
+            Err(e) => {
+                eprintln!("{}: {e}", config.display());
+                EXIT_CONFIG as u8
+            }
+        },
+        Command::Run {
+            config,
+            listen,
+            seed,
+        } => {
+            let overrides = Overrides { listen, seed };
+            let loaded = match config::load(config.as_deref(), &overrides) {
+                Ok(loaded) => loaded,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    return EXIT_CONFIG as u8;
+                }
+            };
+            let listener = match TcpListener::bind(loaded.listen).await {
+                Ok(listener) => listener,
+                Err(e) => {
+                    tracing::error!(listen = %loaded.listen, error = %e, "cannot listen");
+                    return 1;
+                }
+            };
+            match daemon::run(listener, loaded, shutdown).await {
+                Ok(_) => 0,
+                Err(e) => {
+                    tracing::error!("{e:#}");
+                    1
+                }
+            }
+        }
+        Command::Simulate { listen, sim } => {
+            let listener = match TcpListener::bind(listen).await {
+                Ok(listener) => listener,
+                Err(e) => {
+                    tracing::error!(%listen, error = %e, "cannot listen");
+                    return 1;
+                }
+            };
+            tracing::info!(%listen, "simulator serving /v1/completions and /v1/chat/completions");
+            let stop = CancellationToken::new();
+            let graceful = shutdown.graceful().clone();
+            let stopper = stop.clone();
+            tokio::spawn(async move {
+                graceful.cancelled().await;
+                stopper.cancel();
+            });
+            match sim::serve(listener, sim, stop).await {
+                Ok(()) => 0,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    EXIT_CONFIG as u8
+                }
+            }
+        }
+        Command::Demo { listen } => match demo::run(listen, shutdown).await {
+            Ok(()) => 0,
+            Err(e) => {
+                tracing::error!("{e:#}");
+                1
+            }
+        },
+    }
+}

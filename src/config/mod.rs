@@ -1,0 +1,201 @@
+//! Configuration: loading (file → `INFERPROBE_*` env → CLI flags, merged by figment) and the
+//! validated, typed [`Config`] the rest of the daemon runs on.
+//!
+//! Raw serde structs ([`raw`]) only describe what may be written; [`validate`] is the one
+//! place that checks it and fills in defaults, so every other module can trust its input.
+//! Errors name the key path (`targets[1].rate`) and the source (file or env variable).
+
+mod raw;
+mod validate;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use url::Url;
+
+use crate::backend::BackendKind;
+
+pub use raw::{RawConfig, RawDuration, RawTarget};
+pub use validate::validate;
+
+/// Exit status for a bad configuration (BSD `EX_USAGE`, as linkerd and sysexits use).
+pub const EXIT_CONFIG: i32 = 64;
+
+/// The environment prefix for configuration keys: `INFERPROBE_LISTEN`,
+/// `INFERPROBE_DEFAULTS__RATE` (a double underscore separates nested keys).
+pub const ENV_PREFIX: &str = "INFERPROBE_";
+
+#[derive(Debug)]
+pub struct Config {
+    pub listen: SocketAddr,
+    /// Seeds every random choice (arrivals, prompts, request ids) for reproducible tests.
+    pub seed: Option<u64>,
+    /// How long in-flight probes may run on after a shutdown signal.
+    pub shutdown_grace: Duration,
+    pub targets: Vec<Arc<Target>>,
+}
+
+#[derive(Debug)]
+pub struct Target {
+    pub name: String,
+    pub backend: BackendKind,
+    /// The full request URL: base `url` joined with the backend's (or configured) endpoint.
+    pub url: Url,
+    pub model: String,
+
+    /// Mean arrivals per second (open loop).
+    pub rate: f64,
+    /// Gamma shape of inter-arrival gaps: 1 is Poisson, < 1 burstier, > 1 more regular.
+    pub burstiness: f64,
+    pub max_concurrency: usize,
+
+    pub input_tokens: u32,
+    pub output_tokens: u32,
+    pub ignore_eos: bool,
+    /// Sampling parameters to send, only those the user set (server defaults otherwise).
+    pub sampling: serde_json::Map<String, serde_json::Value>,
+    /// Merged into the request body last, overriding anything inferprobe would send.
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+
+    pub include_usage: bool,
+    pub continuous_usage_stats: bool,
+
+    pub headers: http::HeaderMap,
+    pub api_key: Option<Secret>,
+    /// Static labels for every series of this target (global labels, then the target's),
+    /// sorted by name; the label names were validated.
+    pub labels: Vec<(String, String)>,
+    pub request_id_prefix: String,
+
+    pub timeouts: Timeouts,
+    pub max_event_bytes: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP (and TLS) connection establishment.
+    pub connect: Duration,
+    /// From t0 to the first token.
+    pub ttft: Duration,
+    /// Longest silence between events after the first token.
+    pub stall: Duration,
+    /// From t0 to the end of the response.
+    pub request: Duration,
+}
+
+/// A credential. Never printed: `Debug` and `Display` show a placeholder.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: String) -> Self {
+        Self(value)
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
+}
+
+/// A configuration problem: which key, what is wrong, and where the value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub key: String,
+    pub reason: String,
+    pub source: Option<String>,
+}
+
+impl ConfigError {
+    pub fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            reason: reason.into(),
+            source: None,
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "invalid configuration: {}", self.reason)?;
+        } else {
+            write!(
+                f,
+                "invalid configuration at `{}`: {}",
+                self.key, self.reason
+            )?;
+        }
+        match &self.source {
+            Some(source) => write!(f, " (from {source})"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Values given as command-line flags; they win over the file and the environment.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub listen: Option<String>,
+    pub seed: Option<u64>,
+}
+
+/// Merge file, environment and flags, then validate.
+pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
+    validate(&load_raw(path, overrides)?)
+}
+
+/// The merged, unvalidated configuration.
+pub fn load_raw(path: Option<&Path>, overrides: &Overrides) -> Result<RawConfig, ConfigError> {
+    let mut figment = Figment::new();
+    if let Some(path) = path {
+        if !path.is_file() {
+            return Err(ConfigError::new(
+                "",
+                format!("config file {} does not exist", path.display()),
+            ));
+        }
+        figment = figment.merge(Toml::file_exact(path));
+    }
+    figment = figment.merge(
+        Env::prefixed(ENV_PREFIX)
+            .split("__")
+            // Read by the CLI itself, not configuration keys.
+            .ignore(&["config", "log", "log_format"]),
+    );
+    if let Some(listen) = &overrides.listen {
+        figment = figment.merge(Serialized::default("listen", listen));
+    }
+    if let Some(seed) = overrides.seed {
+        figment = figment.merge(Serialized::default("seed", seed));
+    }
+    figment.extract().map_err(from_figment)
+}
+
+fn from_figment(err: figment::Error) -> ConfigError {
+    let source = err.metadata.as_ref().map(|meta| match &meta.source {
+        Some(source) => format!("{} {source}", meta.name),
+        None => meta.name.to_string(),
+    });
+    ConfigError {
+        key: err.path.join("."),
+        reason: err.kind.to_string(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,173 @@
+//! The configuration exactly as written by the user (file, env, flags), before validation.
+//!
+//! Every field is optional so that a target can inherit from `[defaults]` field by field,
+//! and unknown keys are rejected so a typo fails loudly instead of silently using a default.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub listen: Option<String>,
+    pub seed: Option<u64>,
+    pub shutdown_grace: Option<RawDuration>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub defaults: RawTarget,
+    #[serde(default)]
+    pub targets: Vec<RawTarget>,
+}
+
+/// One target; also the shape of `[defaults]`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTarget {
+    pub name: Option<String>,
+    pub backend: Option<String>,
+    pub url: Option<String>,
+    pub endpoint: Option<String>,
+    pub model: Option<String>,
+
+    pub rate: Option<f64>,
+    pub burstiness: Option<f64>,
+    pub max_concurrency: Option<u64>,
+
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub ignore_eos: Option<bool>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<i64>,
+    pub min_p: Option<f64>,
+    pub frequency_penalty: Option<f64>,
+    pub presence_penalty: Option<f64>,
+    pub repetition_penalty: Option<f64>,
+    pub stop: Option<Vec<String>>,
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+
+    pub include_usage: Option<bool>,
+    pub continuous_usage_stats: Option<bool>,
+
+    pub headers: Option<BTreeMap<String, String>>,
+    pub api_key_env: Option<String>,
+    pub api_key_file: Option<String>,
+    pub labels: Option<BTreeMap<String, String>>,
+    pub request_id_prefix: Option<String>,
+
+    pub connect_timeout: Option<RawDuration>,
+    pub ttft_timeout: Option<RawDuration>,
+    pub stall_timeout: Option<RawDuration>,
+    pub request_timeout: Option<RawDuration>,
+    pub max_event_bytes: Option<u64>,
+}
+
+/// A duration as users write it: `"250ms"`, `"1m30s"`, or a number of seconds.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum RawDuration {
+    Seconds(f64),
+    Text(String),
+}
+
+impl RawTarget {
+    /// This target with every unset field taken from `defaults`. Maps merge key by key,
+    /// the target's own entries winning.
+    pub fn inherit(mut self, defaults: &RawTarget) -> RawTarget {
+        macro_rules! inherit {
+            ($($field:ident),* $(,)?) => {
+                $( if self.$field.is_none() { self.$field = defaults.$field.clone(); } )*
+            };
+        }
+        inherit!(
+            backend,
+            url,
+            endpoint,
+            model,
+            rate,
+            burstiness,
+            max_concurrency,
+            input_tokens,
+            output_tokens,
+            ignore_eos,
+            temperature,
+            top_p,
+            top_k,
+            min_p,
+            frequency_penalty,
+            presence_penalty,
+            repetition_penalty,
+            stop,
+            include_usage,
+            continuous_usage_stats,
+            request_id_prefix,
+            connect_timeout,
+            ttft_timeout,
+            stall_timeout,
+            request_timeout,
+            max_event_bytes,
+        );
+        // One secret source: a target that names its own key must not also inherit the
+        // other kind from defaults (that would be reported as a conflict it never wrote).
+        if self.api_key_env.is_none() && self.api_key_file.is_none() {
+            self.api_key_env = defaults.api_key_env.clone();
+            self.api_key_file = defaults.api_key_file.clone();
+        }
+        self.headers = merge_maps(&defaults.headers, self.headers);
+        self.labels = merge_maps(&defaults.labels, self.labels);
+        self.extra_body = merge_maps(&defaults.extra_body, self.extra_body);
+        self
+    }
+}
+
+fn merge_maps<M>(defaults: &Option<M>, own: Option<M>) -> Option<M>
+where
+    M: Clone + Extend<<M as IntoIterator>::Item> + IntoIterator,
+{
+    match (defaults, own) {
+        (Some(base), Some(own)) => {
+            let mut merged = base.clone();
+            merged.extend(own);
+            Some(merged)
+        }
+        (base, own) => own.or_else(|| base.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_fields_override_defaults_and_maps_merge() {
+        let defaults = RawTarget {
+            rate: Some(1.0),
+            model: Some("m".into()),
+            api_key_file: Some("/secret".into()),
+            headers: Some(BTreeMap::from([
+                ("a".into(), "1".into()),
+                ("b".into(), "1".into()),
+            ])),
+            ..RawTarget::default()
+        };
+        let target = RawTarget {
+            rate: Some(2.0),
+            api_key_env: Some("KEY".into()),
+            headers: Some(BTreeMap::from([("b".into(), "2".into())])),
+            ..RawTarget::default()
+        }
+        .inherit(&defaults);
+        assert_eq!(target.rate, Some(2.0));
+        assert_eq!(target.model.as_deref(), Some("m"));
+        assert_eq!(target.api_key_env.as_deref(), Some("KEY"));
+        assert_eq!(
+            target.api_key_file, None,
+            "own secret source replaces the default"
+        );
+        let headers = target.headers.unwrap();
+        assert_eq!(headers["a"], "1");
+        assert_eq!(headers["b"], "2");
+    }
+}

@@ -1,0 +1,469 @@
+//! Raw configuration → typed [`Config`]: defaults, ranges, cross-field rules, secrets.
+//!
+//! Every check reports the full key path of the offending value so `inferprobe check` can
+//! point at it. Secrets (API keys) are read here, from the environment or a file named in
+//! the config, so a missing key is a config error at start, not a 401 storm later.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Map, Value};
+use url::Url;
+
+use super::{Config, ConfigError, RawConfig, RawDuration, RawTarget, Secret, Target, Timeouts};
+use crate::backend::BackendKind;
+
+const DEFAULT_LISTEN: &str = "0.0.0.0:9464";
+const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(25); // under k8s' default 30 s
+const DEFAULT_RATE: f64 = 0.1;
+const DEFAULT_MAX_CONCURRENCY: u64 = 4;
+const DEFAULT_INPUT_TOKENS: u64 = 128;
+const DEFAULT_OUTPUT_TOKENS: u64 = 64;
+const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
+    connect: Duration::from_secs(5),
+    ttft: Duration::from_secs(30),
+    stall: Duration::from_secs(30),
+    request: Duration::from_secs(120),
+};
+const MAX_RATE: f64 = 1000.0; // a probe, not a load generator
+const MAX_TOKENS: u64 = 1_000_000;
+/// Label names inferprobe itself puts on series.
+const RESERVED_LABELS: [&str; 7] = [
+    "target", "model", "backend", "category", "reason", "le", "quantile",
+];
+
+pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
+    let listen_text = raw.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
+    let listen: SocketAddr = listen_text.parse().map_err(|_| {
+        ConfigError::new(
+            "listen",
+            format!("`{listen_text}` is not an IP:port address"),
+        )
+    })?;
+    let shutdown_grace = duration(
+        "shutdown_grace",
+        raw.shutdown_grace.as_ref(),
+        DEFAULT_SHUTDOWN_GRACE,
+    )?;
+    check_labels("labels", &raw.labels)?;
+    if raw.defaults.name.is_some() {
+        return Err(ConfigError::new(
+            "defaults.name",
+            "a name cannot be inherited; set it on each target",
+        ));
+    }
+    if raw.targets.is_empty() {
+        return Err(ConfigError::new(
+            "targets",
+            "at least one [[targets]] entry is required",
+        ));
+    }
+    let mut names = HashSet::new();
+    let mut targets = Vec::with_capacity(raw.targets.len());
+    for (i, target) in raw.targets.iter().enumerate() {
+        let key = format!("targets[{i}]");
+        let target = validate_target(&key, target.clone().inherit(&raw.defaults), &raw.labels)?;
+        if !names.insert(target.name.clone()) {
+            return Err(ConfigError::new(
+                format!("{key}.name"),
+                format!("duplicate target name `{}`", target.name),
+            ));
+        }
+        targets.push(Arc::new(target));
+    }
+    Ok(Config {
+        listen,
+        seed: raw.seed,
+        shutdown_grace,
+        targets,
+    })
+}
+
+fn validate_target(
+    key: &str,
+    t: RawTarget,
+    global_labels: &BTreeMap<String, String>,
+) -> Result<Target, ConfigError> {
+    let at = |field: &str| format!("{key}.{field}");
+    let name = t
+        .name
+        .ok_or_else(|| ConfigError::new(at("name"), "is required"))?;
+    let name_ok = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b));
+    if !name_ok {
+        return Err(ConfigError::new(
+            at("name"),
+            format!("`{name}` must be 1-64 characters of A-Z a-z 0-9 . _ : -"),
+        ));
+    }
+    let backend_name = t.backend.as_deref().unwrap_or("openai-chat");
+    let backend = BackendKind::from_name(backend_name).ok_or_else(|| {
+        ConfigError::new(
+            at("backend"),
+            format!(
+                "unknown backend `{backend_name}` (expected one of: {})",
+                BackendKind::NAMES.join(", ")
+            ),
+        )
+    })?;
+    let url = endpoint_url(&at, t.url.as_deref(), t.endpoint.as_deref(), backend)?;
+    let model = t
+        .model
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| ConfigError::new(at("model"), "is required"))?;
+
+    let rate = t.rate.unwrap_or(DEFAULT_RATE);
+    if !(rate.is_finite() && rate > 0.0 && rate <= MAX_RATE) {
+        return Err(ConfigError::new(
+            at("rate"),
+            format!("{rate} must be > 0 and <= {MAX_RATE} requests per second"),
+        ));
+    }
+    let burstiness = t.burstiness.unwrap_or(1.0);
+    if !(burstiness.is_finite() && burstiness > 0.0) {
+        return Err(ConfigError::new(
+            at("burstiness"),
+            format!("{burstiness} must be > 0 (1 = Poisson arrivals)"),
+        ));
+    }
+    let max_concurrency = in_range(
+        &at("max_concurrency"),
+        t.max_concurrency.unwrap_or(DEFAULT_MAX_CONCURRENCY),
+        1,
+        10_000,
+    )? as usize;
+    let input_tokens = in_range(
+        &at("input_tokens"),
+        t.input_tokens.unwrap_or(DEFAULT_INPUT_TOKENS),
+        1,
+        MAX_TOKENS,
+    )? as u32;
+    let output_tokens = in_range(
+        &at("output_tokens"),
+        t.output_tokens.unwrap_or(DEFAULT_OUTPUT_TOKENS),
+        1,
+        MAX_TOKENS,
+    )? as u32;
+
+    let mut sampling = Map::new();
+    let floats = [
+        ("temperature", t.temperature, 0.0, f64::MAX),
+        ("top_p", t.top_p, f64::MIN_POSITIVE, 1.0),
+        ("min_p", t.min_p, 0.0, 1.0),
+        ("frequency_penalty", t.frequency_penalty, f64::MIN, f64::MAX),
+        ("presence_penalty", t.presence_penalty, f64::MIN, f64::MAX),
+        (
+            "repetition_penalty",
+            t.repetition_penalty,
+            f64::MIN_POSITIVE,
+            f64::MAX,
+        ),
+    ];
+    for (field, value, min, max) in floats {
+        if let Some(v) = value {
+            if !(v.is_finite() && v >= min && v <= max) {
+                return Err(ConfigError::new(at(field), format!("{v} is out of range")));
+            }
+            sampling.insert(field.into(), Value::from(v));
+        }
+    }
+    if let Some(top_k) = t.top_k {
+        sampling.insert("top_k".into(), Value::from(top_k));
+    }
+    if let Some(stop) = t.stop {
+        sampling.insert("stop".into(), Value::from(stop));
+    }
+    let extra_body = t.extra_body.unwrap_or_default();
+    if extra_body.contains_key("stream") {
+        return Err(ConfigError::new(
+            at("extra_body.stream"),
+            "inferprobe always streams; remove this key",
+        ));
+    }
+
+    let api_key = api_key(&at, t.api_key_env.as_deref(), t.api_key_file.as_deref())?;
+    let headers = headers(&at, t.headers.unwrap_or_default(), api_key.is_some())?;
+    let mut labels = global_labels.clone();
+    if let Some(own) = &t.labels {
+        check_labels(&at("labels"), own)?;
+        labels.extend(own.clone());
+    }
+    let request_id_prefix = t.request_id_prefix.unwrap_or_else(|| "inferprobe-".into());
+    if request_id_prefix.len() > 64
+        || !request_id_prefix
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
+    {
+        return Err(ConfigError::new(
+            at("request_id_prefix"),
+            "must be at most 64 characters of A-Z a-z 0-9 . _ : -",
+        ));
+    }
+
+    let timeouts = Timeouts {
+        connect: positive(
+            &at,
+            "connect_timeout",
+            t.connect_timeout.as_ref(),
+            DEFAULT_TIMEOUTS.connect,
+        )?,
+        ttft: positive(
+            &at,
+            "ttft_timeout",
+            t.ttft_timeout.as_ref(),
+            DEFAULT_TIMEOUTS.ttft,
+        )?,
+        stall: positive(
+            &at,
+            "stall_timeout",
+            t.stall_timeout.as_ref(),
+            DEFAULT_TIMEOUTS.stall,
+        )?,
+        request: positive(
+            &at,
+            "request_timeout",
+            t.request_timeout.as_ref(),
+            DEFAULT_TIMEOUTS.request,
+        )?,
+    };
+    let ordered = [
+        (
+            "connect_timeout",
+            timeouts.connect,
+            "ttft_timeout",
+            timeouts.ttft,
+        ),
+        (
+            "ttft_timeout",
+            timeouts.ttft,
+            "request_timeout",
+            timeouts.request,
+        ),
+        (
+            "stall_timeout",
+            timeouts.stall,
+            "request_timeout",
+            timeouts.request,
+        ),
+    ];
+    for (short, short_value, long, long_value) in ordered {
+        if short_value > long_value {
+            return Err(ConfigError::new(
+                at(short),
+                format!("{short_value:?} must not exceed {long} ({long_value:?})"),
+            ));
+        }
+    }
+    let max_event_bytes = in_range(
+        &at("max_event_bytes"),
+        t.max_event_bytes
+            .unwrap_or(crate::sse::DEFAULT_MAX_EVENT_BYTES as u64),
+        1024,
+        1 << 30,
+    )? as usize;
+
+    Ok(Target {
+        name,
+        backend,
+        url,
+        model,
+        rate,
+        burstiness,
+        max_concurrency,
+        input_tokens,
+        output_tokens,
+        ignore_eos: t.ignore_eos.unwrap_or(true),
+        sampling,
+        extra_body,
+        include_usage: t.include_usage.unwrap_or(true),
+        continuous_usage_stats: t.continuous_usage_stats.unwrap_or(false),
+        headers,
+        api_key,
+        labels: labels.into_iter().collect(),
+        request_id_prefix,
+        timeouts,
+        max_event_bytes,
+    })
+}
+
+fn endpoint_url(
+    at: &dyn Fn(&str) -> String,
+    url: Option<&str>,
+    endpoint: Option<&str>,
+    backend: BackendKind,
+) -> Result<Url, ConfigError> {
+    let text = url.ok_or_else(|| ConfigError::new(at("url"), "is required"))?;
+    let base = Url::parse(text)
+        .map_err(|e| ConfigError::new(at("url"), format!("`{text}` is not a URL: {e}")))?;
+    if !matches!(base.scheme(), "http" | "https") || base.host_str().is_none() {
+        return Err(ConfigError::new(
+            at("url"),
+            format!("`{text}` must be an http:// or https:// URL with a host"),
+        ));
+    }
+    if !base.username().is_empty() || base.password().is_some() {
+        // Credentials in a URL end up in logs; they belong in api_key_env / api_key_file.
+        return Err(ConfigError::new(
+            at("url"),
+            "must not contain credentials; use api_key_env or api_key_file",
+        ));
+    }
+    if base.query().is_some() || base.fragment().is_some() {
+        return Err(ConfigError::new(
+            at("url"),
+            "must be a base URL without query or fragment; put the path and query in `endpoint`",
+        ));
+    }
+    let endpoint = endpoint.unwrap_or(backend.default_endpoint());
+    if !endpoint.starts_with('/') {
+        return Err(ConfigError::new(
+            at("endpoint"),
+            format!("`{endpoint}` must start with /"),
+        ));
+    }
+    let joined = format!("{}{endpoint}", base.as_str().trim_end_matches('/'));
+    Url::parse(&joined)
+        .map_err(|e| ConfigError::new(at("endpoint"), format!("`{joined}` is not a URL: {e}")))
+}
+
+fn api_key(
+    at: &dyn Fn(&str) -> String,
+    env: Option<&str>,
+    file: Option<&str>,
+) -> Result<Option<Secret>, ConfigError> {
+    let value = match (env, file) {
+        (None, None) => return Ok(None),
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::new(
+                at("api_key_file"),
+                "set either api_key_env or api_key_file, not both",
+            ));
+        }
+        (Some(var), None) => std::env::var(var).map_err(|_| {
+            ConfigError::new(
+                at("api_key_env"),
+                format!("environment variable {var} is not set or not UTF-8"),
+            )
+        })?,
+        (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::new(at("api_key_file"), format!("cannot read {path}: {e}"))
+        })?,
+    };
+    let value = value.trim();
+    let field = if env.is_some() {
+        "api_key_env"
+    } else {
+        "api_key_file"
+    };
+    if value.is_empty() {
+        return Err(ConfigError::new(at(field), "the API key is empty"));
+    }
+    if HeaderValue::from_str(&format!("Bearer {value}")).is_err() {
+        return Err(ConfigError::new(
+            at(field),
+            "the API key contains characters not allowed in an HTTP header",
+        ));
+    }
+    Ok(Some(Secret::new(value.to_owned())))
+}
+
+fn headers(
+    at: &dyn Fn(&str) -> String,
+    raw: BTreeMap<String, String>,
+    has_api_key: bool,
+) -> Result<HeaderMap, ConfigError> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in raw {
+        let key = at(&format!("headers.{name}"));
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| ConfigError::new(&key, "is not a valid HTTP header name"))?;
+        if header == "x-request-id" || header == http::header::CONTENT_TYPE {
+            return Err(ConfigError::new(
+                &key,
+                "is set by inferprobe on every request",
+            ));
+        }
+        if header == http::header::AUTHORIZATION && has_api_key {
+            return Err(ConfigError::new(
+                &key,
+                "conflicts with the API key, which is sent as a Bearer token",
+            ));
+        }
+        let mut value = HeaderValue::from_str(&value)
+            .map_err(|_| ConfigError::new(&key, "value is not a valid HTTP header value"))?;
+        value.set_sensitive(header == http::header::AUTHORIZATION);
+        headers.insert(header, value);
+    }
+    Ok(headers)
+}
+
+fn check_labels(key: &str, labels: &BTreeMap<String, String>) -> Result<(), ConfigError> {
+    for name in labels.keys() {
+        let mut chars = name.chars();
+        let valid = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !name.starts_with("__");
+        if !valid {
+            return Err(ConfigError::new(
+                format!("{key}.{name}"),
+                "is not a valid Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, no leading __)",
+            ));
+        }
+        if RESERVED_LABELS.contains(&name.as_str()) {
+            return Err(ConfigError::new(
+                format!("{key}.{name}"),
+                "is a label inferprobe sets itself",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn in_range(key: &str, value: u64, min: u64, max: u64) -> Result<u64, ConfigError> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(ConfigError::new(
+            key,
+            format!("{value} must be between {min} and {max}"),
+        ))
+    }
+}
+
+fn positive(
+    at: &dyn Fn(&str) -> String,
+    field: &str,
+    raw: Option<&RawDuration>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    let value = duration(&at(field), raw, default)?;
+    if value.is_zero() {
+        return Err(ConfigError::new(at(field), "must be greater than zero"));
+    }
+    Ok(value)
+}
+
+fn duration(
+    key: &str,
+    raw: Option<&RawDuration>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    match raw {
+        None => Ok(default),
+        Some(RawDuration::Seconds(secs)) => Duration::try_from_secs_f64(*secs)
+            .map_err(|_| ConfigError::new(key, format!("{secs} is not a valid number of seconds"))),
+        Some(RawDuration::Text(text)) => humantime::parse_duration(text).map_err(|e| {
+            ConfigError::new(
+                key,
+                format!("`{text}` is not a duration like \"250ms\" or \"5s\": {e}"),
+            )
+        }),
+    }
+}

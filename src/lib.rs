@@ -1,0 +1,47 @@
+//! inferprobe: a continuous, open-loop probe for LLM inference endpoints.
+//!
+//! It sends a steady low rate of synthetic streaming requests to each configured target
+//! and measures each one as a user feels it (TTFT, TPOT, ITL, E2EL, tokens, and the error
+//! category when it fails), exposed as Prometheus metrics.
+//!
+//! # Layout
+//! - [`config`]: file + env + flags → validated [`config::Config`].
+//! - [`scheduler`]: open-loop gamma/Poisson arrivals per target, concurrency cap.
+//! - [`probe`]: one request: HTTP, streaming, deadlines → a [`record::RequestRecord`].
+//! - [`sse`]: incremental Server-Sent Events decoder.
+//! - [`backend`]: wire formats behind one trait (request bodies, event parsing).
+//! - [`record`]: the instants of one probe and the one place durations are derived.
+//! - [`error`]: the closed set of error categories and the typed errors behind them.
+//! - [`metrics`]: the metric contract, registered on an injected registry.
+//! - [`server`]: `/metrics`, `/healthz`, `/readyz`.
+//! - [`daemon`]: wiring and graceful drain: [`run`].
+//! - [`sim`]: `inferprobe simulate`, the fault-injecting test server; [`demo`] uses it.
+//! - [`cli`], [`logging`], [`shutdown`], [`report`], [`client`], [`prompt`]: the rest.
+
+#![forbid(unsafe_code)]
+
+pub mod backend;
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod daemon;
+pub mod demo;
+pub mod error;
+pub mod logging;
+pub mod metrics;
+pub mod probe;
+pub mod prompt;
+pub mod record;
+pub mod report;
+pub mod scheduler;
+pub mod server;
+pub mod shutdown;
+pub mod sim;
+pub mod sse;
+
+pub use config::Config;
+pub use daemon::{DrainReport, run};
+pub use shutdown::Shutdown;
+
+/// The git revision this binary was built from ("unknown" outside a checkout).
+pub const REVISION: &str = env!("INFERPROBE_GIT_REVISION");

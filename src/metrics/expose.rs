@@ -1,0 +1,130 @@
+//! The /metrics exposition, in the format the scraper asked for.
+//!
+//! prometheus-client writes OpenMetrics text (with exemplars). Prometheus asks for that
+//! and gets it. Everything else (curl, promtool, older agents) gets the classic Prometheus
+//! text format 0.0.4, derived from the same bytes: exemplars, `# UNIT` and `# EOF` dropped,
+//! and counter families renamed to their `_total` sample name, which is what 0.0.4 expects.
+
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    OpenMetrics,
+    Text,
+}
+
+impl Format {
+    /// Pick the format from an `Accept` header. Prometheus lists OpenMetrics first when it
+    /// can parse it; anything that does not mention it gets the classic format.
+    pub fn negotiate(accept: Option<&str>) -> Self {
+        match accept {
+            Some(accept) if accept.contains("application/openmetrics-text") => Self::OpenMetrics,
+            _ => Self::Text,
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Self::Text => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+}
+
+pub fn encode(registry: &Registry, format: Format) -> Result<String, std::fmt::Error> {
+    let mut open_metrics = String::with_capacity(16 * 1024);
+    prometheus_client::encoding::text::encode(&mut open_metrics, registry)?;
+    Ok(match format {
+        Format::OpenMetrics => open_metrics,
+        Format::Text => to_text_format(&open_metrics),
+    })
+}
+
+fn to_text_format(open_metrics: &str) -> String {
+    let mut out = String::with_capacity(open_metrics.len());
+    let mut pending_help: Option<&str> = None;
+    for line in open_metrics.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            pending_help = Some(rest);
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "untyped"));
+            let (name, kind) = match kind {
+                "counter" => (format!("{name}_total"), kind),
+                "unknown" => (name.to_owned(), "untyped"),
+                _ => (name.to_owned(), kind),
+            };
+            if let Some(help) = pending_help.take() {
+                let text = help.split_once(' ').map_or("", |(_, text)| text);
+                out.push_str(&format!("# HELP {name} {text}\n"));
+            }
+            out.push_str(&format!("# TYPE {name} {kind}\n"));
+        } else if line.starts_with('#') {
+            // `# UNIT`, `# EOF`: OpenMetrics only.
+        } else {
+            out.push_str(strip_exemplar(line));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A sample line without its ` # {labels} value` exemplar suffix. Label values are quoted
+/// and may contain `#`, so the label set is skipped with its quoting rules first.
+fn strip_exemplar(line: &str) -> &str {
+    let bytes = line.as_bytes();
+    let mut i = 0;
+    let mut in_labels = false;
+    let mut in_quotes = false;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if in_quotes => i += 1,
+            b'"' if in_labels => in_quotes = !in_quotes,
+            b'{' if !in_quotes => in_labels = true,
+            b'}' if !in_quotes => in_labels = false,
+            b'#' if !in_labels && i > 0 && bytes[i - 1] == b' ' => {
+                return line[..i - 1].trim_end();
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiation() {
+        let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        assert_eq!(Format::negotiate(Some(prometheus)), Format::OpenMetrics);
+        assert_eq!(Format::negotiate(Some("*/*")), Format::Text);
+        assert_eq!(Format::negotiate(None), Format::Text);
+    }
+
+    #[test]
+    fn open_metrics_to_classic_text() {
+        let om = concat!(
+            "# HELP x_requests Probes.\n",
+            "# TYPE x_requests counter\n",
+            "x_requests_total{target=\"a # {b}\"} 3\n",
+            "# HELP x_ttft_seconds TTFT.\n",
+            "# TYPE x_ttft_seconds histogram\n",
+            "# UNIT x_ttft_seconds seconds\n",
+            "x_ttft_seconds_bucket{le=\"0.1\"} 1 # {request_id=\"r-1\"} 0.05\n",
+            "x_ttft_seconds_count 1\n",
+            "# EOF\n",
+        );
+        let want = concat!(
+            "# HELP x_requests_total Probes.\n",
+            "# TYPE x_requests_total counter\n",
+            "x_requests_total{target=\"a # {b}\"} 3\n",
+            "# HELP x_ttft_seconds TTFT.\n",
+            "# TYPE x_ttft_seconds histogram\n",
+            "x_ttft_seconds_bucket{le=\"0.1\"} 1\n",
+            "x_ttft_seconds_count 1\n",
+        );
+        assert_eq!(to_text_format(om), want);
+    }
+}

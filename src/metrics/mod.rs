@@ -1,0 +1,375 @@
+//! The metric contract (DESIGN.md): one [`Metrics`] struct registered on an injected
+//! `Registry`, and a cheap per-target handle ([`TargetMetrics`]) the probes write through.
+//!
+//! Families are created once at start; targets come and go as members. Every per-target
+//! series exists from the moment the target starts (error counters at zero for every
+//! category), so `rate()` and absence alerts work before the first failure.
+
+mod expose;
+mod family;
+mod process;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::exemplar::HistogramWithExemplars;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::config::Target;
+use crate::error::{ErrorCategory, ProbeError};
+use crate::record::Measurement;
+
+pub use expose::{Format, encode};
+pub use family::{LabeledFamily, TargetLabels};
+
+/// Buckets equal to vLLM's server-side histograms, so client and server views line up.
+pub const TTFT_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+];
+pub const TOKEN_LATENCY_BUCKETS: &[f64] = &[
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+];
+pub const E2EL_BUCKETS: &[f64] = &[
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
+];
+/// 1-2-5 steps, as vLLM's token-count histograms.
+pub const TOKEN_COUNT_BUCKETS: &[f64] = &[
+    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0, 10000.0, 20000.0,
+    50000.0, 100000.0,
+];
+
+/// Why an arrival was not sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SkipReason {
+    /// `max_concurrency` probes were already in flight.
+    Concurrency,
+}
+
+impl SkipReason {
+    pub const ALL: [SkipReason; 1] = [SkipReason::Concurrency];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Concurrency => "concurrency",
+        }
+    }
+}
+
+impl prometheus_client::encoding::EncodeLabelValue for SkipReason {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelValueEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        std::fmt::Write::write_str(encoder, self.as_str())
+    }
+}
+
+/// The exemplar attached to latency observations: which probe produced it.
+type Exemplar = [(&'static str, Arc<String>); 1];
+type LatencyHistogram = HistogramWithExemplars<Exemplar>;
+type F64Gauge = Gauge<f64, AtomicU64>;
+/// A target's labels plus one more, e.g. `category="dns"`.
+type WithLabel<V> = (TargetLabels, [(&'static str, V); 1]);
+
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    requests: LabeledFamily<TargetLabels, Counter>,
+    errors: LabeledFamily<WithLabel<ErrorCategory>, Counter>,
+    skipped: LabeledFamily<WithLabel<SkipReason>, Counter>,
+    in_flight: LabeledFamily<TargetLabels, Gauge>,
+    ttft: LabeledFamily<TargetLabels, LatencyHistogram>,
+    tpot: LabeledFamily<TargetLabels, LatencyHistogram>,
+    itl: LabeledFamily<TargetLabels, LatencyHistogram>,
+    e2el: LabeledFamily<TargetLabels, LatencyHistogram>,
+    output_tokens: LabeledFamily<TargetLabels, Histogram>,
+    prompt_tokens: LabeledFamily<TargetLabels, Histogram>,
+    output_tokens_total: LabeledFamily<TargetLabels, Counter>,
+    prompt_tokens_total: LabeledFamily<TargetLabels, Counter>,
+    good_requests: LabeledFamily<TargetLabels, Counter>,
+    last_success: LabeledFamily<TargetLabels, F64Gauge>,
+    schedule_lag: LabeledFamily<TargetLabels, Histogram>,
+    config_reload_successful: Gauge,
+    config_reload_success_time: F64Gauge,
+}
+
+impl Metrics {
+    /// Register every inferprobe metric on `registry` (under the `inferprobe_` prefix) and
+    /// the standard `process_*` metrics at its root.
+    pub fn register(registry: &mut Registry) -> Self {
+        registry.register_collector(Box::new(process::ProcessCollector::new()));
+        let r = registry.sub_registry_with_prefix("inferprobe");
+        let m = Self {
+            requests: LabeledFamily::default(),
+            errors: LabeledFamily::default(),
+            skipped: LabeledFamily::default(),
+            in_flight: LabeledFamily::default(),
+            ttft: LabeledFamily::default(),
+            tpot: LabeledFamily::default(),
+            itl: LabeledFamily::default(),
+            e2el: LabeledFamily::default(),
+            output_tokens: LabeledFamily::default(),
+            prompt_tokens: LabeledFamily::default(),
+            output_tokens_total: LabeledFamily::default(),
+            prompt_tokens_total: LabeledFamily::default(),
+            good_requests: LabeledFamily::default(),
+            last_success: LabeledFamily::default(),
+            schedule_lag: LabeledFamily::default(),
+            config_reload_successful: Gauge::default(),
+            config_reload_success_time: F64Gauge::default(),
+        };
+        r.register(
+            "requests",
+            "Probes that finished, successful or not",
+            m.requests.clone(),
+        );
+        r.register(
+            "request_errors",
+            "Probes that failed, by error category",
+            m.errors.clone(),
+        );
+        r.register(
+            "requests_skipped",
+            "Scheduled arrivals not sent (open loop: never queued), by reason",
+            m.skipped.clone(),
+        );
+        r.register(
+            "requests_in_flight",
+            "Probes in flight now",
+            m.in_flight.clone(),
+        );
+        let seconds = [
+            (
+                "time_to_first_token",
+                "Time from sending the request to the first token-carrying event (successful probes)",
+                &m.ttft,
+            ),
+            (
+                "time_per_output_token",
+                "(last token - first token) / (output tokens - 1), per successful probe with more than one token",
+                &m.tpot,
+            ),
+            (
+                "inter_token_latency",
+                "Gap between successive tokens; a gap covering k tokens is observed k times as gap/k when the server reports per-chunk usage",
+                &m.itl,
+            ),
+            (
+                "e2e_request_latency",
+                "Time from sending the request to the end of the response (successful probes)",
+                &m.e2el,
+            ),
+        ];
+        for (name, help, family) in seconds {
+            r.register_with_unit(name, help, Unit::Seconds, family.clone());
+        }
+        r.register(
+            "request_output_tokens",
+            "Output tokens per successful probe",
+            m.output_tokens.clone(),
+        );
+        r.register(
+            "request_prompt_tokens",
+            "Prompt tokens per successful probe, as reported by the server's usage",
+            m.prompt_tokens.clone(),
+        );
+        r.register(
+            "output_tokens",
+            "Output tokens received by successful probes",
+            m.output_tokens_total.clone(),
+        );
+        r.register(
+            "prompt_tokens",
+            "Prompt tokens of successful probes, as reported by the server's usage",
+            m.prompt_tokens_total.clone(),
+        );
+        r.register(
+            "good_requests",
+            "Successful probes within every configured SLO threshold (goodput)",
+            m.good_requests.clone(),
+        );
+        r.register_with_unit(
+            "last_success_timestamp",
+            "Unix time of the last successful probe",
+            Unit::Seconds,
+            m.last_success.clone(),
+        );
+        r.register_with_unit(
+            "schedule_lag",
+            "How late each arrival was sent compared with its scheduled time",
+            Unit::Seconds,
+            m.schedule_lag.clone(),
+        );
+        let build_info = LabeledFamily::<TargetLabels, Gauge>::default();
+        build_info
+            .get_or_insert(
+                TargetLabels::new(vec![
+                    ("version".into(), env!("CARGO_PKG_VERSION").into()),
+                    ("revision".into(), crate::REVISION.into()),
+                ]),
+                Gauge::default,
+            )
+            .set(1);
+        r.register("build_info", "Always 1; labels carry the build", build_info);
+        r.register(
+            "config_last_reload_successful",
+            "1 if the last configuration load succeeded",
+            m.config_reload_successful.clone(),
+        );
+        r.register_with_unit(
+            "config_last_reload_success_timestamp",
+            "Unix time of the last successful configuration load",
+            Unit::Seconds,
+            m.config_reload_success_time.clone(),
+        );
+        m
+    }
+
+    pub fn config_loaded(&self, ok: bool) {
+        self.config_reload_successful.set(i64::from(ok));
+        if ok {
+            self.config_reload_success_time.set(unix_now());
+        }
+    }
+
+    /// Create (or reattach to) the series of one target.
+    pub fn target(&self, target: &Target) -> TargetMetrics {
+        let mut pairs = vec![
+            ("target".to_owned(), target.name.clone()),
+            ("model".to_owned(), target.model.clone()),
+            ("backend".to_owned(), target.backend.as_str().to_owned()),
+        ];
+        pairs.extend(target.labels.iter().cloned());
+        let labels = TargetLabels::new(pairs);
+        let l = || labels.clone();
+        let latency =
+            |buckets: &'static [f64]| move || LatencyHistogram::new(buckets.iter().copied());
+        let counts = || Histogram::new(TOKEN_COUNT_BUCKETS.iter().copied());
+        TargetMetrics {
+            requests: self.requests.get_or_insert(l(), Counter::default),
+            errors: ErrorCategory::ALL.map(|c| {
+                self.errors
+                    .get_or_insert((l(), [("category", c)]), Counter::default)
+            }),
+            skipped: SkipReason::ALL.map(|r| {
+                self.skipped
+                    .get_or_insert((l(), [("reason", r)]), Counter::default)
+            }),
+            in_flight: self.in_flight.get_or_insert(l(), Gauge::default),
+            ttft: self.ttft.get_or_insert(l(), latency(TTFT_BUCKETS)),
+            tpot: self.tpot.get_or_insert(l(), latency(TOKEN_LATENCY_BUCKETS)),
+            itl: self.itl.get_or_insert(l(), latency(TOKEN_LATENCY_BUCKETS)),
+            e2el: self.e2el.get_or_insert(l(), latency(E2EL_BUCKETS)),
+            output_tokens: self.output_tokens.get_or_insert(l(), counts),
+            prompt_tokens: self.prompt_tokens.get_or_insert(l(), counts),
+            output_tokens_total: self
+                .output_tokens_total
+                .get_or_insert(l(), Counter::default),
+            prompt_tokens_total: self
+                .prompt_tokens_total
+                .get_or_insert(l(), Counter::default),
+            good_requests: self.good_requests.get_or_insert(l(), Counter::default),
+            last_success: self.last_success.get_or_insert(l(), F64Gauge::default),
+            schedule_lag: self
+                .schedule_lag
+                .get_or_insert(l(), || Histogram::new(exponential_buckets(0.0001, 4.0, 10))),
+            labels,
+        }
+    }
+}
+
+/// One target's series, resolved once so recording a probe takes no map lookups.
+#[derive(Clone, Debug)]
+pub struct TargetMetrics {
+    labels: TargetLabels,
+    requests: Counter,
+    errors: [Counter; ErrorCategory::ALL.len()],
+    skipped: [Counter; SkipReason::ALL.len()],
+    in_flight: Gauge,
+    ttft: LatencyHistogram,
+    tpot: LatencyHistogram,
+    itl: LatencyHistogram,
+    e2el: LatencyHistogram,
+    output_tokens: Histogram,
+    prompt_tokens: Histogram,
+    output_tokens_total: Counter,
+    prompt_tokens_total: Counter,
+    good_requests: Counter,
+    last_success: F64Gauge,
+    schedule_lag: Histogram,
+}
+
+impl TargetMetrics {
+    pub fn labels(&self) -> &TargetLabels {
+        &self.labels
+    }
+
+    /// Record one finished probe. The total is bumped last, so a concurrent scrape never
+    /// sees a finished probe that is neither a success nor an error.
+    pub fn record(&self, request_id: &Arc<String>, outcome: &Result<Measurement, ProbeError>) {
+        match outcome {
+            Ok(m) => {
+                let exemplar = || Some([("request_id", Arc::clone(request_id))]);
+                self.ttft.observe(m.ttft.as_secs_f64(), exemplar(), None);
+                if let Some(tpot) = m.tpot {
+                    self.tpot.observe(tpot.as_secs_f64(), exemplar(), None);
+                }
+                for &(gap, count) in &m.itl {
+                    for _ in 0..count {
+                        self.itl.observe(gap.as_secs_f64(), exemplar(), None);
+                    }
+                }
+                self.e2el.observe(m.e2el.as_secs_f64(), exemplar(), None);
+                self.output_tokens.observe(m.output_tokens as f64);
+                self.output_tokens_total.inc_by(m.output_tokens);
+                if let Some(prompt) = m.prompt_tokens {
+                    self.prompt_tokens.observe(prompt as f64);
+                    self.prompt_tokens_total.inc_by(prompt);
+                }
+                self.good_requests.inc();
+                self.last_success.set(unix_now());
+            }
+            Err(e) => {
+                self.errors[e.category() as usize].inc();
+            }
+        }
+        self.requests.inc();
+    }
+
+    pub fn skipped(&self, reason: SkipReason) {
+        self.skipped[reason as usize].inc();
+    }
+
+    pub fn schedule_lag(&self, lag: Duration) {
+        self.schedule_lag.observe(lag.as_secs_f64());
+    }
+
+    /// Count a probe in flight until the guard drops.
+    pub fn in_flight(&self) -> InFlight {
+        self.in_flight.inc();
+        InFlight(self.in_flight.clone())
+    }
+}
+
+pub struct InFlight(Gauge);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests;

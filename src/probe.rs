@@ -1,0 +1,264 @@
+//! One probe: send the request, stream the response, stamp instants into a
+//! [`RequestRecord`], and enforce the TTFT / stall / total deadlines.
+//!
+//! t0 is taken after the prompt is built and the body serialized, just before the request
+//! is handed to the HTTP client, so client-side preparation is never part of TTFT. All
+//! events decoded from one read share that read's arrival instant: they arrived together.
+//! Deadlines: before the first token the TTFT deadline applies, after it the stall deadline
+//! (time since the last event); the total deadline applies throughout. When data and a
+//! deadline are both ready, data wins: our own scheduling delay is not the server's fault.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{ACCEPT, CONTENT_TYPE};
+use tokio::time::{Instant, sleep_until, timeout_at};
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::{Backend, StreamEvent};
+use crate::config::{Target, Timeouts};
+use crate::error::ProbeError;
+use crate::record::{Measurement, RequestRecord};
+use crate::sse::{SseDecoder, SseError};
+
+/// Error bodies and non-SSE bodies are read up to this size, for the log line.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+/// After `[DONE]` the rest of the body is read briefly so the connection can be reused.
+const DRAIN_AFTER_DONE: Duration = Duration::from_secs(1);
+
+/// What one probe produced.
+#[derive(Debug)]
+pub enum Outcome {
+    Finished(Result<Measurement, ProbeError>),
+    /// Stopped by a hard shutdown: neither a success nor the server's failure.
+    Cut,
+}
+
+#[derive(Debug)]
+pub struct ProbeReport {
+    pub record: RequestRecord,
+    pub outcome: Outcome,
+}
+
+enum Stop {
+    Failed(ProbeError),
+    Cut,
+}
+
+impl From<ProbeError> for Stop {
+    fn from(e: ProbeError) -> Self {
+        Self::Failed(e)
+    }
+}
+
+/// Everything a target's probes share.
+#[derive(Debug)]
+pub struct Prober {
+    pub target: Arc<Target>,
+    backend: Arc<dyn Backend>,
+    client: reqwest::Client,
+}
+
+impl Prober {
+    pub fn new(target: Arc<Target>) -> Result<Self, reqwest::Error> {
+        Ok(Self {
+            backend: target.backend.backend(),
+            client: crate::client::build(&target)?,
+            target,
+        })
+    }
+
+    /// Run one probe to completion, failure, or `abort`.
+    pub async fn probe(
+        &self,
+        request_id: &str,
+        prompt: &str,
+        abort: &CancellationToken,
+    ) -> ProbeReport {
+        let body = self.backend.request_body(&self.target, prompt).to_string();
+        let mut builder = self
+            .client
+            .post(self.target.url.clone())
+            .headers(self.target.headers.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "text/event-stream")
+            .header("x-request-id", request_id)
+            .body(body);
+        if let Some(key) = &self.target.api_key {
+            builder = builder.bearer_auth(key.expose()); // marked sensitive by reqwest
+        }
+        let request = builder.build();
+
+        let mut record = RequestRecord::new(Instant::now());
+        let result = match request {
+            Ok(request) => self.exchange(request, &mut record, abort).await,
+            Err(e) => Err(Stop::Failed(ProbeError::from_transport(e, false))),
+        };
+        let outcome = match result {
+            Ok(()) => Outcome::Finished(record.measure()),
+            Err(Stop::Failed(e)) => Outcome::Finished(Err(e)),
+            Err(Stop::Cut) => Outcome::Cut,
+        };
+        ProbeReport { record, outcome }
+    }
+
+    async fn exchange(
+        &self,
+        request: reqwest::Request,
+        record: &mut RequestRecord,
+        abort: &CancellationToken,
+    ) -> Result<(), Stop> {
+        let limits = Deadlines::new(record.start, self.target.timeouts);
+        let (deadline, expired) = limits.next(record, record.start);
+        let mut response = tokio::select! {
+            biased;
+            () = abort.cancelled() => return Err(Stop::Cut),
+            r = self.client.execute(request) => r.map_err(|e| ProbeError::from_transport(e, false))?,
+            () = sleep_until(deadline) => return Err(expired.into()),
+        };
+        let response_at = Instant::now();
+        record.response_at = Some(response_at);
+
+        let status = response.status();
+        if !status.is_success() {
+            let body = read_capped(response, limits.total).await;
+            return Err(ProbeError::Status {
+                status,
+                body: describe_body(&body),
+            }
+            .into());
+        }
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if !content_type.trim_start().starts_with("text/event-stream") {
+            let body = read_capped(response, limits.total).await;
+            return Err(non_stream_error(&content_type, &body).into());
+        }
+
+        let mut decoder = SseDecoder::new(self.target.max_event_bytes);
+        let mut parser = self.backend.stream_parser();
+        let mut events = Vec::new();
+        let mut last_event = response_at;
+        loop {
+            let (deadline, expired) = limits.next(record, last_event);
+            let chunk = tokio::select! {
+                biased;
+                () = abort.cancelled() => return Err(Stop::Cut),
+                c = response.chunk() => c.map_err(|e| ProbeError::from_transport(e, true))?,
+                () = sleep_until(deadline) => return Err(expired.into()),
+            };
+            let now = Instant::now();
+            let Some(bytes) = chunk else {
+                // An unterminated trailing event is dropped (as the SSE spec says); whether
+                // the stream ended properly is decided from what was dispatched.
+                record.end = Some(now);
+                return Ok(());
+            };
+            record.bytes += bytes.len() as u64;
+            decoder.push(&bytes, &mut events).map_err(|e| match e {
+                SseError::InvalidUtf8 { .. } => ProbeError::InvalidResponse(e.to_string()),
+                SseError::TooLarge { .. } => ProbeError::TooLarge(e.to_string()),
+            })?;
+            for event in events.drain(..) {
+                record.events += 1;
+                last_event = now;
+                match parser.on_event(&event)? {
+                    StreamEvent::Chunk(chunk) => record.on_chunk(now, chunk),
+                    StreamEvent::Done => {
+                        record.done = true;
+                        record.end = Some(now);
+                        // Measurement is final; read the tail only to keep the connection.
+                        let _ = timeout_at(now + DRAIN_AFTER_DONE, drain(&mut response)).await;
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The deadlines of one probe, from its t0.
+struct Deadlines {
+    timeouts: Timeouts,
+    ttft: Instant,
+    total: Instant,
+}
+
+impl Deadlines {
+    fn new(start: Instant, timeouts: Timeouts) -> Self {
+        Self {
+            timeouts,
+            ttft: start + timeouts.ttft,
+            total: start + timeouts.request,
+        }
+    }
+
+    /// The next deadline, and the error if it passes first.
+    fn next(&self, record: &RequestRecord, last_event: Instant) -> (Instant, ProbeError) {
+        let (soon, error) = if record.has_token() {
+            let stall = last_event + self.timeouts.stall;
+            (stall, ProbeError::StallTimeout(self.timeouts.stall))
+        } else {
+            (self.ttft, ProbeError::TtftTimeout(self.timeouts.ttft))
+        };
+        if soon <= self.total {
+            (soon, error)
+        } else {
+            (
+                self.total,
+                ProbeError::RequestTimeout(self.timeouts.request),
+            )
+        }
+    }
+}
+
+/// Read up to [`MAX_ERROR_BODY`] bytes before `deadline`; whatever arrived is returned.
+async fn read_capped(mut response: reqwest::Response, deadline: Instant) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < MAX_ERROR_BODY {
+        match timeout_at(deadline, response.chunk()).await {
+            Ok(Ok(Some(bytes))) => body.extend_from_slice(&bytes),
+            _ => break,
+        }
+    }
+    body.truncate(MAX_ERROR_BODY);
+    body
+}
+
+async fn drain(response: &mut reqwest::Response) {
+    let mut seen = 0;
+    while seen < MAX_ERROR_BODY {
+        match response.chunk().await {
+            Ok(Some(bytes)) => seen += bytes.len(),
+            _ => return,
+        }
+    }
+}
+
+/// A 2xx that is not an event stream: an error object (some servers answer errors with
+/// 200 JSON) or a response the probe cannot use.
+fn non_stream_error(content_type: &str, body: &[u8]) -> ProbeError {
+    if let Ok(json) = serde_json::from_slice::<serde_json::Value>(body) {
+        if let Some(error) = json.get("error").filter(|e| !e.is_null()) {
+            return ProbeError::StreamErrorEvent(crate::backend::error_message(error));
+        }
+    }
+    ProbeError::InvalidResponse(format!(
+        "expected text/event-stream, got content-type `{content_type}`"
+    ))
+}
+
+/// The error message of an error response body, or a snippet of it.
+fn describe_body(body: &[u8]) -> String {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(json) => match json.get("error") {
+            Some(error) => crate::backend::error_message(error),
+            None => crate::backend::snippet(&json.to_string()),
+        },
+        Err(_) => crate::backend::snippet(&String::from_utf8_lossy(body)),
+    }
+}

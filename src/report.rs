@@ -1,0 +1,58 @@
+//! Log lines for finished probes: one warning per failure (request id, category, cause),
+//! one debug line per success. Text that came from the server is scrubbed of the target's
+//! API key, in case an endpoint echoes credentials back in an error.
+
+use crate::config::Target;
+use crate::error::ProbeError;
+use crate::record::{Measurement, RequestRecord};
+
+pub fn log_probe(
+    target: &Target,
+    request_id: &str,
+    result: &Result<Measurement, ProbeError>,
+    record: &RequestRecord,
+) {
+    match result {
+        Ok(m) => tracing::debug!(
+            target = %target.name,
+            request_id,
+            ttft_ms = ms(m.ttft),
+            tpot_ms = m.tpot.map(ms),
+            e2el_ms = ms(m.e2el),
+            output_tokens = m.output_tokens,
+            output_tokens_source = ?m.output_tokens_source,
+            prompt_tokens = m.prompt_tokens,
+            itl_observations = m.itl_observations(),
+            "probe ok"
+        ),
+        Err(e) => {
+            let cause = redact(&crate::error::chain(e), target);
+            tracing::warn!(
+                target = %target.name,
+                request_id,
+                category = %e.category(),
+                error = %cause,
+                "probe failed"
+            );
+            tracing::debug!(
+                target = %target.name,
+                request_id,
+                events = record.events,
+                bytes = record.bytes,
+                error = %redact(&format!("{e:?}"), target),
+                "probe failure detail"
+            );
+        }
+    }
+}
+
+fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn redact(text: &str, target: &Target) -> String {
+    match &target.api_key {
+        Some(key) if text.contains(key.expose()) => text.replace(key.expose(), "[redacted]"),
+        _ => text.to_owned(),
+    }
+}

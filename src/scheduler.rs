@@ -1,0 +1,149 @@
+//! Open-loop arrivals for one target.
+//!
+//! Arrival times follow a gamma renewal process (shape = burstiness, mean gap = 1/rate;
+//! burstiness 1 is Poisson) and do not depend on how fast the server answers: a slow
+//! server does not slow the probe down, exactly as real users keep arriving. When
+//! `max_concurrency` probes are in flight an arrival is skipped and counted, never queued
+//! (a queue would send a burst later and hide the slowdown). The first arrival is at a
+//! random offset so a fleet of probes started together does not synchronize.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, Gamma};
+use tokio::sync::Semaphore;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::metrics::{SkipReason, TargetMetrics};
+use crate::probe::{Outcome, Prober};
+use crate::{prompt, report};
+
+/// If the loop wakes up this late (process paused, machine overloaded), the schedule
+/// restarts from now instead of firing every missed arrival at once.
+const MAX_CATCH_UP: Duration = Duration::from_secs(1);
+
+/// What the schedulers share with the daemon.
+#[derive(Clone, Debug)]
+pub struct Context {
+    /// Where probes run, so shutdown can wait for them.
+    pub probes: TaskTracker,
+    /// Cancelled when in-flight probes must stop (end of the grace period).
+    pub abort: CancellationToken,
+    /// Probes recorded in metrics, and probes stopped by `abort` (not recorded).
+    pub recorded: Arc<AtomicU64>,
+    pub cut: Arc<AtomicU64>,
+}
+
+/// Send arrivals for `prober`'s target until `stop` is cancelled.
+pub async fn run(
+    prober: Arc<Prober>,
+    metrics: TargetMetrics,
+    seed: u64,
+    stop: CancellationToken,
+    ctx: Context,
+) {
+    let target = Arc::clone(&prober.target);
+    let mut arrivals = match Arrivals::new(target.rate, target.burstiness, seed) {
+        Ok(arrivals) => arrivals,
+        Err(e) => {
+            tracing::error!(target = %target.name, error = %e, "cannot schedule arrivals");
+            return;
+        }
+    };
+    let permits = Arc::new(Semaphore::new(target.max_concurrency));
+    let mut next = Instant::now() + arrivals.start_offset();
+    loop {
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            () = sleep_until(next) => {}
+        }
+        let now = Instant::now();
+        let lag = now.saturating_duration_since(next);
+        metrics.schedule_lag(lag);
+        match Arc::clone(&permits).try_acquire_owned() {
+            Ok(permit) => {
+                let rng = &mut arrivals.rng;
+                let request_id = Arc::new(format!(
+                    "{}{:016x}",
+                    target.request_id_prefix,
+                    rng.random::<u64>()
+                ));
+                let prompt = prompt::synthetic(target.input_tokens, rng);
+                let (prober, metrics, ctx2) = (Arc::clone(&prober), metrics.clone(), ctx.clone());
+                ctx.probes.spawn(async move {
+                    let _permit = permit;
+                    let _in_flight = metrics.in_flight();
+                    let probe = prober.probe(&request_id, &prompt, &ctx2.abort).await;
+                    match probe.outcome {
+                        Outcome::Finished(result) => {
+                            report::log_probe(&prober.target, &request_id, &result, &probe.record);
+                            metrics.record(&request_id, &result);
+                            ctx2.recorded.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Outcome::Cut => {
+                            ctx2.cut.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(target = %prober.target.name, request_id = %request_id,
+                                "probe cut short by shutdown; not counted");
+                        }
+                    }
+                });
+            }
+            Err(_) => metrics.skipped(SkipReason::Concurrency),
+        }
+        next += arrivals.next_gap();
+        if now.saturating_duration_since(next) > MAX_CATCH_UP {
+            next = now;
+        }
+    }
+}
+
+/// The arrival process of one target. Its RNG also draws the target's prompts and
+/// request ids, so one seed makes a whole run repeatable.
+#[derive(Debug)]
+pub struct Arrivals {
+    mean_gap: f64,
+    gaps: Gamma<f64>,
+    rng: StdRng,
+}
+
+impl Arrivals {
+    pub fn new(rate: f64, burstiness: f64, seed: u64) -> Result<Self, rand_distr::GammaError> {
+        Ok(Self {
+            mean_gap: 1.0 / rate,
+            gaps: Gamma::new(burstiness, 1.0 / (rate * burstiness))?,
+            rng: StdRng::seed_from_u64(seed),
+        })
+    }
+
+    /// Uniform in one mean gap.
+    pub fn start_offset(&mut self) -> Duration {
+        Duration::from_secs_f64(self.rng.random_range(0.0..self.mean_gap))
+    }
+
+    pub fn next_gap(&mut self) -> Duration {
+        // A gamma sample is finite and positive for validated parameters; the fallback
+        // keeps a pathological sample from stopping the schedule.
+        Duration::try_from_secs_f64(self.gaps.sample(&mut self.rng))
+            .unwrap_or(Duration::from_secs_f64(self.mean_gap))
+    }
+}
+
+/// A target's seed derived from the global one, so targets differ but runs repeat.
+pub fn target_seed(global: Option<u64>, name: &str) -> u64 {
+    match global {
+        // FNV-1a of the name, mixed with the global seed.
+        Some(seed) => name.bytes().fold(0xcbf2_9ce4_8422_2325 ^ seed, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        }),
+        None => rand::random(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,170 @@
+//! Faults the simulator injects, chosen per request by probability or forced with the
+//! `x-inferprobe-fault` request header. Each one exists to land in exactly one of the
+//! probe's error categories (the tests check that mapping).
+
+use std::fmt;
+use std::str::FromStr;
+
+use rand::{Rng, RngExt};
+
+/// Request header that forces a fault for one request (e.g. a target's `headers`).
+pub const FAULT_HEADER: &str = "x-inferprobe-fault";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// HTTP 429 with `Retry-After`.
+    Http429,
+    /// HTTP 500 with a JSON error.
+    Http500,
+    /// HTTP 401 with a JSON error.
+    Http401,
+    /// `data: {"error": …}` halfway through a 200 stream, then `[DONE]`.
+    ErrorEvent,
+    /// The connection is dropped halfway through the stream.
+    Reset,
+    /// The stream pauses halfway for the configured stall duration.
+    Stall,
+    /// The first token is delayed by the stall duration.
+    TtftStall,
+    /// A truncated JSON chunk halfway through the stream.
+    MalformedJson,
+    /// Every token, but no `finish_reason`, no usage and no `[DONE]`: a truncated stream
+    /// that still ends cleanly at the HTTP level.
+    NoDone,
+    /// HTTP 200 `text/event-stream` with an empty body.
+    Empty,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 10] = [
+        Self::Http429,
+        Self::Http500,
+        Self::Http401,
+        Self::ErrorEvent,
+        Self::Reset,
+        Self::Stall,
+        Self::TtftStall,
+        Self::MalformedJson,
+        Self::NoDone,
+        Self::Empty,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Http429 => "http_429",
+            Self::Http500 => "http_500",
+            Self::Http401 => "http_401",
+            Self::ErrorEvent => "error_event",
+            Self::Reset => "reset",
+            Self::Stall => "stall",
+            Self::TtftStall => "ttft_stall",
+            Self::MalformedJson => "malformed_json",
+            Self::NoDone => "no_done",
+            Self::Empty => "empty",
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Fault {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Self::ALL.iter().map(|f| f.name()).collect();
+                format!(
+                    "unknown fault `{s}` (expected one of: {})",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// `name=probability`, as given to `--fault`.
+pub fn parse_fault_spec(spec: &str) -> Result<(Fault, f64), String> {
+    let (name, p) = spec
+        .split_once('=')
+        .ok_or_else(|| format!("`{spec}`: expected name=probability, e.g. reset=0.05"))?;
+    let fault = name.trim().parse()?;
+    let p: f64 = p
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{spec}`: probability must be a number"))?;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(format!("`{spec}`: probability must be between 0 and 1"));
+    }
+    Ok((fault, p))
+}
+
+/// Check that the probabilities can be drawn from one uniform sample.
+pub fn validate(faults: &[(Fault, f64)]) -> Result<(), String> {
+    let total: f64 = faults.iter().map(|&(_, p)| p).sum();
+    if total > 1.0 + 1e-9 {
+        return Err(format!(
+            "fault probabilities add up to {total}, more than 1"
+        ));
+    }
+    Ok(())
+}
+
+/// Draw at most one fault: each with its own probability, mutually exclusive.
+pub fn pick(faults: &[(Fault, f64)], rng: &mut impl Rng) -> Option<Fault> {
+    let mut u: f64 = rng.random();
+    for &(fault, p) in faults {
+        if u < p {
+            return Some(fault);
+        }
+        u -= p;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    #[test]
+    fn names_round_trip() {
+        for fault in Fault::ALL {
+            assert_eq!(fault.name().parse::<Fault>(), Ok(fault));
+        }
+        assert!("nope".parse::<Fault>().is_err());
+    }
+
+    #[test]
+    fn specs_are_checked() {
+        assert_eq!(parse_fault_spec("reset=0.25"), Ok((Fault::Reset, 0.25)));
+        assert!(parse_fault_spec("reset").is_err());
+        assert!(parse_fault_spec("reset=2").is_err());
+        assert!(validate(&[(Fault::Reset, 0.6), (Fault::Stall, 0.6)]).is_err());
+    }
+
+    #[test]
+    fn picks_follow_the_probabilities() {
+        let faults = [(Fault::Reset, 0.2), (Fault::Http429, 0.3)];
+        let mut rng = StdRng::seed_from_u64(1);
+        let n = 20_000;
+        let mut counts = [0usize; 3];
+        for _ in 0..n {
+            match pick(&faults, &mut rng) {
+                Some(Fault::Reset) => counts[0] += 1,
+                Some(Fault::Http429) => counts[1] += 1,
+                _ => counts[2] += 1,
+            }
+        }
+        let share = |c: usize| c as f64 / n as f64;
+        assert!((share(counts[0]) - 0.2).abs() < 0.015);
+        assert!((share(counts[1]) - 0.3).abs() < 0.015);
+        assert!((share(counts[2]) - 0.5).abs() < 0.015);
+    }
+}

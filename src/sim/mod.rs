@@ -1,0 +1,266 @@
+//! `inferprobe simulate`: an OpenAI-compatible streaming server with injected latencies
+//! and faults.
+//!
+//! It is the ground truth for the measurement tests (it knows exactly when it wrote each
+//! token) and a rehearsal target for dashboards and alerts. Latencies are scheduled from
+//! the request's arrival on absolute instants, so they do not drift with write overhead.
+
+pub mod faults;
+mod openai;
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use hyper::body::{Frame, Incoming};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+pub use faults::{FAULT_HEADER, Fault};
+pub use openai::{Action, SimRequest, Step, parse_request, stream_plan};
+
+type Body = BoxBody<Bytes, std::io::Error>;
+
+const MAX_REQUEST_BYTES: usize = 4 << 20;
+
+#[derive(Clone, Debug, PartialEq, clap::Args)]
+pub struct SimConfig {
+    /// Time to first token.
+    #[arg(long, default_value = "50ms", value_parser = humantime::parse_duration)]
+    pub ttft: Duration,
+    /// Time per output token after the first.
+    #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
+    pub itl: Duration,
+    /// Uniform relative jitter on every delay: 0.2 means ±20%.
+    #[arg(long, default_value_t = 0.0)]
+    pub jitter: f64,
+    /// Tokens per streamed chunk.
+    #[arg(long, default_value_t = 1)]
+    pub tokens_per_chunk: u32,
+    /// Output length, overriding the request's max_tokens.
+    #[arg(long)]
+    pub output_tokens: Option<u32>,
+    /// Send no usage even when the request asks for it.
+    #[arg(long = "no-usage", action = clap::ArgAction::SetFalse)]
+    pub usage: bool,
+    /// Ignore `continuous_usage_stats` requests (usage only at the end).
+    #[arg(long = "no-continuous-usage", action = clap::ArgAction::SetFalse)]
+    pub continuous_usage: bool,
+    /// Do not send the role-only first chat chunk.
+    #[arg(long = "no-role-chunk", action = clap::ArgAction::SetFalse)]
+    pub role_chunk: bool,
+    /// Inject a fault with a probability, e.g. `--fault reset=0.05` (repeatable). Faults:
+    /// http_429 http_500 http_401 error_event reset stall ttft_stall malformed_json no_done empty.
+    #[arg(long = "fault", value_name = "NAME=P", value_parser = faults::parse_fault_spec)]
+    pub faults: Vec<(Fault, f64)>,
+    /// How long `stall` and `ttft_stall` pause.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    pub stall: Duration,
+    /// Seed for fault draws and jitter.
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            ttft: Duration::from_millis(50),
+            itl: Duration::from_millis(10),
+            jitter: 0.0,
+            tokens_per_chunk: 1,
+            output_tokens: None,
+            usage: true,
+            continuous_usage: true,
+            role_chunk: true,
+            faults: Vec::new(),
+            stall: Duration::from_secs(3600),
+            seed: None,
+        }
+    }
+}
+
+struct Shared {
+    config: SimConfig,
+    rng: Mutex<StdRng>,
+}
+
+impl Shared {
+    /// The lock is never held across an await.
+    fn with_rng<T>(&self, f: impl FnOnce(&mut StdRng) -> T) -> T {
+        f(&mut self.rng.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// Serve the simulator on `listener` until `stop` is cancelled.
+pub async fn serve(
+    listener: TcpListener,
+    config: SimConfig,
+    stop: CancellationToken,
+) -> Result<(), String> {
+    faults::validate(&config.faults)?;
+    if !(0.0..=1.0).contains(&config.jitter) {
+        return Err(format!("jitter {} must be between 0 and 1", config.jitter));
+    }
+    let rng = match config.seed {
+        Some(seed) => StdRng::seed_from_u64(seed),
+        None => rand::make_rng(),
+    };
+    let shared = Arc::new(Shared {
+        config,
+        rng: Mutex::new(rng),
+    });
+    crate::server::serve_with(listener, stop, Duration::from_secs(1), move |req| {
+        let shared = Arc::clone(&shared);
+        async move { handle(req, &shared).await }
+    })
+    .await;
+    Ok(())
+}
+
+async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body>, Infallible> {
+    let arrival = Instant::now();
+    let chat = match (req.method(), req.uri().path()) {
+        (&Method::GET, "/health") => {
+            return Ok(json_response(StatusCode::OK, json!({"status": "ok"})));
+        }
+        (&Method::GET, "/v1/models") => {
+            let models = json!({"object": "list", "data": [{"id": "sim", "object": "model"}]});
+            return Ok(json_response(StatusCode::OK, models));
+        }
+        (&Method::POST, "/v1/completions") => false,
+        (&Method::POST, "/v1/chat/completions") => true,
+        _ => return Ok(error(StatusCode::NOT_FOUND, "no such endpoint")),
+    };
+    let forced = req
+        .headers()
+        .get(FAULT_HEADER)
+        .map(|v| v.to_str().unwrap_or("").parse::<Fault>());
+    let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES)
+        .collect()
+        .await
+    {
+        Ok(body) => body.to_bytes(),
+        Err(_) => {
+            return Ok(error(
+                StatusCode::BAD_REQUEST,
+                "unreadable or oversized request body",
+            ));
+        }
+    };
+    let request = match parse_request(chat, &body) {
+        Ok(request) => request,
+        Err(e) => return Ok(error(StatusCode::BAD_REQUEST, &e)),
+    };
+    let fault = match forced {
+        Some(Ok(fault)) => Some(fault),
+        Some(Err(e)) => return Ok(error(StatusCode::BAD_REQUEST, &e)),
+        None => shared.with_rng(|rng| faults::pick(&shared.config.faults, rng)),
+    };
+    tracing::debug!(
+        ?fault,
+        chat,
+        max_tokens = request.max_tokens,
+        "simulated request"
+    );
+    match fault {
+        Some(Fault::Http429) => {
+            let mut response = error(StatusCode::TOO_MANY_REQUESTS, "simulated rate limit");
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            return Ok(response);
+        }
+        Some(Fault::Http500) => {
+            return Ok(error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "simulated server error",
+            ));
+        }
+        Some(Fault::Http401) => {
+            return Ok(error(StatusCode::UNAUTHORIZED, "simulated invalid API key"));
+        }
+        _ => {}
+    }
+    if !request.stream {
+        let (delay, body) = openai::complete_response(&request, &shared.config);
+        sleep_until(arrival + delay).await;
+        let mut response = Response::new(full(body));
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        return Ok(response);
+    }
+    let steps = shared.with_rng(|rng| stream_plan(&request, &shared.config, fault, rng));
+    let frames = stream::unfold(steps.into_iter(), move |mut steps| async move {
+        let step = steps.next()?;
+        sleep_until(arrival + step.at).await;
+        let frame = match step.action {
+            Action::Send(bytes) => Ok(Frame::data(bytes)),
+            Action::Reset => Err(std::io::Error::other("simulated connection reset")),
+        };
+        Some((frame, steps))
+    });
+    let mut response = Response::new(BodyExt::boxed(StreamBody::new(frames)));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/event-stream; charset=utf-8"),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-cache"),
+    );
+    Ok(response)
+}
+
+fn full(bytes: Bytes) -> Body {
+    Full::new(bytes).map_err(|never| match never {}).boxed()
+}
+
+fn json_response(status: StatusCode, value: serde_json::Value) -> Response<Body> {
+    let mut response = Response::new(full(Bytes::from(value.to_string())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// An OpenAI-shaped error body.
+fn error(status: StatusCode, message: &str) -> Response<Body> {
+    let body =
+        json!({"error": {"message": message, "type": "SimulatedError", "code": status.as_u16()}});
+    json_response(status, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sim: SimConfig,
+    }
+
+    #[test]
+    fn cli_defaults_equal_the_programmatic_defaults() {
+        assert_eq!(Cli::parse_from(["sim"]).sim, SimConfig::default());
+        let cli = Cli::parse_from(["sim", "--no-usage", "--fault", "reset=0.5", "--ttft", "2s"]);
+        assert!(!cli.sim.usage);
+        assert_eq!(cli.sim.faults, vec![(Fault::Reset, 0.5)]);
+        assert_eq!(cli.sim.ttft, Duration::from_secs(2));
+    }
+}

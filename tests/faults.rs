@@ -1,0 +1,193 @@
+//! Every fault lands in exactly its category, the daemon stays up, and
+//! `requests_total` = successes + errors for every target.
+//!
+//! One simulator serves all targets; each target forces one fault with the
+//! `x-inferprobe-fault` header, so the expected category of every probe is known.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Scrape, closed_port, start_daemon, start_sim};
+use inferprobe::error::ErrorCategory;
+use inferprobe::sim::SimConfig;
+
+/// (target name, fault forced by header, expected category)
+const FAULTS: &[(&str, &str, &str)] = &[
+    ("f-429", "http_429", "rate_limited"),
+    ("f-500", "http_500", "http_5xx"),
+    ("f-401", "http_401", "auth"),
+    ("f-error-event", "error_event", "stream_error_event"),
+    ("f-reset", "reset", "stream_interrupted"),
+    ("f-stall", "stall", "stall_timeout"),
+    ("f-ttft-stall", "ttft_stall", "ttft_timeout"),
+    ("f-malformed", "malformed_json", "invalid_response"),
+    ("f-no-done", "no_done", "stream_interrupted"),
+    ("f-empty", "empty", "empty_response"),
+];
+
+fn target(name: &str, backend: &str, url: &str, extra: &str) -> String {
+    format!(
+        r#"
+        [[targets]]
+        name = "{name}"
+        backend = "{backend}"
+        url = "{url}"
+        {extra}
+        "#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_fault_lands_in_exactly_its_category() {
+    let sim = start_sim(SimConfig {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(5),
+        stall: Duration::from_secs(60),
+        ..SimConfig::default()
+    })
+    .await;
+    let url = sim.url();
+    let mut toml = String::from(
+        r#"
+        seed = 2
+        [defaults]
+        model = "m"
+        rate = 5
+        max_concurrency = 2
+        output_tokens = 8
+        input_tokens = 16
+        connect_timeout = "1s"
+        ttft_timeout = "1s"
+        stall_timeout = "300ms"
+        request_timeout = "3s"
+        "#,
+    );
+    for (i, (name, fault, _)) in FAULTS.iter().enumerate() {
+        // Alternate wire formats: every fault must be caught on both.
+        let backend = if i % 2 == 0 { "openai-chat" } else { "openai" };
+        let header = format!(r#"headers = {{ "x-inferprobe-fault" = "{fault}" }}"#);
+        toml += &target(name, backend, &url, &header);
+    }
+    toml += &target("healthy", "openai-chat", &url, "");
+    // Transport failures, from real sockets and resolvers.
+    let closed = format!("http://127.0.0.1:{}", closed_port().await);
+    toml += &target("t-connect", "openai", &closed, "");
+    toml += &target("t-dns", "openai", "http://inferprobe-test.invalid", "");
+    toml += &target("t-tls", "openai", &url.replace("http://", "https://"), "");
+    toml += &target(
+        "t-total",
+        "openai",
+        &url,
+        "output_tokens = 1000\nrequest_timeout = \"1s\"\nttft_timeout = \"1s\"",
+    );
+
+    let daemon = start_daemon(&toml).await;
+    let mut expected: Vec<(&str, &str)> = FAULTS.iter().map(|&(t, _, c)| (t, c)).collect();
+    expected.extend([
+        ("t-connect", "connect"),
+        ("t-dns", "dns"),
+        ("t-tls", "tls"),
+        ("t-total", "request_timeout"),
+    ]);
+    let scrape = daemon
+        .wait_for(Duration::from_secs(40), |s| {
+            s.requests("healthy") >= 3.0 && expected.iter().all(|(t, _)| s.requests(t) >= 3.0)
+        })
+        .await;
+
+    for (target, category) in &expected {
+        assert_only_category(&scrape, target, category);
+    }
+    assert_eq!(scrape.all_errors("healthy"), 0.0, "{}", scrape.text);
+    assert!(scrape.successes("healthy") >= 3.0);
+
+    // Still up and answering after all of that.
+    assert_eq!(daemon.get("/healthz", None).await.status(), 200);
+    assert_eq!(daemon.get("/readyz", None).await.status(), 200);
+    let mut targets: Vec<&str> = expected.iter().map(|(t, _)| *t).collect();
+    targets.push("healthy");
+    assert_totals_consistent(&daemon, &targets).await;
+    let report = daemon.stop().await;
+    assert_eq!(
+        report.cut, 0,
+        "every in-flight probe ends within its own timeouts"
+    );
+}
+
+fn assert_only_category(scrape: &Scrape, target: &str, category: &str) {
+    let requests = scrape.requests(target);
+    for c in ErrorCategory::ALL {
+        let n = scrape.errors(target, c.as_str());
+        if c.as_str() == category {
+            assert_eq!(n, requests, "{target}: every probe should be {category}");
+        } else {
+            assert_eq!(
+                n, 0.0,
+                "{target}: {n} probes landed in {c}, expected {category}"
+            );
+        }
+    }
+    assert_eq!(
+        scrape.successes(target),
+        0.0,
+        "{target}: no probe may succeed"
+    );
+}
+
+/// `requests_total` = successes + errors, checked on a scrape taken between probe
+/// completions (a probe recording during the scrape can skew one snapshot, never all).
+async fn assert_totals_consistent(daemon: &common::Daemon, targets: &[&str]) {
+    let consistent = |s: &Scrape| {
+        targets
+            .iter()
+            .all(|t| s.requests(t) == s.successes(t) + s.all_errors(t))
+    };
+    for _ in 0..50 {
+        if consistent(&daemon.scrape().await) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("requests_total never equalled successes + errors");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_faults_keep_the_books_balanced() {
+    use inferprobe::sim::Fault;
+    let faults = Fault::ALL
+        .iter()
+        .filter(|f| !matches!(f, Fault::Stall | Fault::TtftStall))
+        .map(|&f| (f, 0.06))
+        .collect();
+    let sim = start_sim(SimConfig {
+        ttft: Duration::from_millis(10),
+        itl: Duration::from_millis(2),
+        faults,
+        seed: Some(9),
+        ..SimConfig::default()
+    })
+    .await;
+    let toml = format!(
+        r#"
+        seed = 3
+        [defaults]
+        url = "{}"
+        model = "m"
+        rate = 40
+        max_concurrency = 8
+        output_tokens = 8
+        [[targets]]
+        name = "chaos"
+        "#,
+        sim.url()
+    );
+    let daemon = start_daemon(&toml).await;
+    let scrape = daemon
+        .wait_for(Duration::from_secs(30), |s| s.requests("chaos") >= 150.0)
+        .await;
+    let errors = scrape.all_errors("chaos");
+    assert!(errors > 0.0 && scrape.successes("chaos") > 0.0);
+    assert_totals_consistent(&daemon, &["chaos"]).await;
+    daemon.stop().await;
+}

@@ -49,7 +49,7 @@ pub async fn run(
         probers.push(Arc::new(prober));
     }
 
-    let state = Arc::new(State::new(registry));
+    let state = Arc::new(State::new(registry, metrics.clone()));
     let server_stop = CancellationToken::new();
     let address = listener.local_addr()?;
     let server = tokio::spawn(server::serve(

@@ -44,4 +44,4 @@ pub use daemon::{DrainReport, run};
 pub use shutdown::Shutdown;
 
 /// The git revision this binary was built from ("unknown" outside a checkout).
-pub const REVISION: &str = env!("INFERPROBE_GIT_REVISION");
+pub const REVISION: &str = env!("BUILD_GIT_REVISION");

@@ -22,7 +22,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::{Format, encode};
+use crate::metrics::{Format, Metrics};
 
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -31,13 +31,16 @@ const CLOSE_GRACE: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct State {
     registry: Registry,
+    metrics: Metrics,
     ready: AtomicBool,
 }
 
 impl State {
-    pub fn new(registry: Registry) -> Self {
+    /// `metrics` must be registered on `registry`.
+    pub fn new(registry: Registry, metrics: Metrics) -> Self {
         Self {
             registry,
+            metrics,
             ready: AtomicBool::new(false),
         }
     }
@@ -122,7 +125,7 @@ fn handle(req: &Request<Incoming>, state: &State) -> Response<Full<Bytes>> {
                 .get(header::ACCEPT)
                 .and_then(|v| v.to_str().ok());
             let format = Format::negotiate(accept);
-            match encode(&state.registry, format) {
+            match state.metrics.encode(&state.registry, format) {
                 Ok(body) => {
                     let mut response = Response::new(Full::new(Bytes::from(body)));
                     response.headers_mut().insert(

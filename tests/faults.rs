@@ -135,21 +135,21 @@ fn assert_only_category(scrape: &Scrape, target: &str, category: &str) {
     );
 }
 
-/// `requests_total` = successes + errors, checked on a scrape taken between probe
-/// completions (a probe recording during the scrape can skew one snapshot, never all).
+/// `requests_total` = successes + errors in every scrape, even with probes finishing
+/// while it is taken (recording a probe is atomic with respect to scrapes).
 async fn assert_totals_consistent(daemon: &common::Daemon, targets: &[&str]) {
-    let consistent = |s: &Scrape| {
-        targets
-            .iter()
-            .all(|t| s.requests(t) == s.successes(t) + s.all_errors(t))
-    };
-    for _ in 0..50 {
-        if consistent(&daemon.scrape().await) {
-            return;
+    for _ in 0..20 {
+        let s = daemon.scrape().await;
+        for t in targets {
+            let (requests, successes, errors) = (s.requests(t), s.successes(t), s.all_errors(t));
+            assert_eq!(
+                requests,
+                successes + errors,
+                "{t}: {successes} + {errors} != {requests}"
+            );
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("requests_total never equalled successes + errors");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

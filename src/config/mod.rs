@@ -23,6 +23,9 @@ use crate::backend::BackendKind;
 pub use raw::{RawConfig, RawDuration, RawTarget};
 pub use validate::validate;
 
+/// Top-level keys that may be set from the environment.
+const ENV_SECTIONS: [&str; 5] = ["listen", "seed", "shutdown_grace", "labels", "defaults"];
+
 /// Exit status for a bad configuration (BSD `EX_USAGE`, as linkerd and sysexits use).
 pub const EXIT_CONFIG: i32 = 64;
 
@@ -173,8 +176,14 @@ pub fn load_raw(path: Option<&Path>, overrides: &Overrides) -> Result<RawConfig,
     figment = figment.merge(
         Env::prefixed(ENV_PREFIX)
             .split("__")
-            // Read by the CLI itself, not configuration keys.
-            .ignore(&["config", "log", "log_format"]),
+            // Only variables that address a configuration section: Kubernetes injects
+            // INFERPROBE_SERVICE_HOST, INFERPROBE_PORT… for a Service named inferprobe, and
+            // the CLI reads INFERPROBE_CONFIG / _LOG / _LOG_FORMAT itself. Unknown keys
+            // *inside* a section are still errors.
+            .filter(|key| {
+                let section = key.as_str().split('.').next().unwrap_or("");
+                ENV_SECTIONS.iter().any(|s| s.eq_ignore_ascii_case(section))
+            }),
     );
     if let Some(listen) = &overrides.listen {
         figment = figment.merge(Serialized::default("listen", listen));
@@ -188,6 +197,11 @@ pub fn load_raw(path: Option<&Path>, overrides: &Overrides) -> Result<RawConfig,
 fn from_figment(err: figment::Error) -> ConfigError {
     let source = err.metadata.as_ref().map(|meta| match &meta.source {
         Some(source) => format!("{} {source}", meta.name),
+        // Name the exact variable rather than "INFERPROBE_ environment variable(s)".
+        None if meta.name.contains("environment variable") => format!(
+            "environment variable {ENV_PREFIX}{}",
+            err.path.join("__").to_uppercase()
+        ),
         None => meta.name.to_string(),
     });
     ConfigError {

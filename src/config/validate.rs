@@ -88,6 +88,7 @@ fn validate_target(
     global_labels: &BTreeMap<String, String>,
 ) -> Result<Target, ConfigError> {
     let at = |field: &str| format!("{key}.{field}");
+    let timeouts = timeouts(&at, &t)?;
     let name = t
         .name
         .ok_or_else(|| ConfigError::new(at("name"), "is required"))?;
@@ -186,6 +187,15 @@ fn validate_target(
         ));
     }
 
+    let include_usage = t.include_usage.unwrap_or(true);
+    let continuous_usage_stats = t.continuous_usage_stats.unwrap_or(false);
+    if continuous_usage_stats && !include_usage {
+        return Err(ConfigError::new(
+            at("continuous_usage_stats"),
+            "requires include_usage = true (servers only send per-chunk usage with it)",
+        ));
+    }
+
     let api_key = api_key(&at, t.api_key_env.as_deref(), t.api_key_file.as_deref())?;
     let headers = headers(&at, t.headers.unwrap_or_default(), api_key.is_some())?;
     let mut labels = global_labels.clone();
@@ -205,60 +215,6 @@ fn validate_target(
         ));
     }
 
-    let timeouts = Timeouts {
-        connect: positive(
-            &at,
-            "connect_timeout",
-            t.connect_timeout.as_ref(),
-            DEFAULT_TIMEOUTS.connect,
-        )?,
-        ttft: positive(
-            &at,
-            "ttft_timeout",
-            t.ttft_timeout.as_ref(),
-            DEFAULT_TIMEOUTS.ttft,
-        )?,
-        stall: positive(
-            &at,
-            "stall_timeout",
-            t.stall_timeout.as_ref(),
-            DEFAULT_TIMEOUTS.stall,
-        )?,
-        request: positive(
-            &at,
-            "request_timeout",
-            t.request_timeout.as_ref(),
-            DEFAULT_TIMEOUTS.request,
-        )?,
-    };
-    let ordered = [
-        (
-            "connect_timeout",
-            timeouts.connect,
-            "ttft_timeout",
-            timeouts.ttft,
-        ),
-        (
-            "ttft_timeout",
-            timeouts.ttft,
-            "request_timeout",
-            timeouts.request,
-        ),
-        (
-            "stall_timeout",
-            timeouts.stall,
-            "request_timeout",
-            timeouts.request,
-        ),
-    ];
-    for (short, short_value, long, long_value) in ordered {
-        if short_value > long_value {
-            return Err(ConfigError::new(
-                at(short),
-                format!("{short_value:?} must not exceed {long} ({long_value:?})"),
-            ));
-        }
-    }
     let max_event_bytes = in_range(
         &at("max_event_bytes"),
         t.max_event_bytes
@@ -280,8 +236,8 @@ fn validate_target(
         ignore_eos: t.ignore_eos.unwrap_or(true),
         sampling,
         extra_body,
-        include_usage: t.include_usage.unwrap_or(true),
-        continuous_usage_stats: t.continuous_usage_stats.unwrap_or(false),
+        include_usage,
+        continuous_usage_stats,
         headers,
         api_key,
         labels: labels.into_iter().collect(),
@@ -437,15 +393,73 @@ fn in_range(key: &str, value: u64, min: u64, max: u64) -> Result<u64, ConfigErro
     }
 }
 
-fn positive(
-    at: &dyn Fn(&str) -> String,
-    field: &str,
-    raw: Option<&RawDuration>,
-    default: Duration,
-) -> Result<Duration, ConfigError> {
-    let value = duration(&at(field), raw, default)?;
+/// Unset timeouts default to the documented values, clamped so they never contradict a
+/// timeout the user did set (a 2 s `ttft_timeout` alone must not fail on the 5 s default
+/// connect timeout). Explicit values that contradict each other are errors.
+fn timeouts(at: &dyn Fn(&str) -> String, t: &RawTarget) -> Result<Timeouts, ConfigError> {
+    let explicit =
+        |field: &str, raw: &Option<RawDuration>| -> Result<Option<Duration>, ConfigError> {
+            raw.as_ref()
+                .map(|raw| positive(&at(field), raw))
+                .transpose()
+        };
+    let connect = explicit("connect_timeout", &t.connect_timeout)?;
+    let ttft = explicit("ttft_timeout", &t.ttft_timeout)?;
+    let stall = explicit("stall_timeout", &t.stall_timeout)?;
+    let request = explicit("request_timeout", &t.request_timeout)?;
+    let request = request.unwrap_or_else(|| {
+        [connect, ttft, stall]
+            .into_iter()
+            .flatten()
+            .fold(DEFAULT_TIMEOUTS.request, Duration::max)
+    });
+    let ttft = ttft.unwrap_or_else(|| {
+        DEFAULT_TIMEOUTS
+            .ttft
+            .min(request)
+            .max(connect.unwrap_or_default())
+    });
+    let timeouts = Timeouts {
+        connect: connect.unwrap_or_else(|| DEFAULT_TIMEOUTS.connect.min(ttft)),
+        ttft,
+        stall: stall.unwrap_or_else(|| DEFAULT_TIMEOUTS.stall.min(request)),
+        request,
+    };
+    let ordered = [
+        (
+            "connect_timeout",
+            timeouts.connect,
+            "ttft_timeout",
+            timeouts.ttft,
+        ),
+        (
+            "ttft_timeout",
+            timeouts.ttft,
+            "request_timeout",
+            timeouts.request,
+        ),
+        (
+            "stall_timeout",
+            timeouts.stall,
+            "request_timeout",
+            timeouts.request,
+        ),
+    ];
+    for (short, short_value, long, long_value) in ordered {
+        if short_value > long_value {
+            return Err(ConfigError::new(
+                at(short),
+                format!("{short_value:?} must not exceed {long} ({long_value:?})"),
+            ));
+        }
+    }
+    Ok(timeouts)
+}
+
+fn positive(key: &str, raw: &RawDuration) -> Result<Duration, ConfigError> {
+    let value = duration(key, Some(raw), Duration::ZERO)?;
     if value.is_zero() {
-        return Err(ConfigError::new(at(field), "must be greater than zero"));
+        return Err(ConfigError::new(key, "must be greater than zero"));
     }
     Ok(value)
 }

@@ -9,8 +9,8 @@ mod expose;
 mod family;
 mod process;
 
-use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus_client::metrics::counter::Counter;
@@ -23,7 +23,7 @@ use crate::config::Target;
 use crate::error::{ErrorCategory, ProbeError};
 use crate::record::Measurement;
 
-pub use expose::{Format, encode};
+pub use expose::Format;
 pub use family::{LabeledFamily, TargetLabels};
 
 /// Buckets equal to vLLM's server-side histograms, so client and server views line up.
@@ -97,6 +97,10 @@ pub struct Metrics {
     schedule_lag: LabeledFamily<TargetLabels, Histogram>,
     config_reload_successful: Gauge,
     config_reload_success_time: F64Gauge,
+    /// Recording a probe holds this shared; encoding holds it exclusively. So every scrape
+    /// sees each probe entirely or not at all: `requests_total` = successes + errors and
+    /// ITL count = Σ per-probe observations hold in every single scrape.
+    snapshot: Arc<RwLock<()>>,
 }
 
 impl Metrics {
@@ -123,6 +127,7 @@ impl Metrics {
             schedule_lag: LabeledFamily::default(),
             config_reload_successful: Gauge::default(),
             config_reload_success_time: F64Gauge::default(),
+            snapshot: Arc::default(),
         };
         r.register(
             "requests",
@@ -231,6 +236,13 @@ impl Metrics {
         m
     }
 
+    /// The exposition of `registry` (on which these metrics are registered), consistent
+    /// with respect to probe recordings.
+    pub fn encode(&self, registry: &Registry, format: Format) -> Result<String, std::fmt::Error> {
+        let _exclusive = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
+        expose::encode(registry, format)
+    }
+
     pub fn config_loaded(&self, ok: bool) {
         self.config_reload_successful.set(i64::from(ok));
         if ok {
@@ -280,6 +292,7 @@ impl Metrics {
                 .schedule_lag
                 .get_or_insert(l(), || Histogram::new(exponential_buckets(0.0001, 4.0, 10))),
             labels,
+            snapshot: Arc::clone(&self.snapshot),
         }
     }
 }
@@ -303,6 +316,7 @@ pub struct TargetMetrics {
     good_requests: Counter,
     last_success: F64Gauge,
     schedule_lag: Histogram,
+    snapshot: Arc<RwLock<()>>,
 }
 
 impl TargetMetrics {
@@ -310,9 +324,9 @@ impl TargetMetrics {
         &self.labels
     }
 
-    /// Record one finished probe. The total is bumped last, so a concurrent scrape never
-    /// sees a finished probe that is neither a success nor an error.
+    /// Record one finished probe, atomically with respect to scrapes.
     pub fn record(&self, request_id: &Arc<String>, outcome: &Result<Measurement, ProbeError>) {
+        let _shared = self.snapshot.read().unwrap_or_else(|e| e.into_inner());
         match outcome {
             Ok(m) => {
                 let exemplar = || Some([("request_id", Arc::clone(request_id))]);

@@ -1,1 +1,183 @@
+use std::time::Duration;
 
+use super::*;
+use crate::config::{RawConfig, RawTarget, validate};
+use crate::record::TokenSource;
+
+fn target(name: &str) -> Arc<Target> {
+    let raw = RawConfig {
+        labels: [("node".to_owned(), "n1".to_owned())].into(),
+        targets: vec![RawTarget {
+            name: Some(name.into()),
+            url: Some("http://127.0.0.1:1".into()),
+            model: Some("m".into()),
+            backend: Some("openai".into()),
+            ..RawTarget::default()
+        }],
+        ..RawConfig::default()
+    };
+    Arc::clone(&validate(&raw).unwrap().targets[0])
+}
+
+fn exposition(registry: &Registry, format: Format) -> String {
+    expose::encode(registry, format).unwrap()
+}
+
+fn measurement() -> Measurement {
+    Measurement {
+        ttft: Duration::from_millis(150),
+        tpot: Some(Duration::from_millis(20)),
+        itl: vec![
+            (Duration::from_millis(10), 3),
+            (Duration::from_millis(40), 1),
+        ],
+        e2el: Duration::from_millis(400),
+        output_tokens: 5,
+        output_tokens_source: TokenSource::Usage,
+        prompt_tokens: Some(12),
+    }
+}
+
+const LABELS: &str = r#"target="t",model="m",backend="openai",node="n1""#;
+
+#[test]
+fn category_indexes_follow_declaration_order() {
+    for (i, c) in ErrorCategory::ALL.iter().enumerate() {
+        assert_eq!(*c as usize, i, "{c}");
+    }
+    for (i, r) in SkipReason::ALL.iter().enumerate() {
+        assert_eq!(*r as usize, i);
+    }
+}
+
+#[test]
+fn a_new_target_exposes_every_error_category_at_zero() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    metrics.target(&target("t"));
+    let text = exposition(&registry, Format::Text);
+    for c in ErrorCategory::ALL {
+        let series = format!("inferprobe_request_errors_total{{{LABELS},category=\"{c}\"}} 0\n");
+        assert!(text.contains(&series), "missing {series}");
+    }
+    assert!(text.contains(&format!(
+        "inferprobe_requests_skipped_total{{{LABELS},reason=\"concurrency\"}} 0\n"
+    )));
+    assert!(text.contains(&format!("inferprobe_requests_total{{{LABELS}}} 0\n")));
+    assert!(text.contains("inferprobe_build_info{version=\""));
+}
+
+#[test]
+fn a_success_is_recorded_in_every_series_once() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let t = metrics.target(&target("t"));
+    t.record(&Arc::new("req-1".into()), &Ok(measurement()));
+    let text = exposition(&registry, Format::Text);
+    let expect = [
+        format!("inferprobe_requests_total{{{LABELS}}} 1"),
+        format!("inferprobe_time_to_first_token_seconds_sum{{{LABELS}}} 0.15"),
+        format!("inferprobe_time_to_first_token_seconds_count{{{LABELS}}} 1"),
+        format!("inferprobe_time_to_first_token_seconds_bucket{{le=\"0.1\",{LABELS}}} 0"),
+        format!("inferprobe_time_to_first_token_seconds_bucket{{le=\"0.25\",{LABELS}}} 1"),
+        format!("inferprobe_time_per_output_token_seconds_count{{{LABELS}}} 1"),
+        // 3 observations of 10 ms and one of 40 ms
+        format!("inferprobe_inter_token_latency_seconds_count{{{LABELS}}} 4"),
+        format!("inferprobe_inter_token_latency_seconds_bucket{{le=\"0.01\",{LABELS}}} 3"),
+        format!("inferprobe_e2e_request_latency_seconds_count{{{LABELS}}} 1"),
+        format!("inferprobe_output_tokens_total{{{LABELS}}} 5"),
+        format!("inferprobe_prompt_tokens_total{{{LABELS}}} 12"),
+        format!("inferprobe_request_output_tokens_sum{{{LABELS}}} 5.0"),
+        format!("inferprobe_good_requests_total{{{LABELS}}} 1"),
+    ];
+    for line in expect {
+        assert!(
+            text.contains(&format!("{line}\n")),
+            "missing `{line}` in\n{text}"
+        );
+    }
+    let itl_sum = text
+        .lines()
+        .find(|l| l.starts_with("inferprobe_inter_token_latency_seconds_sum"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap();
+    assert!((itl_sum - 0.07).abs() < 1e-9, "{itl_sum}");
+    assert!(text.contains("inferprobe_last_success_timestamp_seconds{"));
+}
+
+#[test]
+fn a_failure_counts_its_category_and_nothing_else() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let t = metrics.target(&target("t"));
+    t.record(&Arc::new("req-2".into()), &Err(ProbeError::EmptyResponse));
+    let text = exposition(&registry, Format::Text);
+    assert!(text.contains(&format!("inferprobe_requests_total{{{LABELS}}} 1\n")));
+    assert!(text.contains(&format!(
+        "inferprobe_request_errors_total{{{LABELS},category=\"empty_response\"}} 1\n"
+    )));
+    assert!(text.contains(&format!(
+        "inferprobe_time_to_first_token_seconds_count{{{LABELS}}} 0\n"
+    )));
+    assert!(text.contains(&format!("inferprobe_good_requests_total{{{LABELS}}} 0\n")));
+}
+
+#[test]
+fn exemplars_carry_the_request_id_in_openmetrics_only() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let t = metrics.target(&target("t"));
+    t.record(&Arc::new("inferprobe-abc".into()), &Ok(measurement()));
+    let om = exposition(&registry, Format::OpenMetrics);
+    assert!(om.contains(&format!(
+        "inferprobe_time_to_first_token_seconds_bucket{{le=\"0.25\",{LABELS}}} 1 # {{request_id=\"inferprobe-abc\"}} 0.15\n"
+    )));
+    assert!(om.ends_with("# EOF\n"));
+    let text = exposition(&registry, Format::Text);
+    assert!(!text.contains("request_id"));
+    assert!(!text.contains("# EOF"));
+}
+
+#[test]
+fn reattaching_a_target_continues_its_series() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let first = metrics.target(&target("t"));
+    first.record(&Arc::new("r".into()), &Err(ProbeError::EmptyResponse));
+    let again = metrics.target(&target("t"));
+    again.record(&Arc::new("r".into()), &Err(ProbeError::EmptyResponse));
+    let text = exposition(&registry, Format::Text);
+    assert!(text.contains(&format!("inferprobe_requests_total{{{LABELS}}} 2\n")));
+}
+
+#[test]
+fn in_flight_guard_and_skips() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let t = metrics.target(&target("t"));
+    let guard = t.in_flight();
+    t.skipped(SkipReason::Concurrency);
+    let text = exposition(&registry, Format::Text);
+    assert!(text.contains(&format!("inferprobe_requests_in_flight{{{LABELS}}} 1\n")));
+    assert!(text.contains(&format!(
+        "inferprobe_requests_skipped_total{{{LABELS},reason=\"concurrency\"}} 1\n"
+    )));
+    drop(guard);
+    let text = exposition(&registry, Format::Text);
+    assert!(text.contains(&format!("inferprobe_requests_in_flight{{{LABELS}}} 0\n")));
+}
+
+#[test]
+fn families_remove_members() {
+    let family = LabeledFamily::<TargetLabels, Counter>::default();
+    let a = TargetLabels::new(vec![("target".into(), "a".into())]);
+    let b = TargetLabels::new(vec![("target".into(), "b".into())]);
+    family.get_or_insert(a.clone(), Counter::default).inc();
+    family.get_or_insert(b.clone(), Counter::default);
+    assert_eq!(family.len(), 2);
+    assert!(family.remove(&a));
+    assert!(!family.remove(&a));
+    family.retain(|labels| labels.get("target") != Some("b"));
+    assert!(family.is_empty());
+}

@@ -2,6 +2,8 @@
 //! reads the exposition the way Prometheus would (over HTTP).
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod replay;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;

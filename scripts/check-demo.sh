@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Acceptance check of `inferprobe demo`: within 30 s its /metrics must show observations in
+# all four latency histograms and at least one non-zero error category, and promtool must
+# find nothing to report in the exposition.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --quiet
+port=${DEMO_PORT:-19464}
+log=$(mktemp)
+target/debug/inferprobe demo --listen "127.0.0.1:$port" >"$log" 2>&1 &
+demo=$!
+trap 'kill "$demo" 2>/dev/null || true; wait "$demo" 2>/dev/null || true; rm -f "$log" "$log.metrics"' EXIT
+
+count() { # sum of a metric's samples in the exposition
+  awk -v m="$1" '$1 ~ "^"m"({|$)" { s += $NF } END { print s + 0 }' "$log.metrics"
+}
+start=$(date +%s)
+while :; do
+  sleep 1
+  elapsed=$(( $(date +%s) - start ))
+  if curl -sf "http://127.0.0.1:$port/metrics" -o "$log.metrics"; then
+    ok=1
+    for h in time_to_first_token time_per_output_token inter_token_latency e2e_request_latency; do
+      [ "$(count "inferprobe_${h}_seconds_count")" != 0 ] || ok=0
+    done
+    errors=$(count inferprobe_request_errors_total)
+    [ "$errors" != 0 ] || ok=0
+    if [ "$ok" = 1 ]; then
+      categories=$(awk '/^inferprobe_request_errors_total/ && $NF > 0 { match($0, /category="[a-z_0-9]+"/); print substr($0, RSTART + 10, RLENGTH - 11) }' "$log.metrics" | sort -u | tr '\n' ' ')
+      echo "after ${elapsed}s: all four latency histograms populated; $errors errors in: $categories"
+      break
+    fi
+  fi
+  if [ "$elapsed" -ge 30 ]; then
+    echo "FAIL: demo did not show all histograms and an error within 30 s" >&2
+    cat "$log" >&2
+    exit 1
+  fi
+done
+report=$(promtool check metrics <"$log.metrics" 2>&1) || { echo "$report" >&2; exit 1; }
+if [ -n "$report" ]; then echo "promtool: $report" >&2; exit 1; fi
+echo "promtool check metrics: clean"

@@ -1,0 +1,324 @@
+//! Real transcripts captured from vLLM and llama.cpp's server (tests/fixtures/):
+//! the SSE decoder must give identical events for every way the bytes can be split, the
+//! OpenAI parser must read them as DESIGN.md measures them, and the whole daemon must
+//! measure a replay of each one correctly.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use inferprobe::backend::{BackendKind, StreamEvent};
+use inferprobe::record::{Measurement, RequestRecord, TokenSource};
+use inferprobe::sse::{SseDecoder, SseEvent};
+use proptest::prelude::*;
+use tokio::time::Instant;
+
+use common::replay::{Capture, serve};
+use common::start_daemon;
+
+const STREAMS: &[&str] = &[
+    "llama-server/chat-usage",
+    "llama-server/chat-nousage",
+    "llama-server/completions-usage",
+    "llama-server/completions-nousage",
+    "vllm/chat-usage",
+    "vllm/chat-continuous-usage",
+    "vllm/completions-usage",
+    "vllm/completions-continuous-usage",
+    "vllm/completions-nousage",
+    "vllm/completions-n2",
+];
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn body(name: &str) -> Vec<u8> {
+    std::fs::read(fixtures().join(format!("{name}.sse"))).unwrap()
+}
+
+fn decode(chunks: &[&[u8]]) -> Vec<SseEvent> {
+    let mut decoder = SseDecoder::default();
+    let mut events = Vec::new();
+    for chunk in chunks {
+        decoder.push(chunk, &mut events).unwrap();
+    }
+    assert!(
+        !decoder.has_partial_event(),
+        "transcripts end on an event boundary"
+    );
+    events
+}
+
+#[test]
+fn every_single_split_point_gives_the_same_events() {
+    for name in STREAMS {
+        let bytes = body(name);
+        let whole = decode(&[&bytes]);
+        assert!(whole.len() >= 9, "{name}: {} events", whole.len());
+        assert_eq!(whole.last().unwrap().data, "[DONE]", "{name}");
+        for split in 0..=bytes.len() {
+            let (a, b) = bytes.split_at(split);
+            assert_eq!(decode(&[a, b]), whole, "{name} split at byte {split}");
+        }
+    }
+}
+
+#[test]
+fn two_split_points_and_single_bytes_give_the_same_events() {
+    for name in STREAMS {
+        let bytes = body(name);
+        let whole = decode(&[&bytes]);
+        let singles: Vec<&[u8]> = bytes.chunks(1).collect();
+        assert_eq!(decode(&singles), whole, "{name} byte by byte");
+        // Every pair of split points at a stride (every pair would be ~10^7 decodes).
+        for i in (0..bytes.len()).step_by(7) {
+            for j in (i..bytes.len()).step_by(13) {
+                let parts = [&bytes[..i], &bytes[i..j], &bytes[j..]];
+                assert_eq!(decode(&parts), whole, "{name} split at {i} and {j}");
+            }
+        }
+    }
+}
+
+#[test]
+fn crlf_line_endings_give_the_same_events() {
+    for name in STREAMS {
+        let lf = body(name);
+        let crlf = String::from_utf8(lf.clone()).unwrap().replace('\n', "\r\n");
+        let crlf = crlf.as_bytes();
+        let whole = decode(&[&lf]);
+        assert_eq!(decode(&[crlf]), whole, "{name}");
+        for split in 0..=crlf.len() {
+            let (a, b) = crlf.split_at(split);
+            assert_eq!(decode(&[a, b]), whole, "{name} CRLF split at {split}");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn random_rechunking_gives_the_same_events(
+        which in 0..STREAMS.len(),
+        cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..40),
+    ) {
+        let bytes = body(STREAMS[which]);
+        let mut points: Vec<usize> = cuts.iter().map(|c| c.index(bytes.len() + 1)).collect();
+        points.sort_unstable();
+        let mut parts = Vec::new();
+        let mut start = 0;
+        for p in points {
+            parts.push(&bytes[start..p]);
+            start = p;
+        }
+        parts.push(&bytes[start..]);
+        prop_assert_eq!(decode(&parts), decode(&[&bytes]));
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048), split in any::<prop::sample::Index>()) {
+        let mut decoder = SseDecoder::new(512);
+        let mut events = Vec::new();
+        let (a, b) = bytes.split_at(split.index(bytes.len() + 1));
+        if decoder.push(a, &mut events).is_ok() {
+            let _ = decoder.push(b, &mut events);
+        }
+        let mut parser = BackendKind::OpenAiChat.backend().stream_parser();
+        for event in &events {
+            let _ = parser.on_event(event);
+        }
+    }
+}
+
+/// Parse a transcript with events 10 ms apart and measure it.
+fn measure_transcript(name: &str) -> Measurement {
+    let chat = name.contains("chat");
+    let kind = if chat {
+        BackendKind::OpenAiChat
+    } else {
+        BackendKind::OpenAi
+    };
+    let mut parser = kind.backend().stream_parser();
+    let t0 = Instant::now();
+    let mut record = RequestRecord::new(t0);
+    for (i, event) in decode(&[&body(name)]).iter().enumerate() {
+        let at = t0 + Duration::from_millis(10 * (i as u64 + 1));
+        match parser.on_event(event).unwrap() {
+            StreamEvent::Chunk(chunk) => record.on_chunk(at, chunk),
+            StreamEvent::Done => {
+                record.done = true;
+                record.end = Some(at);
+            }
+        }
+    }
+    record.measure().unwrap()
+}
+
+/// (transcript, TTFT in events, output tokens, source, ITL observations, prompt tokens)
+type Expected = (&'static str, u64, u64, TokenSource, u64, Option<u64>);
+
+#[test]
+fn transcripts_are_measured_as_designed() {
+    let cases: &[Expected] = &[
+        // Role-only first chunk (content null / "") is not the first token.
+        (
+            "llama-server/chat-usage",
+            2,
+            8,
+            TokenSource::Usage,
+            7,
+            Some(28),
+        ),
+        (
+            "llama-server/chat-nousage",
+            2,
+            8,
+            TokenSource::EventCount,
+            7,
+            None,
+        ),
+        // Usage inside the final (empty-text) chunk: not a token.
+        (
+            "llama-server/completions-usage",
+            1,
+            8,
+            TokenSource::Usage,
+            7,
+            Some(7),
+        ),
+        // llama.cpp sends usage on completions even when not asked.
+        (
+            "llama-server/completions-nousage",
+            1,
+            8,
+            TokenSource::Usage,
+            7,
+            Some(7),
+        ),
+        ("vllm/chat-usage", 2, 8, TokenSource::Usage, 7, Some(29)),
+        (
+            "vllm/chat-continuous-usage",
+            2,
+            8,
+            TokenSource::Usage,
+            7,
+            Some(26),
+        ),
+        (
+            "vllm/completions-usage",
+            1,
+            8,
+            TokenSource::Usage,
+            7,
+            Some(6),
+        ),
+        (
+            "vllm/completions-continuous-usage",
+            1,
+            8,
+            TokenSource::Usage,
+            7,
+            Some(6),
+        ),
+        (
+            "vllm/completions-nousage",
+            1,
+            8,
+            TokenSource::EventCount,
+            7,
+            None,
+        ),
+        // n = 2: two choices interleaved; usage counts both.
+        ("vllm/completions-n2", 1, 8, TokenSource::Usage, 7, Some(4)),
+    ];
+    for &(name, ttft_events, tokens, source, itl, prompt) in cases {
+        let m = measure_transcript(name);
+        assert_eq!(
+            m.ttft,
+            Duration::from_millis(10 * ttft_events),
+            "{name} TTFT"
+        );
+        assert_eq!(m.output_tokens, tokens, "{name} output tokens");
+        assert_eq!(m.output_tokens_source, source, "{name} token source");
+        assert_eq!(m.itl_observations(), itl, "{name} ITL observations");
+        assert_eq!(m.prompt_tokens, prompt, "{name} prompt tokens");
+        assert!(
+            m.itl
+                .iter()
+                .all(|&(gap, _)| gap == Duration::from_millis(10)),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_measures_replays_of_real_servers() {
+    const GAP: Duration = Duration::from_millis(30);
+    let mut toml = String::from(
+        "seed = 4\n[defaults]\nmodel = \"tiny\"\nrate = 5\nttft_timeout = \"2s\"\nstall_timeout = \"1s\"\nrequest_timeout = \"5s\"\n",
+    );
+    let errors = [
+        ("vllm/completions-context-overflow", "http_4xx"),
+        ("vllm/completions-model-not-found", "http_4xx"),
+        ("vllm/completions-max-tokens-too-large", "http_4xx"),
+        ("llama-server/completions-context-overflow", "http_4xx"),
+        ("llama-server/completions-bad-json", "http_5xx"),
+        // A non-streamed JSON body where a stream was asked for.
+        ("vllm/chat-nonstream", "invalid_response"),
+    ];
+    let names: Vec<&str> = STREAMS
+        .iter()
+        .copied()
+        .chain(errors.iter().map(|e| e.0))
+        .collect();
+    for (i, name) in names.iter().enumerate() {
+        let (dir, file) = name.split_once('/').unwrap();
+        let addr = serve(Capture::load(&fixtures().join(dir), file), GAP).await;
+        let backend = if name.contains("chat") {
+            "openai-chat"
+        } else {
+            "openai"
+        };
+        toml += &format!(
+            "[[targets]]\nname = \"r{i}\"\nbackend = \"{backend}\"\nurl = \"http://{addr}\"\n"
+        );
+    }
+    let daemon = start_daemon(&toml).await;
+    let n = names.len();
+    let s = daemon
+        .wait_for(Duration::from_secs(30), |s| {
+            (0..n).all(|i| s.requests(&format!("r{i}")) >= 3.0)
+        })
+        .await;
+    daemon.stop().await;
+
+    for (i, name) in STREAMS.iter().enumerate() {
+        let t = format!("r{i}");
+        assert_eq!(s.all_errors(&t), 0.0, "{name}:\n{}", s.text);
+        let successes = s.successes(&t);
+        let output = s.sum("inferprobe_output_tokens_total", &[("target", &t)]);
+        assert_eq!(output, 8.0 * successes, "{name} output tokens");
+        // Each event is sent GAP after the previous one; the role chunk is event 1.
+        let events_before_first_token = if name.contains("chat") { 2.0 } else { 1.0 };
+        let (ttft_sum, count) = s.histogram("inferprobe_time_to_first_token_seconds", &t);
+        let ttft = ttft_sum / count;
+        let floor = GAP.as_secs_f64() * events_before_first_token;
+        assert!(ttft >= floor && ttft < floor + 0.025, "{name}: TTFT {ttft}");
+        let (itl_sum, itl_count) = s.histogram("inferprobe_inter_token_latency_seconds", &t);
+        assert_eq!(itl_count, 7.0 * successes, "{name} ITL count");
+        let itl = itl_sum / itl_count;
+        assert!((itl - GAP.as_secs_f64()).abs() < 0.01, "{name}: ITL {itl}");
+    }
+    for (j, (name, category)) in errors.iter().enumerate() {
+        let t = format!("r{}", STREAMS.len() + j);
+        assert_eq!(
+            s.errors(&t, category),
+            s.requests(&t),
+            "{name} should be {category}:\n{}",
+            s.text
+        );
+    }
+}

@@ -8,7 +8,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Scrape, closed_port, start_daemon, start_sim};
+use common::replay::{Capture, serve};
+use common::{Scrape, closed_port, start_daemon, start_sim, unresponsive_port};
 use inferprobe::error::ErrorCategory;
 use inferprobe::sim::SimConfig;
 
@@ -75,6 +76,24 @@ async fn every_fault_lands_in_exactly_its_category() {
     toml += &target("t-connect", "openai", &closed, "");
     toml += &target("t-dns", "openai", "http://inferprobe-test.invalid", "");
     toml += &target("t-tls", "openai", &url.replace("http://", "https://"), "");
+    let (port, _listener, _filler) = unresponsive_port();
+    toml += &target(
+        "t-connect-timeout",
+        "openai",
+        &format!("http://127.0.0.1:{port}"),
+        "connect_timeout = \"300ms\"",
+    );
+    let huge = format!(
+        "data: {{\"choices\":[{{\"text\":\"{}\"}}]}}\n\n",
+        "x".repeat(4096)
+    );
+    let big = serve(Capture::stream(&huge), Duration::ZERO).await;
+    toml += &target(
+        "t-too-large",
+        "openai",
+        &format!("http://{big}"),
+        "max_event_bytes = 1024",
+    );
     toml += &target(
         "t-total",
         "openai",
@@ -88,6 +107,8 @@ async fn every_fault_lands_in_exactly_its_category() {
         ("t-connect", "connect"),
         ("t-dns", "dns"),
         ("t-tls", "tls"),
+        ("t-connect-timeout", "connect_timeout"),
+        ("t-too-large", "too_large"),
         ("t-total", "request_timeout"),
     ]);
     let scrape = daemon

@@ -5,6 +5,7 @@
 //! place that checks it and fills in defaults, so every other module can trust its input.
 //! Errors name the key path (`targets[1].rate`) and the source (file or env variable).
 
+mod fields;
 mod raw;
 mod validate;
 

@@ -215,3 +215,15 @@ pub async fn closed_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     listener.local_addr().unwrap().port()
 }
+
+/// A listening port whose accept queue is full, so new connections hang in SYN-SENT:
+/// the way to get a real connect timeout on loopback. Keep the returned values alive.
+pub fn unresponsive_port() -> (u16, tokio::net::TcpListener, std::net::TcpStream) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(0).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Fills the backlog of 0 (Linux admits one pending connection).
+    let filler = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    (port, listener, filler)
+}

@@ -16,6 +16,15 @@ pub struct Capture {
 }
 
 impl Capture {
+    /// A made-up streamed response.
+    pub fn stream(body: &str) -> Self {
+        Self {
+            status_line: "HTTP/1.1 200 OK".into(),
+            headers: vec!["content-type: text/event-stream".into()],
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
     pub fn load(dir: &Path, name: &str) -> Self {
         let headers = std::fs::read_to_string(dir.join(format!("{name}.headers"))).unwrap();
         let body = std::fs::read(dir.join(format!("{name}.sse"))).unwrap();

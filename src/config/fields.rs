@@ -1,0 +1,264 @@
+//! Parsers for individual configuration values (URLs, secrets, headers, labels, numbers,
+//! durations), each reporting the key it was given. [`super::validate`] composes them.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use url::Url;
+
+use super::{ConfigError, RawDuration, RawTarget, Secret, Timeouts};
+use crate::backend::BackendKind;
+
+const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
+    connect: Duration::from_secs(5),
+    ttft: Duration::from_secs(30),
+    stall: Duration::from_secs(30),
+    request: Duration::from_secs(120),
+};
+
+/// Label names inferprobe itself puts on series.
+const RESERVED_LABELS: [&str; 7] = [
+    "target", "model", "backend", "category", "reason", "le", "quantile",
+];
+
+pub(super) fn endpoint_url(
+    at: &dyn Fn(&str) -> String,
+    url: Option<&str>,
+    endpoint: Option<&str>,
+    backend: BackendKind,
+) -> Result<Url, ConfigError> {
+    let text = url.ok_or_else(|| ConfigError::new(at("url"), "is required"))?;
+    let base = Url::parse(text)
+        .map_err(|e| ConfigError::new(at("url"), format!("`{text}` is not a URL: {e}")))?;
+    if !matches!(base.scheme(), "http" | "https") || base.host_str().is_none() {
+        return Err(ConfigError::new(
+            at("url"),
+            format!("`{text}` must be an http:// or https:// URL with a host"),
+        ));
+    }
+    if !base.username().is_empty() || base.password().is_some() {
+        // Credentials in a URL end up in logs; they belong in api_key_env / api_key_file.
+        return Err(ConfigError::new(
+            at("url"),
+            "must not contain credentials; use api_key_env or api_key_file",
+        ));
+    }
+    if base.query().is_some() || base.fragment().is_some() {
+        return Err(ConfigError::new(
+            at("url"),
+            "must be a base URL without query or fragment; put the path and query in `endpoint`",
+        ));
+    }
+    let endpoint = endpoint.unwrap_or(backend.default_endpoint());
+    if !endpoint.starts_with('/') {
+        return Err(ConfigError::new(
+            at("endpoint"),
+            format!("`{endpoint}` must start with /"),
+        ));
+    }
+    let joined = format!("{}{endpoint}", base.as_str().trim_end_matches('/'));
+    Url::parse(&joined)
+        .map_err(|e| ConfigError::new(at("endpoint"), format!("`{joined}` is not a URL: {e}")))
+}
+
+pub(super) fn api_key(
+    at: &dyn Fn(&str) -> String,
+    env: Option<&str>,
+    file: Option<&str>,
+) -> Result<Option<Secret>, ConfigError> {
+    let value = match (env, file) {
+        (None, None) => return Ok(None),
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::new(
+                at("api_key_file"),
+                "set either api_key_env or api_key_file, not both",
+            ));
+        }
+        (Some(var), None) => std::env::var(var).map_err(|_| {
+            ConfigError::new(
+                at("api_key_env"),
+                format!("environment variable {var} is not set or not UTF-8"),
+            )
+        })?,
+        (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::new(at("api_key_file"), format!("cannot read {path}: {e}"))
+        })?,
+    };
+    let value = value.trim();
+    let field = if env.is_some() {
+        "api_key_env"
+    } else {
+        "api_key_file"
+    };
+    if value.is_empty() {
+        return Err(ConfigError::new(at(field), "the API key is empty"));
+    }
+    if HeaderValue::from_str(&format!("Bearer {value}")).is_err() {
+        return Err(ConfigError::new(
+            at(field),
+            "the API key contains characters not allowed in an HTTP header",
+        ));
+    }
+    Ok(Some(Secret::new(value.to_owned())))
+}
+
+pub(super) fn headers(
+    at: &dyn Fn(&str) -> String,
+    raw: BTreeMap<String, String>,
+    has_api_key: bool,
+) -> Result<HeaderMap, ConfigError> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in raw {
+        let key = at(&format!("headers.{name}"));
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| ConfigError::new(&key, "is not a valid HTTP header name"))?;
+        if header == "x-request-id" || header == http::header::CONTENT_TYPE {
+            return Err(ConfigError::new(
+                &key,
+                "is set by inferprobe on every request",
+            ));
+        }
+        if header == http::header::AUTHORIZATION && has_api_key {
+            return Err(ConfigError::new(
+                &key,
+                "conflicts with the API key, which is sent as a Bearer token",
+            ));
+        }
+        let mut value = HeaderValue::from_str(&value)
+            .map_err(|_| ConfigError::new(&key, "value is not a valid HTTP header value"))?;
+        value.set_sensitive(header == http::header::AUTHORIZATION);
+        headers.insert(header, value);
+    }
+    Ok(headers)
+}
+
+pub(super) fn check_labels(
+    key: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<(), ConfigError> {
+    for name in labels.keys() {
+        let mut chars = name.chars();
+        let valid = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !name.starts_with("__");
+        if !valid {
+            return Err(ConfigError::new(
+                format!("{key}.{name}"),
+                "is not a valid Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, no leading __)",
+            ));
+        }
+        if RESERVED_LABELS.contains(&name.as_str()) {
+            return Err(ConfigError::new(
+                format!("{key}.{name}"),
+                "is a label inferprobe sets itself",
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn in_range(key: &str, value: u64, min: u64, max: u64) -> Result<u64, ConfigError> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(ConfigError::new(
+            key,
+            format!("{value} must be between {min} and {max}"),
+        ))
+    }
+}
+
+/// Unset timeouts default to the documented values, clamped so they never contradict a
+/// timeout the user did set (a 2 s `ttft_timeout` alone must not fail on the 5 s default
+/// connect timeout). Explicit values that contradict each other are errors.
+pub(super) fn timeouts(
+    at: &dyn Fn(&str) -> String,
+    t: &RawTarget,
+) -> Result<Timeouts, ConfigError> {
+    let explicit =
+        |field: &str, raw: &Option<RawDuration>| -> Result<Option<Duration>, ConfigError> {
+            raw.as_ref()
+                .map(|raw| positive(&at(field), raw))
+                .transpose()
+        };
+    let connect = explicit("connect_timeout", &t.connect_timeout)?;
+    let ttft = explicit("ttft_timeout", &t.ttft_timeout)?;
+    let stall = explicit("stall_timeout", &t.stall_timeout)?;
+    let request = explicit("request_timeout", &t.request_timeout)?;
+    let request = request.unwrap_or_else(|| {
+        [connect, ttft, stall]
+            .into_iter()
+            .flatten()
+            .fold(DEFAULT_TIMEOUTS.request, Duration::max)
+    });
+    let ttft = ttft.unwrap_or_else(|| {
+        DEFAULT_TIMEOUTS
+            .ttft
+            .min(request)
+            .max(connect.unwrap_or_default())
+    });
+    let timeouts = Timeouts {
+        connect: connect.unwrap_or_else(|| DEFAULT_TIMEOUTS.connect.min(ttft)),
+        ttft,
+        stall: stall.unwrap_or_else(|| DEFAULT_TIMEOUTS.stall.min(request)),
+        request,
+    };
+    let ordered = [
+        (
+            "connect_timeout",
+            timeouts.connect,
+            "ttft_timeout",
+            timeouts.ttft,
+        ),
+        (
+            "ttft_timeout",
+            timeouts.ttft,
+            "request_timeout",
+            timeouts.request,
+        ),
+        (
+            "stall_timeout",
+            timeouts.stall,
+            "request_timeout",
+            timeouts.request,
+        ),
+    ];
+    for (short, short_value, long, long_value) in ordered {
+        if short_value > long_value {
+            return Err(ConfigError::new(
+                at(short),
+                format!("{short_value:?} must not exceed {long} ({long_value:?})"),
+            ));
+        }
+    }
+    Ok(timeouts)
+}
+
+pub(super) fn positive(key: &str, raw: &RawDuration) -> Result<Duration, ConfigError> {
+    let value = duration(key, Some(raw), Duration::ZERO)?;
+    if value.is_zero() {
+        return Err(ConfigError::new(key, "must be greater than zero"));
+    }
+    Ok(value)
+}
+
+pub(super) fn duration(
+    key: &str,
+    raw: Option<&RawDuration>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    match raw {
+        None => Ok(default),
+        Some(RawDuration::Seconds(secs)) => Duration::try_from_secs_f64(*secs)
+            .map_err(|_| ConfigError::new(key, format!("{secs} is not a valid number of seconds"))),
+        Some(RawDuration::Text(text)) => humantime::parse_duration(text).map_err(|e| {
+            ConfigError::new(
+                key,
+                format!("`{text}` is not a duration like \"250ms\" or \"5s\": {e}"),
+            )
+        }),
+    }
+}

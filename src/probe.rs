@@ -108,8 +108,8 @@ impl Prober {
         record: &mut RequestRecord,
         abort: &CancellationToken,
     ) -> Result<(), Stop> {
-        let limits = Deadlines::new(record.start, self.target.timeouts);
-        let (deadline, expired) = limits.next(record, record.start);
+        let deadlines = Deadlines::new(record.start, self.target.timeouts);
+        let (deadline, expired) = deadlines.next(record, record.start);
         let mut response = tokio::select! {
             biased;
             () = abort.cancelled() => return Err(Stop::Cut),
@@ -121,7 +121,7 @@ impl Prober {
 
         let status = response.status();
         if !status.is_success() {
-            let body = read_capped(response, limits.total).await;
+            let body = read_capped(response, deadlines.total).await;
             return Err(ProbeError::Status {
                 status,
                 body: describe_body(&body),
@@ -135,16 +135,17 @@ impl Prober {
             .unwrap_or("")
             .to_ascii_lowercase();
         if !content_type.trim_start().starts_with("text/event-stream") {
-            let body = read_capped(response, limits.total).await;
+            let body = read_capped(response, deadlines.total).await;
             return Err(non_stream_error(&content_type, &body).into());
         }
 
-        let mut decoder = SseDecoder::new(self.target.max_event_bytes);
+        let limits = self.target.limits;
+        let mut decoder = SseDecoder::new(limits.max_event_bytes);
         let mut parser = self.backend.stream_parser();
         let mut events = Vec::new();
         let mut last_event = response_at;
         loop {
-            let (deadline, expired) = limits.next(record, last_event);
+            let (deadline, expired) = deadlines.next(record, last_event);
             let chunk = tokio::select! {
                 biased;
                 () = abort.cancelled() => return Err(Stop::Cut),
@@ -159,10 +160,18 @@ impl Prober {
                 return Ok(());
             };
             record.bytes += bytes.len() as u64;
+            if record.bytes > limits.max_response_bytes {
+                let max = limits.max_response_bytes;
+                return Err(ProbeError::TooLarge(format!("response exceeded {max} bytes")).into());
+            }
             decoder.push(&bytes, &mut events).map_err(|e| match e {
                 SseError::InvalidUtf8 { .. } => ProbeError::InvalidResponse(e.to_string()),
                 SseError::TooLarge { .. } => ProbeError::TooLarge(e.to_string()),
             })?;
+            if record.events + events.len() as u64 > limits.max_events {
+                let max = limits.max_events;
+                return Err(ProbeError::TooLarge(format!("response exceeded {max} events")).into());
+            }
             for event in events.drain(..) {
                 record.events += 1;
                 last_event = now;
@@ -283,9 +292,9 @@ mod tests {
     #[test]
     fn deadline_is_ttft_before_the_first_token_then_stall_capped_by_total() {
         let t0 = Instant::now();
-        let limits = Deadlines::new(t0, timeouts());
+        let deadlines = Deadlines::new(t0, timeouts());
         let mut record = RequestRecord::new(t0);
-        let (at, err) = limits.next(&record, t0 + SECOND * 4);
+        let (at, err) = deadlines.next(&record, t0 + SECOND * 4);
         assert_eq!(
             (at, err.category()),
             (t0 + SECOND * 5, ErrorCategory::TtftTimeout)
@@ -296,12 +305,12 @@ mod tests {
             ..Chunk::default()
         };
         record.on_chunk(t0 + SECOND, token);
-        let (at, err) = limits.next(&record, t0 + SECOND);
+        let (at, err) = deadlines.next(&record, t0 + SECOND);
         assert_eq!(
             (at, err.category()),
             (t0 + SECOND * 3, ErrorCategory::StallTimeout)
         );
-        let (at, err) = limits.next(&record, t0 + SECOND * 9);
+        let (at, err) = deadlines.next(&record, t0 + SECOND * 9);
         assert_eq!(
             (at, err.category()),
             (t0 + SECOND * 10, ErrorCategory::RequestTimeout)

@@ -94,6 +94,16 @@ async fn every_fault_lands_in_exactly_its_category() {
         &format!("http://{big}"),
         "max_event_bytes = 1024",
     );
+    // A real 10-event vLLM transcript against tighter event and byte budgets.
+    let vllm = fixtures_capture("vllm", "completions-usage");
+    let replay = format!("http://{}", serve(vllm, Duration::ZERO).await);
+    toml += &target("t-max-events", "openai", &replay, "max_events = 5");
+    toml += &target(
+        "t-max-bytes",
+        "openai",
+        &replay,
+        "max_response_bytes = 1024",
+    );
     toml += &target(
         "t-total",
         "openai",
@@ -109,6 +119,8 @@ async fn every_fault_lands_in_exactly_its_category() {
         ("t-tls", "tls"),
         ("t-connect-timeout", "connect_timeout"),
         ("t-too-large", "too_large"),
+        ("t-max-events", "too_large"),
+        ("t-max-bytes", "too_large"),
         ("t-total", "request_timeout"),
     ]);
     let scrape = daemon
@@ -134,6 +146,13 @@ async fn every_fault_lands_in_exactly_its_category() {
         report.cut, 0,
         "every in-flight probe ends within its own timeouts"
     );
+}
+
+fn fixtures_capture(server: &str, name: &str) -> Capture {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(server);
+    Capture::load(&dir, name)
 }
 
 fn assert_only_category(scrape: &Scrape, target: &str, category: &str) {

@@ -77,7 +77,19 @@ pub struct Target {
     pub request_id_prefix: String,
 
     pub timeouts: Timeouts,
+    pub limits: Limits,
+}
+
+/// Bounds on one response, so a hostile or broken server cannot grow a probe without end.
+/// Exceeding one fails the probe as `too_large`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest single SSE event.
     pub max_event_bytes: usize,
+    /// Largest response body.
+    pub max_response_bytes: u64,
+    /// Most SSE events in one response.
+    pub max_events: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -62,6 +62,8 @@ pub struct RawTarget {
     pub stall_timeout: Option<RawDuration>,
     pub request_timeout: Option<RawDuration>,
     pub max_event_bytes: Option<u64>,
+    pub max_response_bytes: Option<u64>,
+    pub max_events: Option<u64>,
 }
 
 /// A duration as users write it: `"250ms"`, `"1m30s"`, or a number of seconds.
@@ -108,6 +110,8 @@ impl RawTarget {
             stall_timeout,
             request_timeout,
             max_event_bytes,
+            max_response_bytes,
+            max_events,
         );
         // One secret source: a target that names its own key must not also inherit the
         // other kind from defaults (that would be reported as a conflict it never wrote).

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::fields::{api_key, check_labels, duration, endpoint_url, headers, in_range, timeouts};
-use super::{Config, ConfigError, RawConfig, RawTarget, Target};
+use super::{Config, ConfigError, Limits, RawConfig, RawTarget, Target};
 use crate::backend::BackendKind;
 
 const DEFAULT_LISTEN: &str = "0.0.0.0:9464";
@@ -21,6 +21,13 @@ const DEFAULT_RATE: f64 = 0.1;
 const DEFAULT_MAX_CONCURRENCY: u64 = 4;
 const DEFAULT_INPUT_TOKENS: u64 = 128;
 const DEFAULT_OUTPUT_TOKENS: u64 = 64;
+/// Far above any real response (a 64-token probe is a few KiB; even 100k tokens with
+/// per-chunk usage stay under 64 MiB and 100k events), far below what would hurt the daemon.
+const DEFAULT_LIMITS: Limits = Limits {
+    max_event_bytes: crate::sse::DEFAULT_MAX_EVENT_BYTES,
+    max_response_bytes: 64 << 20,
+    max_events: 200_000,
+};
 const MAX_RATE: f64 = 1000.0; // a probe, not a load generator
 const MAX_TOKENS: u64 = 1_000_000;
 
@@ -204,13 +211,28 @@ fn validate_target(
         ));
     }
 
-    let max_event_bytes = in_range(
-        &at("max_event_bytes"),
-        t.max_event_bytes
-            .unwrap_or(crate::sse::DEFAULT_MAX_EVENT_BYTES as u64),
-        1024,
-        1 << 30,
-    )? as usize;
+    let limits = Limits {
+        max_event_bytes: in_range(
+            &at("max_event_bytes"),
+            t.max_event_bytes
+                .unwrap_or(DEFAULT_LIMITS.max_event_bytes as u64),
+            1024,
+            1 << 30,
+        )? as usize,
+        max_response_bytes: in_range(
+            &at("max_response_bytes"),
+            t.max_response_bytes
+                .unwrap_or(DEFAULT_LIMITS.max_response_bytes),
+            1024,
+            1 << 40,
+        )?,
+        max_events: in_range(
+            &at("max_events"),
+            t.max_events.unwrap_or(DEFAULT_LIMITS.max_events),
+            1,
+            1 << 32,
+        )?,
+    };
 
     Ok(Target {
         name,
@@ -232,6 +254,6 @@ fn validate_target(
         labels: labels.into_iter().collect(),
         request_id_prefix,
         timeouts,
-        max_event_bytes,
+        limits,
     })
 }

@@ -12,11 +12,13 @@
 //! - [`backend`]: wire formats behind one trait (request bodies, event parsing).
 //! - [`record`]: the instants of one probe and the one place durations are derived.
 //! - [`error`]: the closed set of error categories and the typed errors behind them.
+//! - [`prompt`]: prompts (synthetic, datasets, tokenizer) and models per probe.
+//! - [`validation`]: response checks a target requires.
 //! - [`metrics`]: the metric contract, registered on an injected registry.
 //! - [`server`]: `/metrics`, `/healthz`, `/readyz`.
 //! - [`daemon`]: wiring and graceful drain: [`run`].
 //! - [`sim`]: `inferprobe simulate`, the fault-injecting test server; [`demo`] uses it.
-//! - [`cli`], [`logging`], [`shutdown`], [`report`], [`client`], [`prompt`]: the rest.
+//! - [`cli`], [`logging`], [`shutdown`], [`report`], [`client`]: the rest.
 
 #![forbid(unsafe_code)]
 
@@ -38,6 +40,7 @@ pub mod server;
 pub mod shutdown;
 pub mod sim;
 pub mod sse;
+pub mod validation;
 
 pub use config::Config;
 pub use daemon::{DrainReport, run};

@@ -15,9 +15,10 @@ use http::header::{ACCEPT, CONTENT_TYPE};
 use tokio::time::{Instant, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::{Backend, StreamEvent};
+use crate::backend::{Backend, RequestBody, StreamEvent};
 use crate::config::{Target, Timeouts};
 use crate::error::ProbeError;
+use crate::prompt::Prompt;
 use crate::record::{Measurement, RequestRecord};
 use crate::sse::{SseDecoder, SseError};
 
@@ -57,6 +58,7 @@ pub struct Prober {
     pub target: Arc<Target>,
     backend: Arc<dyn Backend>,
     client: reqwest::Client,
+    streams: bool,
 }
 
 impl Prober {
@@ -64,6 +66,7 @@ impl Prober {
         Ok(Self {
             backend: target.backend.backend(),
             client: crate::client::build(&target)?,
+            streams: target.backend.streams(),
             target,
         })
     }
@@ -72,34 +75,67 @@ impl Prober {
     pub async fn probe(
         &self,
         request_id: &str,
-        prompt: &str,
+        prompt: &Prompt,
         abort: &CancellationToken,
     ) -> ProbeReport {
-        let body = self.backend.request_body(&self.target, prompt).to_string();
-        let mut builder = self
-            .client
-            .post(self.target.url.clone())
-            .headers(self.target.headers.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "text/event-stream")
-            .header("x-request-id", request_id)
-            .body(body);
-        if let Some(key) = &self.target.api_key {
-            builder = builder.bearer_auth(key.expose()); // marked sensitive by reqwest
-        }
-        let request = builder.build();
-
+        let request = self.build_request(request_id, prompt);
         let mut record = RequestRecord::new(Instant::now());
         let result = match request {
             Ok(request) => self.exchange(request, &mut record, abort).await,
             Err(e) => Err(Stop::Failed(ProbeError::from_transport(e, false))),
         };
         let outcome = match result {
-            Ok(()) => Outcome::Finished(record.measure()),
+            Ok(()) => Outcome::Finished(self.judge(prompt, &record)),
             Err(Stop::Failed(e)) => Outcome::Finished(Err(e)),
             Err(Stop::Cut) => Outcome::Cut,
         };
         ProbeReport { record, outcome }
+    }
+
+    /// Everything before t0: the body is built and serialized here, off the clock.
+    fn build_request(
+        &self,
+        request_id: &str,
+        prompt: &Prompt,
+    ) -> Result<reqwest::Request, reqwest::Error> {
+        let spec = self.backend.request(&self.target, prompt);
+        let mut builder = self
+            .client
+            .post(self.target.url.clone())
+            .headers(self.target.headers.clone())
+            .header("x-request-id", request_id);
+        for (name, value) in spec.headers {
+            builder = builder.header(name, value);
+        }
+        if let Some(key) = &self.target.api_key {
+            for (name, value) in self.backend.authorize(key) {
+                builder = builder.header(name, value);
+            }
+        }
+        builder = match spec.body {
+            RequestBody::Json(body) => {
+                let accept = if self.streams {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                };
+                builder
+                    .header(CONTENT_TYPE, "application/json")
+                    .header(ACCEPT, accept)
+                    .body(body.to_string())
+            }
+            RequestBody::Multipart(form) => builder.multipart(form),
+        };
+        builder.build()
+    }
+
+    /// The measurement of a completed exchange, then the configured response checks.
+    fn judge(&self, prompt: &Prompt, record: &RequestRecord) -> Result<Measurement, ProbeError> {
+        let measurement = record.measure(self.target.prompts.tokenizer.as_deref())?;
+        self.target
+            .validation
+            .check(prompt, &record.response, &measurement)?;
+        Ok(measurement)
     }
 
     async fn exchange(
@@ -108,7 +144,7 @@ impl Prober {
         record: &mut RequestRecord,
         abort: &CancellationToken,
     ) -> Result<(), Stop> {
-        let deadlines = Deadlines::new(record.start, self.target.timeouts);
+        let deadlines = Deadlines::new(record.start, self.target.timeouts, self.streams);
         let (deadline, expired) = deadlines.next(record, record.start);
         let mut response = tokio::select! {
             biased;
@@ -127,6 +163,9 @@ impl Prober {
                 body: describe_body(&body),
             }
             .into());
+        }
+        if !self.streams {
+            return self.read_whole(response, record, &deadlines, abort).await;
         }
         let content_type = response
             .headers()
@@ -157,6 +196,10 @@ impl Prober {
                 // An unterminated trailing event is dropped (as the SSE spec says); whether
                 // the stream ended properly is decided from what was dispatched.
                 record.end = Some(now);
+                if let Some(StreamEvent::Done(chunk)) = parser.on_eof() {
+                    record.on_chunk(now, chunk);
+                    record.done = true;
+                }
                 return Ok(());
             };
             record.bytes += bytes.len() as u64;
@@ -175,9 +218,10 @@ impl Prober {
             for event in events.drain(..) {
                 record.events += 1;
                 last_event = now;
-                match parser.on_event(&event)? {
+                match parser.on_event(&event, &mut record.response)? {
                     StreamEvent::Chunk(chunk) => record.on_chunk(now, chunk),
-                    StreamEvent::Done => {
+                    StreamEvent::Done(chunk) => {
+                        record.on_chunk(now, chunk);
                         record.done = true;
                         record.end = Some(now);
                         // Measurement is final; read the tail only to keep the connection.
@@ -187,6 +231,40 @@ impl Prober {
                 }
             }
         }
+    }
+
+    /// A non-streamed response: the whole body (bounded), then the backend's reading of it.
+    async fn read_whole(
+        &self,
+        mut response: reqwest::Response,
+        record: &mut RequestRecord,
+        deadlines: &Deadlines,
+        abort: &CancellationToken,
+    ) -> Result<(), Stop> {
+        let max = self.target.limits.max_response_bytes;
+        let mut body = Vec::new();
+        loop {
+            let chunk = tokio::select! {
+                biased;
+                () = abort.cancelled() => return Err(Stop::Cut),
+                c = response.chunk() => c.map_err(|e| ProbeError::from_transport(e, true))?,
+                () = sleep_until(deadlines.total) => {
+                    return Err(ProbeError::RequestTimeout(deadlines.timeouts.request).into());
+                }
+            };
+            let Some(bytes) = chunk else { break };
+            if body.len() as u64 + bytes.len() as u64 > max {
+                return Err(ProbeError::TooLarge(format!("response exceeded {max} bytes")).into());
+            }
+            body.extend_from_slice(&bytes);
+        }
+        record.end = Some(Instant::now());
+        record.bytes = body.len() as u64;
+        let whole = self
+            .backend
+            .parse_body(&body, &self.target, &mut record.response)?;
+        record.whole = Some(whole);
+        Ok(())
     }
 }
 
@@ -198,11 +276,17 @@ struct Deadlines {
 }
 
 impl Deadlines {
-    fn new(start: Instant, timeouts: Timeouts) -> Self {
+    /// Without a stream there is no first token: only the total deadline applies.
+    fn new(start: Instant, timeouts: Timeouts, streams: bool) -> Self {
+        let total = start + timeouts.request;
         Self {
             timeouts,
-            ttft: start + timeouts.ttft,
-            total: start + timeouts.request,
+            ttft: if streams {
+                start + timeouts.ttft
+            } else {
+                total
+            },
+            total,
         }
     }
 
@@ -262,13 +346,14 @@ fn non_stream_error(content_type: &str, body: &[u8]) -> ProbeError {
 }
 
 /// The error message of an error response body, or a snippet of it.
+/// Understands `{"error": …}` (OpenAI, vLLM, Anthropic), `{"message": …}` (MII) and
+/// SSE-framed errors (Triton's first-response failures).
 fn describe_body(body: &[u8]) -> String {
-    match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(json) => match json.get("error") {
-            Some(error) => crate::backend::error_message(error),
-            None => crate::backend::snippet(&json.to_string()),
-        },
-        Err(_) => crate::backend::snippet(&String::from_utf8_lossy(body)),
+    let text = String::from_utf8_lossy(body);
+    let json = text.trim().strip_prefix("data:").unwrap_or(&text);
+    match serde_json::from_str::<serde_json::Value>(json.trim()) {
+        Ok(json) => crate::backend::error_message(json.get("error").unwrap_or(&json)),
+        Err(_) => crate::backend::snippet(&text),
     }
 }
 
@@ -292,7 +377,7 @@ mod tests {
     #[test]
     fn deadline_is_ttft_before_the_first_token_then_stall_capped_by_total() {
         let t0 = Instant::now();
-        let deadlines = Deadlines::new(t0, timeouts());
+        let deadlines = Deadlines::new(t0, timeouts(), true);
         let mut record = RequestRecord::new(t0);
         let (at, err) = deadlines.next(&record, t0 + SECOND * 4);
         assert_eq!(

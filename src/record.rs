@@ -5,6 +5,9 @@
 //! E2EL and token counts exactly as DESIGN.md defines them, so the definitions live in one
 //! place and can be tested on synthetic timelines without a network.
 //!
+//! Non-streamed responses (embeddings, DeepSpeed-MII) have no first token: they record
+//! E2EL and token counts only, and never a made-up TTFT.
+//!
 //! Token attribution: a stream has *continuous usage* when its first output-carrying event
 //! also carries a cumulative `usage` (vLLM `continuous_usage_stats`). Then each event's
 //! token count is the rise of `usage.completion_tokens`, and a gap covering k tokens is
@@ -17,6 +20,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::ProbeError;
+use crate::prompt::TokenCounter;
 
 /// Usage counts above this are not a real response; bounding them also bounds the number
 /// of ITL observations one probe can produce.
@@ -41,24 +45,58 @@ struct Observation {
     completion_tokens: Option<u64>,
 }
 
-/// Where the output token count came from (logged; approximate counts are flagged).
+/// Output tokens and where the count came from: the server's usage, the configured
+/// tokenizer on the output text, or (approximate) the number of token-carrying events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TokenSource {
-    Usage,
-    EventCount,
+pub enum TokenCount {
+    Usage(u64),
+    Tokenizer(u64),
+    Events(u64),
+}
+
+impl TokenCount {
+    pub fn value(self) -> u64 {
+        match self {
+            Self::Usage(n) | Self::Tokenizer(n) | Self::Events(n) => n,
+        }
+    }
+
+    /// Event counts undercount when a server packs several tokens per chunk.
+    pub fn is_exact(self) -> bool {
+        !matches!(self, Self::Events(_))
+    }
+}
+
+/// What the response said beyond timing: its text and labels, for validation and logs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResponseInfo {
+    /// The output text (bounded by the response size limit).
+    pub text: String,
+    pub model: Option<String>,
+    pub finish_reason: Option<String>,
+}
+
+/// What a non-streamed response body carried.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WholeBody {
+    /// The body holds the expected output (text, or a vector of the right shape).
+    pub has_output: bool,
+    pub output_tokens: Option<u64>,
+    pub prompt_tokens: Option<u64>,
 }
 
 /// Everything derived from one successful probe.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measurement {
-    pub ttft: Duration,
-    /// `None` when fewer than two output tokens were produced.
+    /// `None` for non-streamed responses, where there is no first token to time.
+    pub ttft: Option<Duration>,
+    /// `None` when fewer than two output tokens were produced, or not streamed.
     pub tpot: Option<Duration>,
     /// `(gap, count)`: `count` ITL observations of `gap` each.
     pub itl: Vec<(Duration, u32)>,
     pub e2el: Duration,
-    pub output_tokens: u64,
-    pub output_tokens_source: TokenSource,
+    /// `None` when the response has no output tokens (embeddings).
+    pub output_tokens: Option<TokenCount>,
     pub prompt_tokens: Option<u64>,
 }
 
@@ -82,6 +120,9 @@ pub struct RequestRecord {
     pub finished: bool,
     pub events: u64,
     pub bytes: u64,
+    pub response: ResponseInfo,
+    /// Set for non-streamed responses.
+    pub whole: Option<WholeBody>,
     first_token_at: Option<Instant>,
     observations: Vec<Observation>,
     prompt_tokens: Option<u64>,
@@ -99,6 +140,8 @@ impl RequestRecord {
             finished: false,
             events: 0,
             bytes: 0,
+            response: ResponseInfo::default(),
+            whole: None,
             first_token_at: None,
             observations: Vec::new(),
             prompt_tokens: None,
@@ -135,11 +178,15 @@ impl RequestRecord {
     }
 
     /// Derive the measurement, or the failure the timeline shows (DESIGN.md success rule,
-    /// the parts that depend on the whole stream).
-    pub fn measure(&self) -> Result<Measurement, ProbeError> {
+    /// the parts that depend on the whole stream). `tokenizer` counts output tokens when
+    /// the server reported none.
+    pub fn measure(&self, tokenizer: Option<&TokenCounter>) -> Result<Measurement, ProbeError> {
         let end = self.end.ok_or_else(|| {
             ProbeError::StreamInterrupted("the response did not reach its end".into())
         })?;
+        if let Some(whole) = self.whole {
+            return self.measure_whole(whole, end, tokenizer);
+        }
         let continuous = self
             .observations
             .iter()
@@ -179,11 +226,14 @@ impl RequestRecord {
             .iter()
             .rev()
             .find_map(|o| o.completion_tokens);
-        let (output_tokens, output_tokens_source) = match usage {
+        let output_tokens = match usage {
             Some(c) if c > MAX_PLAUSIBLE_TOKENS => return Err(implausible(c)),
-            Some(c) => (c, TokenSource::Usage),
-            None => (tokens.len() as u64, TokenSource::EventCount),
+            Some(c) => TokenCount::Usage(c),
+            None => self
+                .count_text(tokenizer)
+                .unwrap_or(TokenCount::Events(tokens.len() as u64)),
         };
+        let n = output_tokens.value();
         let itl = tokens
             .windows(2)
             .map(|pair| {
@@ -192,15 +242,44 @@ impl RequestRecord {
                 ((at - prev) / k, k)
             })
             .collect();
-        let tpot = (output_tokens > 1).then(|| (last - first).div_f64((output_tokens - 1) as f64));
+        let tpot = (n > 1).then(|| (last - first).div_f64((n - 1) as f64));
         Ok(Measurement {
-            ttft: first - self.start,
+            ttft: Some(first - self.start),
             tpot,
             itl,
             e2el: end - self.start,
-            output_tokens,
-            output_tokens_source,
+            output_tokens: Some(output_tokens),
             prompt_tokens: self.prompt_tokens,
+        })
+    }
+
+    fn count_text(&self, tokenizer: Option<&TokenCounter>) -> Option<TokenCount> {
+        let count = tokenizer?.count(&self.response.text)?;
+        Some(TokenCount::Tokenizer(count))
+    }
+
+    fn measure_whole(
+        &self,
+        whole: WholeBody,
+        end: Instant,
+        tokenizer: Option<&TokenCounter>,
+    ) -> Result<Measurement, ProbeError> {
+        if !whole.has_output {
+            return Err(ProbeError::EmptyResponse);
+        }
+        let output_tokens = match whole.output_tokens {
+            Some(c) if c > MAX_PLAUSIBLE_TOKENS => return Err(implausible(c)),
+            Some(c) => Some(TokenCount::Usage(c)),
+            None if self.response.text.is_empty() => None,
+            None => self.count_text(tokenizer),
+        };
+        Ok(Measurement {
+            ttft: None,
+            tpot: None,
+            itl: Vec::new(),
+            e2el: end - self.start,
+            output_tokens,
+            prompt_tokens: whole.prompt_tokens.or(self.prompt_tokens),
         })
     }
 }
@@ -248,8 +327,8 @@ mod tests {
         let role = Chunk::default(); // {"delta":{"role":"assistant","content":""}}
         let r = timeline(&[(5, role), (100, output()), (110, output())], 120, true);
         assert!(r.has_token());
-        let m = r.measure().unwrap();
-        assert_eq!(m.ttft, MS * 100);
+        let m = r.measure(None).unwrap();
+        assert_eq!(m.ttft, Some(MS * 100));
         assert_eq!(m.e2el, MS * 120);
     }
 
@@ -262,10 +341,13 @@ mod tests {
             (60, output()),
             (61, final_usage),
         ];
-        let m = timeline(&events, 62, true).measure().unwrap();
+        let m = timeline(&events, 62, true).measure(None).unwrap();
         assert_eq!(m.itl, vec![(MS * 20, 1), (MS * 30, 1)]);
-        assert_eq!(m.output_tokens, 6, "final usage wins over the event count");
-        assert_eq!(m.output_tokens_source, TokenSource::Usage);
+        assert_eq!(
+            m.output_tokens,
+            Some(TokenCount::Usage(6)),
+            "final usage wins over events"
+        );
         assert_eq!(m.tpot, Some(MS * 50 / 5));
     }
 
@@ -278,11 +360,11 @@ mod tests {
             (70, with_usage(true, 9)),
             (71, with_usage(false, 9)), // final usage-only chunk: not a token
         ];
-        let m = timeline(&events, 72, true).measure().unwrap();
-        assert_eq!(m.ttft, MS * 10);
+        let m = timeline(&events, 72, true).measure(None).unwrap();
+        assert_eq!(m.ttft, Some(MS * 10));
         assert_eq!(m.itl, vec![(MS * 10, 3), (MS * 10, 3)]);
         assert_eq!(m.itl_observations(), 6);
-        assert_eq!(m.output_tokens, 9);
+        assert_eq!(m.output_tokens, Some(TokenCount::Usage(9)));
         assert_eq!(m.tpot, Some(MS * 60 / 8));
     }
 
@@ -293,7 +375,7 @@ mod tests {
             (20, with_usage(true, 1)), // detokenizer flush: text, no new token
             (40, with_usage(true, 2)),
         ];
-        let m = timeline(&events, 41, true).measure().unwrap();
+        let m = timeline(&events, 41, true).measure(None).unwrap();
         let total: Duration = m.itl.iter().map(|&(gap, n)| gap * n).sum();
         assert_eq!(total, MS * 30);
     }
@@ -301,16 +383,15 @@ mod tests {
     #[test]
     fn event_count_is_the_fallback_token_count() {
         let m = timeline(&[(10, output()), (20, output())], 21, true)
-            .measure()
+            .measure(None)
             .unwrap();
-        assert_eq!(m.output_tokens, 2);
-        assert_eq!(m.output_tokens_source, TokenSource::EventCount);
+        assert_eq!(m.output_tokens, Some(TokenCount::Events(2)));
         assert_eq!(m.tpot, Some(MS * 10));
     }
 
     #[test]
     fn single_token_has_no_tpot_and_no_itl() {
-        let m = timeline(&[(10, output())], 11, true).measure().unwrap();
+        let m = timeline(&[(10, output())], 11, true).measure(None).unwrap();
         assert_eq!(m.tpot, None);
         assert!(m.itl.is_empty());
     }
@@ -318,7 +399,7 @@ mod tests {
     #[test]
     fn no_token_is_empty_response_even_with_done() {
         let err = timeline(&[(1, Chunk::default())], 2, true)
-            .measure()
+            .measure(None)
             .unwrap_err();
         assert_eq!(err.category(), ErrorCategory::EmptyResponse);
     }
@@ -331,7 +412,7 @@ mod tests {
         };
         assert!(
             timeline(&[(1, output()), (2, finish)], 3, false)
-                .measure()
+                .measure(None)
                 .is_ok()
         );
     }
@@ -339,15 +420,45 @@ mod tests {
     #[test]
     fn tokens_without_any_end_marker_are_interrupted() {
         let err = timeline(&[(1, output()), (2, output())], 3, false)
-            .measure()
+            .measure(None)
             .unwrap_err();
         assert_eq!(err.category(), ErrorCategory::StreamInterrupted);
     }
 
     #[test]
+    fn whole_bodies_have_no_ttft_and_count_tokens() {
+        let t0 = Instant::now();
+        let mut r = RequestRecord::new(t0);
+        r.end = Some(t0 + MS * 40);
+        r.whole = Some(WholeBody {
+            has_output: true,
+            output_tokens: Some(12),
+            prompt_tokens: Some(5),
+        });
+        let m = r.measure(None).unwrap();
+        assert_eq!((m.ttft, m.tpot, m.e2el), (None, None, MS * 40));
+        assert!(m.itl.is_empty());
+        assert_eq!(m.output_tokens, Some(TokenCount::Usage(12)));
+        assert_eq!(m.prompt_tokens, Some(5));
+
+        r.whole = Some(WholeBody {
+            has_output: true,
+            ..WholeBody::default()
+        });
+        assert_eq!(
+            r.measure(None).unwrap().output_tokens,
+            None,
+            "embeddings: no output tokens"
+        );
+        r.whole = Some(WholeBody::default());
+        let err = r.measure(None).unwrap_err();
+        assert_eq!(err.category(), ErrorCategory::EmptyResponse);
+    }
+
+    #[test]
     fn implausible_usage_is_invalid_not_a_billion_observations() {
         let err = timeline(&[(1, with_usage(true, u64::MAX))], 2, true)
-            .measure()
+            .measure(None)
             .unwrap_err();
         assert_eq!(err.category(), ErrorCategory::InvalidResponse);
     }

@@ -16,11 +16,10 @@ pub fn log_probe(
         Ok(m) => tracing::debug!(
             target = %target.name,
             request_id,
-            ttft_ms = ms(m.ttft),
+            ttft_ms = m.ttft.map(ms),
             tpot_ms = m.tpot.map(ms),
             e2el_ms = ms(m.e2el),
-            output_tokens = m.output_tokens,
-            output_tokens_source = ?m.output_tokens_source,
+            output_tokens = ?m.output_tokens,
             prompt_tokens = m.prompt_tokens,
             itl_observations = m.itl_observations(),
             "probe ok"

@@ -21,7 +21,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::metrics::{SkipReason, TargetMetrics};
 use crate::probe::{Outcome, Prober};
-use crate::{prompt, report};
+use crate::report;
 
 /// If the loop wakes up this late (process paused, machine overloaded), the schedule
 /// restarts from now instead of firing every missed arrival at once.
@@ -74,7 +74,7 @@ pub async fn run(
                     target.request_id_prefix,
                     rng.random::<u64>()
                 ));
-                let prompt = prompt::synthetic(target.input_tokens, rng);
+                let prompt = target.prompts.next(rng);
                 let (prober, metrics, ctx2) = (Arc::clone(&prober), metrics.clone(), ctx.clone());
                 ctx.probes.spawn(async move {
                     let _permit = permit;

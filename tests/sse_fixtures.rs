@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use inferprobe::backend::{BackendKind, StreamEvent};
-use inferprobe::record::{Measurement, RequestRecord, TokenSource};
+use inferprobe::record::{Measurement, RequestRecord, TokenCount};
 use inferprobe::sse::{SseDecoder, SseEvent};
 use proptest::prelude::*;
 use tokio::time::Instant;
@@ -126,9 +126,12 @@ proptest! {
         if decoder.push(a, &mut events).is_ok() {
             let _ = decoder.push(b, &mut events);
         }
-        let mut parser = BackendKind::OpenAiChat.backend().stream_parser();
-        for event in &events {
-            let _ = parser.on_event(event);
+        for kind in ["openai-chat", "tgi", "tensorrt-llm", "anthropic", "openai-responses", "openai-audio"] {
+            let mut parser = BackendKind::from_name(kind).unwrap().backend().stream_parser();
+            let mut info = Default::default();
+            for event in &events {
+                let _ = parser.on_event(event, &mut info);
+            }
         }
     }
 }
@@ -146,103 +149,45 @@ fn measure_transcript(name: &str) -> Measurement {
     let mut record = RequestRecord::new(t0);
     for (i, event) in decode(&[&body(name)]).iter().enumerate() {
         let at = t0 + Duration::from_millis(10 * (i as u64 + 1));
-        match parser.on_event(event).unwrap() {
+        match parser.on_event(event, &mut record.response).unwrap() {
             StreamEvent::Chunk(chunk) => record.on_chunk(at, chunk),
-            StreamEvent::Done => {
+            StreamEvent::Done(chunk) => {
+                record.on_chunk(at, chunk);
                 record.done = true;
                 record.end = Some(at);
             }
         }
     }
-    record.measure().unwrap()
+    record.measure(None).unwrap()
 }
 
-/// (transcript, TTFT in events, output tokens, source, ITL observations, prompt tokens)
-type Expected = (&'static str, u64, u64, TokenSource, u64, Option<u64>);
+/// (transcript, TTFT in events, output tokens, ITL observations, prompt tokens)
+type Expected = (&'static str, u64, TokenCount, u64, Option<u64>);
 
 #[test]
 fn transcripts_are_measured_as_designed() {
+    use TokenCount::{Events, Usage};
     let cases: &[Expected] = &[
         // Role-only first chunk (content null / "") is not the first token.
-        (
-            "llama-server/chat-usage",
-            2,
-            8,
-            TokenSource::Usage,
-            7,
-            Some(28),
-        ),
-        (
-            "llama-server/chat-nousage",
-            2,
-            8,
-            TokenSource::EventCount,
-            7,
-            None,
-        ),
+        ("llama-server/chat-usage", 2, Usage(8), 7, Some(28)),
+        ("llama-server/chat-nousage", 2, Events(8), 7, None),
         // Usage inside the final (empty-text) chunk: not a token.
-        (
-            "llama-server/completions-usage",
-            1,
-            8,
-            TokenSource::Usage,
-            7,
-            Some(7),
-        ),
+        ("llama-server/completions-usage", 1, Usage(8), 7, Some(7)),
         // llama.cpp sends usage on completions even when not asked.
-        (
-            "llama-server/completions-nousage",
-            1,
-            8,
-            TokenSource::Usage,
-            7,
-            Some(7),
-        ),
-        ("vllm/chat-usage", 2, 8, TokenSource::Usage, 7, Some(29)),
-        (
-            "vllm/chat-continuous-usage",
-            2,
-            8,
-            TokenSource::Usage,
-            7,
-            Some(26),
-        ),
-        (
-            "vllm/completions-usage",
-            1,
-            8,
-            TokenSource::Usage,
-            7,
-            Some(6),
-        ),
-        (
-            "vllm/completions-continuous-usage",
-            1,
-            8,
-            TokenSource::Usage,
-            7,
-            Some(6),
-        ),
-        (
-            "vllm/completions-nousage",
-            1,
-            8,
-            TokenSource::EventCount,
-            7,
-            None,
-        ),
+        ("llama-server/completions-nousage", 1, Usage(8), 7, Some(7)),
+        ("vllm/chat-usage", 2, Usage(8), 7, Some(29)),
+        ("vllm/chat-continuous-usage", 2, Usage(8), 7, Some(26)),
+        ("vllm/completions-usage", 1, Usage(8), 7, Some(6)),
+        ("vllm/completions-continuous-usage", 1, Usage(8), 7, Some(6)),
+        ("vllm/completions-nousage", 1, Events(8), 7, None),
         // n = 2: two choices interleaved; usage counts both.
-        ("vllm/completions-n2", 1, 8, TokenSource::Usage, 7, Some(4)),
+        ("vllm/completions-n2", 1, Usage(8), 7, Some(4)),
     ];
-    for &(name, ttft_events, tokens, source, itl, prompt) in cases {
+    for &(name, ttft_events, tokens, itl, prompt) in cases {
         let m = measure_transcript(name);
-        assert_eq!(
-            m.ttft,
-            Duration::from_millis(10 * ttft_events),
-            "{name} TTFT"
-        );
-        assert_eq!(m.output_tokens, tokens, "{name} output tokens");
-        assert_eq!(m.output_tokens_source, source, "{name} token source");
+        let ttft = Duration::from_millis(10 * ttft_events);
+        assert_eq!(m.ttft, Some(ttft), "{name} TTFT");
+        assert_eq!(m.output_tokens, Some(tokens), "{name} output tokens");
         assert_eq!(m.itl_observations(), itl, "{name} ITL observations");
         assert_eq!(m.prompt_tokens, prompt, "{name} prompt tokens");
         assert!(

@@ -1,26 +1,35 @@
 //! Wire formats: one [`Backend`] trait, one file per format.
 //!
-//! A backend knows how to build a probe's request body and how to read one event of its
-//! response stream into a [`StreamEvent`]. It knows nothing about time: the probe stamps
-//! arrival instants and [`crate::record`] derives the measurements, so every backend is
-//! measured by the same rules.
+//! A backend builds a probe's request and reads its response: event by event for streams
+//! ([`StreamParser`]), or whole for non-streamed APIs. It knows nothing about time: the probe
+//! stamps arrival instants and [`crate::record`] derives the measurements, so every format
+//! is measured by the same rules. Each format's success rule and error events map into the
+//! closed error categories here, at the edge.
 
+mod anthropic;
+mod audio;
+mod embeddings;
+mod mii;
 mod openai;
 mod openai_chat;
 mod openai_wire;
+mod responses;
+mod tgi;
+mod trtllm;
 
 use std::fmt;
 use std::sync::Arc;
 
+use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::config::Target;
+use crate::config::{Secret, Target};
 use crate::error::ProbeError;
-use crate::record::Chunk;
+use crate::prompt::Prompt;
+use crate::record::{Chunk, ResponseInfo, WholeBody};
 use crate::sse::SseEvent;
 
-pub use openai::OpenAiCompletions;
-pub use openai_chat::OpenAiChat;
+pub use audio::wav;
 pub(crate) use openai_wire::{error_message, snippet};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -29,18 +38,55 @@ pub enum BackendKind {
     OpenAi,
     /// `/v1/chat/completions`
     OpenAiChat,
+    /// Text Generation Inference `/generate_stream`
+    Tgi,
+    /// TensorRT-LLM behind Triton, `/v2/models/<model>/generate_stream`
+    TensorRtLlm,
+    /// DeepSpeed-MII, non-streaming
+    DeepSpeedMii,
+    /// `/v1/embeddings`, non-streaming
+    OpenAiEmbeddings,
+    /// `/v1/audio/transcriptions`, multipart upload, streamed
+    OpenAiAudio,
+    /// Anthropic Messages `/v1/messages`
+    Anthropic,
+    /// OpenAI Responses `/v1/responses`
+    OpenAiResponses,
 }
 
 impl BackendKind {
-    /// Accepted `backend =` values, for error messages.
-    pub const NAMES: [&'static str; 2] = ["openai", "openai-chat"];
+    /// Accepted `backend =` values, for error messages. The server names are aliases of
+    /// `openai`, as in vLLM's benchmark client.
+    pub const NAMES: [&'static str; 14] = [
+        "openai",
+        "openai-chat",
+        "tgi",
+        "tensorrt-llm",
+        "deepspeed-mii",
+        "openai-embeddings",
+        "openai-audio",
+        "anthropic",
+        "openai-responses",
+        "vllm",
+        "sglang",
+        "lmdeploy",
+        "llama.cpp",
+        "scalellm",
+    ];
 
     pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "openai" => Some(Self::OpenAi),
-            "openai-chat" => Some(Self::OpenAiChat),
-            _ => None,
-        }
+        Some(match name {
+            "openai" | "vllm" | "sglang" | "lmdeploy" | "llama.cpp" | "scalellm" => Self::OpenAi,
+            "openai-chat" => Self::OpenAiChat,
+            "tgi" => Self::Tgi,
+            "tensorrt-llm" => Self::TensorRtLlm,
+            "deepspeed-mii" => Self::DeepSpeedMii,
+            "openai-embeddings" => Self::OpenAiEmbeddings,
+            "openai-audio" => Self::OpenAiAudio,
+            "anthropic" => Self::Anthropic,
+            "openai-responses" => Self::OpenAiResponses,
+            _ => return None,
+        })
     }
 
     /// The `backend` label value.
@@ -48,20 +94,51 @@ impl BackendKind {
         match self {
             Self::OpenAi => "openai",
             Self::OpenAiChat => "openai-chat",
+            Self::Tgi => "tgi",
+            Self::TensorRtLlm => "tensorrt-llm",
+            Self::DeepSpeedMii => "deepspeed-mii",
+            Self::OpenAiEmbeddings => "openai-embeddings",
+            Self::OpenAiAudio => "openai-audio",
+            Self::Anthropic => "anthropic",
+            Self::OpenAiResponses => "openai-responses",
         }
     }
 
+    /// The path appended to a target's base URL; `{model}` is replaced by the model name.
     pub const fn default_endpoint(self) -> &'static str {
         match self {
-            Self::OpenAi => "/v1/completions",
+            Self::OpenAi | Self::DeepSpeedMii => "/v1/completions",
             Self::OpenAiChat => "/v1/chat/completions",
+            Self::Tgi => "/generate_stream",
+            Self::TensorRtLlm => "/v2/models/{model}/generate_stream",
+            Self::OpenAiEmbeddings => "/v1/embeddings",
+            Self::OpenAiAudio => "/v1/audio/transcriptions",
+            Self::Anthropic => "/v1/messages",
+            Self::OpenAiResponses => "/v1/responses",
         }
+    }
+
+    /// Whether responses stream token by token (TTFT, ITL and TPOT are defined).
+    pub const fn streams(self) -> bool {
+        !matches!(self, Self::DeepSpeedMii | Self::OpenAiEmbeddings)
+    }
+
+    /// Whether requests carry a prompt text whose output can be validated and counted.
+    pub const fn generates_text(self) -> bool {
+        !matches!(self, Self::OpenAiEmbeddings)
     }
 
     pub fn backend(self) -> Arc<dyn Backend> {
         match self {
-            Self::OpenAi => Arc::new(OpenAiCompletions),
-            Self::OpenAiChat => Arc::new(OpenAiChat),
+            Self::OpenAi => Arc::new(openai::OpenAiCompletions),
+            Self::OpenAiChat => Arc::new(openai_chat::OpenAiChat),
+            Self::Tgi => Arc::new(tgi::Tgi),
+            Self::TensorRtLlm => Arc::new(trtllm::TensorRtLlm),
+            Self::DeepSpeedMii => Arc::new(mii::DeepSpeedMii),
+            Self::OpenAiEmbeddings => Arc::new(embeddings::Embeddings),
+            Self::OpenAiAudio => Arc::new(audio::Transcriptions),
+            Self::Anthropic => Arc::new(anthropic::Anthropic),
+            Self::OpenAiResponses => Arc::new(responses::Responses),
         }
     }
 }
@@ -72,26 +149,123 @@ impl fmt::Display for BackendKind {
     }
 }
 
+/// What one probe sends, beyond the URL and the target's own headers.
+#[derive(Debug)]
+pub struct RequestSpec {
+    pub body: RequestBody,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+#[derive(Debug)]
+pub enum RequestBody {
+    Json(Value),
+    Multipart(reqwest::multipart::Form),
+}
+
+impl RequestSpec {
+    pub fn json(body: Value) -> Self {
+        Self {
+            body: RequestBody::Json(body),
+            headers: Vec::new(),
+        }
+    }
+}
+
 /// What one event of a response stream means for the probe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StreamEvent {
     /// A data event: what it carried (possibly nothing, e.g. a role-only chunk).
     Chunk(Chunk),
-    /// The end-of-stream marker (`data: [DONE]`).
-    Done,
+    /// The end of the stream (`[DONE]`, `message_stop`, `response.completed`…), with
+    /// whatever the final event carried (usage, finish reason).
+    Done(Chunk),
 }
 
 pub trait Backend: Send + Sync + fmt::Debug {
-    /// The JSON request body for one probe with the given prompt.
-    fn request_body(&self, target: &Target, prompt: &str) -> Value;
+    fn request(&self, target: &Target, prompt: &Prompt) -> RequestSpec;
 
     /// A parser for one response stream. Stateless formats return a zero-sized parser,
     /// so this costs no allocation; stateful ones keep per-stream state here.
     fn stream_parser(&self) -> Box<dyn StreamParser>;
+
+    /// Read a non-streamed response body (only called when the kind does not stream).
+    fn parse_body(
+        &self,
+        body: &[u8],
+        target: &Target,
+        info: &mut ResponseInfo,
+    ) -> Result<WholeBody, ProbeError> {
+        let _ = (body, target, info);
+        Err(ProbeError::Other("this backend streams".into()))
+    }
+
+    /// Headers carrying the API key: a Bearer token unless the API says otherwise.
+    fn authorize(&self, key: &Secret) -> Vec<(HeaderName, HeaderValue)> {
+        match HeaderValue::from_str(&format!("Bearer {}", key.expose())) {
+            Ok(mut value) => {
+                value.set_sensitive(true);
+                vec![(http::header::AUTHORIZATION, value)]
+            }
+            // Keys are checked for header-safe characters at config time.
+            Err(_) => Vec::new(),
+        }
+    }
 }
 
 pub trait StreamParser: Send {
-    /// Interpret one SSE event. An error event or a malformed payload is an `Err` carrying
-    /// its category (`stream_error_event`, `invalid_response`).
-    fn on_event(&mut self, event: &SseEvent) -> Result<StreamEvent, ProbeError>;
+    /// Interpret one SSE event, appending output text and metadata to `info`. An error
+    /// event or a malformed payload is an `Err` carrying its category.
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        info: &mut ResponseInfo,
+    ) -> Result<StreamEvent, ProbeError>;
+
+    /// The body ended cleanly. Formats with no end marker (Triton) say the stream is done.
+    fn on_eof(&mut self) -> Option<StreamEvent> {
+        None
+    }
 }
+
+/// `event: error` or a data payload that is an error object; shared by several formats.
+pub(crate) fn error_event(event: &SseEvent) -> Option<ProbeError> {
+    (event.kind() == "error").then(|| {
+        let message = serde_json::from_str::<Value>(&event.data)
+            .ok()
+            .map(|v| error_message(v.get("error").unwrap_or(&v)))
+            .unwrap_or_else(|| snippet(&event.data));
+        ProbeError::StreamErrorEvent(message)
+    })
+}
+
+/// Parse an event's data as a JSON object, or fail as `invalid_response`.
+pub(crate) fn json_object(data: &str) -> Result<serde_json::Map<String, Value>, ProbeError> {
+    match serde_json::from_str::<Value>(data) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ProbeError::InvalidResponse(format!(
+            "event data is not a JSON object: {}",
+            snippet(data)
+        ))),
+        Err(e) => Err(ProbeError::InvalidResponse(format!("bad event JSON: {e}"))),
+    }
+}
+
+/// A non-negative integer field, `None` when absent or null, an error when malformed.
+pub(crate) fn count_field(value: Option<&Value>, name: &str) -> Result<Option<u64>, ProbeError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+            ProbeError::InvalidResponse(format!("`{name}` is not a token count: {v}"))
+        }),
+    }
+}
+
+/// Sampling parameters and `extra_body`, the parts every JSON body shares.
+pub(crate) fn finish_body(mut body: serde_json::Map<String, Value>, target: &Target) -> Value {
+    body.extend(target.sampling.clone());
+    body.extend(target.extra_body.clone());
+    Value::Object(body)
+}
+
+#[cfg(test)]
+mod tests;

@@ -2,18 +2,19 @@
 
 use serde_json::Value;
 
-use super::openai_wire::{OpenAiStreamParser, common_body, finish_body};
-use super::{Backend, StreamParser};
+use super::openai_wire::{OpenAiStreamParser, common_body};
+use super::{Backend, RequestSpec, StreamParser, finish_body};
 use crate::config::Target;
+use crate::prompt::Prompt;
 
 #[derive(Debug)]
 pub struct OpenAiCompletions;
 
 impl Backend for OpenAiCompletions {
-    fn request_body(&self, target: &Target, prompt: &str) -> Value {
-        let mut body = common_body(target);
-        body.insert("prompt".into(), Value::from(prompt));
-        finish_body(body, target)
+    fn request(&self, target: &Target, prompt: &Prompt) -> RequestSpec {
+        let mut body = common_body(target, prompt);
+        body.insert("prompt".into(), Value::from(prompt.text.as_str()));
+        RequestSpec::json(finish_body(body, target))
     }
 
     fn stream_parser(&self) -> Box<dyn StreamParser> {

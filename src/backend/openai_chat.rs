@@ -1,23 +1,24 @@
 //! `backend = "openai-chat"`: the OpenAI chat completions endpoint,
 //! `POST /v1/chat/completions`, with the prompt as one user message.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::openai_wire::{OpenAiStreamParser, common_body, finish_body};
-use super::{Backend, StreamParser};
+use super::openai_wire::{OpenAiStreamParser, common_body};
+use super::{Backend, RequestSpec, StreamParser, finish_body};
 use crate::config::Target;
+use crate::prompt::Prompt;
 
 #[derive(Debug)]
 pub struct OpenAiChat;
 
 impl Backend for OpenAiChat {
-    fn request_body(&self, target: &Target, prompt: &str) -> Value {
-        let mut body = common_body(target);
+    fn request(&self, target: &Target, prompt: &Prompt) -> RequestSpec {
+        let mut body = common_body(target, prompt);
         body.insert(
             "messages".into(),
-            json!([{ "role": "user", "content": prompt }]),
+            json!([{ "role": "user", "content": prompt.text }]),
         );
-        finish_body(body, target)
+        RequestSpec::json(finish_body(body, target))
     }
 
     fn stream_parser(&self) -> Box<dyn StreamParser> {

@@ -15,15 +15,16 @@ use serde_json::{Map, Value};
 use super::{StreamEvent, StreamParser};
 use crate::config::Target;
 use crate::error::ProbeError;
-use crate::record::Chunk;
+use crate::prompt::Prompt;
+use crate::record::{Chunk, ResponseInfo};
 use crate::sse::SseEvent;
 
-/// Fields both OpenAI endpoints take. The caller adds the prompt or messages, then calls
-/// [`finish_body`].
-pub(super) fn common_body(target: &Target) -> Map<String, Value> {
+/// Fields both OpenAI text endpoints take. The caller adds the prompt or messages, then
+/// calls [`super::finish_body`].
+pub(super) fn common_body(target: &Target, prompt: &Prompt) -> Map<String, Value> {
     let mut body = Map::new();
-    body.insert("model".into(), Value::from(target.model.as_str()));
-    body.insert("max_tokens".into(), Value::from(target.output_tokens));
+    body.insert("model".into(), Value::from(prompt.model.as_str()));
+    body.insert("max_tokens".into(), Value::from(prompt.max_tokens));
     body.insert("stream".into(), Value::Bool(true));
     if target.include_usage {
         let mut options = Map::new();
@@ -38,14 +39,7 @@ pub(super) fn common_body(target: &Target) -> Map<String, Value> {
         // reject unknown fields.
         body.insert("ignore_eos".into(), Value::Bool(true));
     }
-    body.extend(target.sampling.clone());
     body
-}
-
-/// `extra_body` goes last so users can override anything inferprobe sends.
-pub(super) fn finish_body(mut body: Map<String, Value>, target: &Target) -> Value {
-    body.extend(target.extra_body.clone());
-    Value::Object(body)
 }
 
 #[derive(Deserialize)]
@@ -60,6 +54,8 @@ struct WireChunk<'a> {
     object: Option<Cow<'a, str>>,
     #[serde(default)]
     message: Option<Value>,
+    #[serde(default, borrow)]
+    model: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -99,6 +95,13 @@ fn non_empty(s: &Option<Cow<'_, str>>) -> bool {
 }
 
 impl WireChoice<'_> {
+    /// Visible text of this choice (completions `text`, chat `content`).
+    fn text(&self) -> Option<&str> {
+        self.text
+            .as_deref()
+            .or_else(|| self.delta.as_ref().and_then(|d| d.content.as_deref()))
+    }
+
     fn has_output(&self) -> bool {
         non_empty(&self.text)
             || self.delta.as_ref().is_some_and(|d| {
@@ -117,13 +120,17 @@ impl WireChoice<'_> {
 pub(super) struct OpenAiStreamParser;
 
 impl StreamParser for OpenAiStreamParser {
-    fn on_event(&mut self, event: &SseEvent) -> Result<StreamEvent, ProbeError> {
-        if event.kind() == "error" {
-            return Err(ProbeError::StreamErrorEvent(snippet(&event.data)));
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        info: &mut ResponseInfo,
+    ) -> Result<StreamEvent, ProbeError> {
+        if let Some(error) = super::error_event(event) {
+            return Err(error);
         }
         let data = event.data.trim();
         if data == "[DONE]" {
-            return Ok(StreamEvent::Done);
+            return Ok(StreamEvent::Done(Chunk::default()));
         }
         if !data.starts_with('{') {
             return Err(ProbeError::InvalidResponse(format!(
@@ -140,6 +147,17 @@ impl StreamParser for OpenAiStreamParser {
             // Older vLLM sends the error object itself rather than {"error": {...}}.
             let message = chunk.message.map(|m| error_message(&m)).unwrap_or_default();
             return Err(ProbeError::StreamErrorEvent(message));
+        }
+        if let Some(model) = chunk.model {
+            if info.model.as_deref() != Some(&*model) {
+                info.model = Some(model.into_owned());
+            }
+        }
+        for choice in &chunk.choices {
+            info.text.push_str(choice.text().unwrap_or(""));
+            if let Some(reason) = choice.finish_reason.as_deref().filter(|r| !r.is_empty()) {
+                info.finish_reason = Some(reason.to_owned());
+            }
         }
         Ok(StreamEvent::Chunk(Chunk {
             has_output: chunk.choices.iter().any(WireChoice::has_output),

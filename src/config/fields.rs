@@ -27,6 +27,7 @@ pub(super) fn endpoint_url(
     url: Option<&str>,
     endpoint: Option<&str>,
     backend: BackendKind,
+    model: &str,
 ) -> Result<Url, ConfigError> {
     let text = url.ok_or_else(|| ConfigError::new(at("url"), "is required"))?;
     let base = Url::parse(text)
@@ -51,6 +52,10 @@ pub(super) fn endpoint_url(
         ));
     }
     let endpoint = endpoint.unwrap_or(backend.default_endpoint());
+    // Triton puts the model in the path; percent-encode it like any path segment.
+    let model_segment: String = url::form_urlencoded::byte_serialize(model.as_bytes()).collect();
+    let endpoint = endpoint.replace("{model}", &model_segment);
+    let endpoint = endpoint.as_str();
     if !endpoint.starts_with('/') {
         return Err(ConfigError::new(
             at("endpoint"),

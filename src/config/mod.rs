@@ -6,6 +6,7 @@
 //! Errors name the key path (`targets[1].rate`) and the source (file or env variable).
 
 mod fields;
+mod prompts;
 mod raw;
 mod validate;
 
@@ -20,8 +21,10 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use url::Url;
 
 use crate::backend::BackendKind;
+use crate::prompt::PromptSource;
+use crate::validation::Validation;
 
-pub use raw::{RawConfig, RawDuration, RawTarget};
+pub use raw::{RawConfig, RawDuration, RawTarget, RawValidation};
 pub use validate::validate;
 
 /// Top-level keys that may be set from the environment.
@@ -58,8 +61,8 @@ pub struct Target {
     pub burstiness: f64,
     pub max_concurrency: usize,
 
-    pub input_tokens: u32,
-    pub output_tokens: u32,
+    /// Prompt text, max_tokens and model for each probe.
+    pub prompts: PromptSource,
     pub ignore_eos: bool,
     /// Sampling parameters to send, only those the user set (server defaults otherwise).
     pub sampling: serde_json::Map<String, serde_json::Value>,
@@ -78,6 +81,27 @@ pub struct Target {
 
     pub timeouts: Timeouts,
     pub limits: Limits,
+    pub validation: Validation,
+    pub options: BackendOptions,
+}
+
+/// Settings only some wire formats use.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BackendOptions {
+    /// `openai-embeddings`: the vector length a success requires.
+    pub embedding_dimensions: Option<usize>,
+    /// `openai-audio`: the generated WAV.
+    pub audio: AudioSpec,
+    /// `anthropic`: the `anthropic-version` header.
+    pub anthropic_version: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AudioSpec {
+    pub seconds: f64,
+    /// 0 for silence.
+    pub tone_hz: f64,
+    pub language: Option<String>,
 }
 
 /// Bounds on one response, so a hostile or broken server cannot grow a probe without end.

@@ -64,6 +64,35 @@ pub struct RawTarget {
     pub max_event_bytes: Option<u64>,
     pub max_response_bytes: Option<u64>,
     pub max_events: Option<u64>,
+
+    pub models: Option<Vec<String>>,
+    pub tokenizer: Option<String>,
+    pub range_ratio: Option<f64>,
+    pub shared_prefix_tokens: Option<u64>,
+    pub dataset: Option<String>,
+    pub dataset_format: Option<String>,
+    pub output_tokens_from_dataset: Option<bool>,
+    pub validate: Option<RawValidation>,
+
+    pub embedding_dimensions: Option<u64>,
+    pub audio_seconds: Option<f64>,
+    pub audio_tone_hz: Option<f64>,
+    pub audio_language: Option<String>,
+    pub anthropic_version: Option<String>,
+}
+
+/// Checks on every successful response (`validation` category when one fails).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawValidation {
+    /// The output text must match this regular expression.
+    pub regex: Option<String>,
+    /// `finish_reason` (or the backend's equivalent) must be one of these.
+    pub finish_reasons: Option<Vec<String>>,
+    /// Output tokens must equal max_tokens (meaningful with ignore_eos).
+    pub output_tokens: Option<bool>,
+    /// The response's `model` must equal the requested one.
+    pub model: Option<bool>,
 }
 
 /// A duration as users write it: `"250ms"`, `"1m30s"`, or a number of seconds.
@@ -112,6 +141,19 @@ impl RawTarget {
             max_event_bytes,
             max_response_bytes,
             max_events,
+            models,
+            tokenizer,
+            range_ratio,
+            shared_prefix_tokens,
+            dataset,
+            dataset_format,
+            output_tokens_from_dataset,
+            validate,
+            embedding_dimensions,
+            audio_seconds,
+            audio_tone_hz,
+            audio_language,
+            anthropic_version,
         );
         // One secret source: a target that names its own key must not also inherit the
         // other kind from defaults (that would be reported as a conflict it never wrote).

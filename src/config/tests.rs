@@ -45,7 +45,15 @@ fn minimal_config_gets_documented_defaults() {
         assert_eq!(t.url.as_str(), "http://127.0.0.1:8000/v1/chat/completions");
         assert_eq!(t.rate, 0.1);
         assert_eq!(t.burstiness, 1.0);
-        assert_eq!((t.input_tokens, t.output_tokens), (128, 64));
+        assert_eq!(t.prompts.output_tokens, 64);
+        assert!(matches!(
+            t.prompts.input,
+            crate::prompt::Input::Synthetic {
+                input_tokens: 128,
+                ..
+            }
+        ));
+        assert_eq!(t.prompts.models, ["m"]);
         assert!(t.ignore_eos && t.include_usage && !t.continuous_usage_stats);
         assert!(t.sampling.is_empty(), "server defaults unless configured");
         assert_eq!(t.timeouts.ttft, Duration::from_secs(30));

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::fields::{api_key, check_labels, duration, endpoint_url, headers, in_range, timeouts};
+use super::prompts::{Loaded, backend_options, prompt_source, validation};
 use super::{Config, ConfigError, Limits, RawConfig, RawTarget, Target};
 use crate::backend::BackendKind;
 
@@ -19,8 +20,6 @@ const DEFAULT_LISTEN: &str = "0.0.0.0:9464";
 const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(25); // under k8s' default 30 s
 const DEFAULT_RATE: f64 = 0.1;
 const DEFAULT_MAX_CONCURRENCY: u64 = 4;
-const DEFAULT_INPUT_TOKENS: u64 = 128;
-const DEFAULT_OUTPUT_TOKENS: u64 = 64;
 /// Far above any real response (a 64-token probe is a few KiB; even 100k tokens with
 /// per-chunk usage stay under 64 MiB and 100k events), far below what would hurt the daemon.
 const DEFAULT_LIMITS: Limits = Limits {
@@ -29,7 +28,6 @@ const DEFAULT_LIMITS: Limits = Limits {
     max_events: 200_000,
 };
 const MAX_RATE: f64 = 1000.0; // a probe, not a load generator
-const MAX_TOKENS: u64 = 1_000_000;
 
 pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
     let listen_text = raw.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
@@ -58,10 +56,16 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
         ));
     }
     let mut names = HashSet::new();
+    let mut loaded = Loaded::default();
     let mut targets = Vec::with_capacity(raw.targets.len());
     for (i, target) in raw.targets.iter().enumerate() {
         let key = format!("targets[{i}]");
-        let target = validate_target(&key, target.clone().inherit(&raw.defaults), &raw.labels)?;
+        let target = validate_target(
+            &key,
+            target.clone().inherit(&raw.defaults),
+            &raw.labels,
+            &mut loaded,
+        )?;
         if !names.insert(target.name.clone()) {
             return Err(ConfigError::new(
                 format!("{key}.name"),
@@ -82,11 +86,13 @@ fn validate_target(
     key: &str,
     t: RawTarget,
     global_labels: &BTreeMap<String, String>,
+    loaded: &mut Loaded,
 ) -> Result<Target, ConfigError> {
     let at = |field: &str| format!("{key}.{field}");
     let timeouts = timeouts(&at, &t)?;
     let name = t
         .name
+        .clone()
         .ok_or_else(|| ConfigError::new(at("name"), "is required"))?;
     let name_ok = (1..=64).contains(&name.len())
         && name
@@ -108,11 +114,21 @@ fn validate_target(
             ),
         )
     })?;
-    let url = endpoint_url(&at, t.url.as_deref(), t.endpoint.as_deref(), backend)?;
     let model = t
         .model
+        .clone()
         .filter(|m| !m.is_empty())
         .ok_or_else(|| ConfigError::new(at("model"), "is required"))?;
+    let url = endpoint_url(
+        &at,
+        t.url.as_deref(),
+        t.endpoint.as_deref(),
+        backend,
+        &model,
+    )?;
+    let prompts = prompt_source(&at, &t, &model, loaded)?;
+    let validation = validation(&at, &t, backend, prompts.tokenizer.is_some())?;
+    let options = backend_options(&at, &t)?;
 
     let rate = t.rate.unwrap_or(DEFAULT_RATE);
     if !(rate.is_finite() && rate > 0.0 && rate <= MAX_RATE) {
@@ -134,19 +150,6 @@ fn validate_target(
         1,
         10_000,
     )? as usize;
-    let input_tokens = in_range(
-        &at("input_tokens"),
-        t.input_tokens.unwrap_or(DEFAULT_INPUT_TOKENS),
-        1,
-        MAX_TOKENS,
-    )? as u32;
-    let output_tokens = in_range(
-        &at("output_tokens"),
-        t.output_tokens.unwrap_or(DEFAULT_OUTPUT_TOKENS),
-        1,
-        MAX_TOKENS,
-    )? as u32;
-
     let mut sampling = Map::new();
     let floats = [
         ("temperature", t.temperature, 0.0, f64::MAX),
@@ -175,7 +178,7 @@ fn validate_target(
     if let Some(stop) = t.stop {
         sampling.insert("stop".into(), Value::from(stop));
     }
-    let extra_body = t.extra_body.unwrap_or_default();
+    let extra_body = t.extra_body.clone().unwrap_or_default();
     if extra_body.contains_key("stream") {
         return Err(ConfigError::new(
             at("extra_body.stream"),
@@ -193,7 +196,10 @@ fn validate_target(
     }
 
     let api_key = api_key(&at, t.api_key_env.as_deref(), t.api_key_file.as_deref())?;
-    let headers = headers(&at, t.headers.unwrap_or_default(), api_key.is_some())?;
+    // Anthropic sends its key in x-api-key, so an Authorization header does not clash.
+    let bearer = api_key.is_some() && backend != BackendKind::Anthropic;
+    let headers = headers(&at, t.headers.clone().unwrap_or_default(), bearer)?;
+
     let mut labels = global_labels.clone();
     if let Some(own) = &t.labels {
         check_labels(&at("labels"), own)?;
@@ -242,8 +248,7 @@ fn validate_target(
         rate,
         burstiness,
         max_concurrency,
-        input_tokens,
-        output_tokens,
+        prompts,
         ignore_eos: t.ignore_eos.unwrap_or(true),
         sampling,
         extra_body,
@@ -255,5 +260,7 @@ fn validate_target(
         request_id_prefix,
         timeouts,
         limits,
+        validation,
+        options,
     })
 }

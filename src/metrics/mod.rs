@@ -330,7 +330,9 @@ impl TargetMetrics {
         match outcome {
             Ok(m) => {
                 let exemplar = || Some([("request_id", Arc::clone(request_id))]);
-                self.ttft.observe(m.ttft.as_secs_f64(), exemplar(), None);
+                if let Some(ttft) = m.ttft {
+                    self.ttft.observe(ttft.as_secs_f64(), exemplar(), None);
+                }
                 if let Some(tpot) = m.tpot {
                     self.tpot.observe(tpot.as_secs_f64(), exemplar(), None);
                 }
@@ -340,8 +342,10 @@ impl TargetMetrics {
                     }
                 }
                 self.e2el.observe(m.e2el.as_secs_f64(), exemplar(), None);
-                self.output_tokens.observe(m.output_tokens as f64);
-                self.output_tokens_total.inc_by(m.output_tokens);
+                if let Some(count) = m.output_tokens {
+                    self.output_tokens.observe(count.value() as f64);
+                    self.output_tokens_total.inc_by(count.value());
+                }
                 if let Some(prompt) = m.prompt_tokens {
                     self.prompt_tokens.observe(prompt as f64);
                     self.prompt_tokens_total.inc_by(prompt);

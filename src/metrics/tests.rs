@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::config::{RawConfig, RawTarget, validate};
-use crate::record::TokenSource;
+use crate::record::TokenCount;
 
 fn target(name: &str) -> Arc<Target> {
     let raw = RawConfig {
@@ -25,15 +25,14 @@ fn exposition(registry: &Registry, format: Format) -> String {
 
 fn measurement() -> Measurement {
     Measurement {
-        ttft: Duration::from_millis(150),
+        ttft: Some(Duration::from_millis(150)),
         tpot: Some(Duration::from_millis(20)),
         itl: vec![
             (Duration::from_millis(10), 3),
             (Duration::from_millis(40), 1),
         ],
         e2el: Duration::from_millis(400),
-        output_tokens: 5,
-        output_tokens_source: TokenSource::Usage,
+        output_tokens: Some(TokenCount::Usage(5)),
         prompt_tokens: Some(12),
     }
 }
@@ -137,6 +136,32 @@ fn exemplars_carry_the_request_id_in_openmetrics_only() {
     let text = exposition(&registry, Format::Text);
     assert!(!text.contains("request_id"));
     assert!(!text.contains("# EOF"));
+}
+
+#[test]
+fn non_streamed_successes_have_no_ttft_and_embeddings_no_output_tokens() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let t = metrics.target(&target("t"));
+    let whole = Measurement {
+        ttft: None,
+        tpot: None,
+        itl: Vec::new(),
+        output_tokens: None,
+        ..measurement()
+    };
+    t.record(&Arc::new("r".into()), &Ok(whole));
+    let text = exposition(&registry, Format::Text);
+    assert!(text.contains(&format!(
+        "inferprobe_e2e_request_latency_seconds_count{{{LABELS}}} 1\n"
+    )));
+    assert!(text.contains(&format!(
+        "inferprobe_time_to_first_token_seconds_count{{{LABELS}}} 0\n"
+    )));
+    assert!(text.contains(&format!(
+        "inferprobe_request_output_tokens_count{{{LABELS}}} 0\n"
+    )));
+    assert!(text.contains(&format!("inferprobe_prompt_tokens_total{{{LABELS}}} 12\n")));
 }
 
 #[test]

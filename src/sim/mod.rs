@@ -6,7 +6,9 @@
 //! the request's arrival on absolute instants, so they do not drift with write overhead.
 
 pub mod faults;
-mod openai;
+mod plan;
+mod render;
+mod request;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -26,7 +28,8 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 pub use faults::{FAULT_HEADER, Fault};
-pub use openai::{Action, SimRequest, Step, parse_request, stream_plan};
+pub use plan::{Action, Step, stream_plan};
+pub use request::{Dialect, SimRequest};
 
 type Body = BoxBody<Bytes, std::io::Error>;
 
@@ -68,6 +71,9 @@ pub struct SimConfig {
     /// Seed for fault draws and jitter.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Length of the vectors `/v1/embeddings` returns.
+    #[arg(long, default_value_t = 16)]
+    pub embedding_dimensions: u32,
 }
 
 impl Default for SimConfig {
@@ -84,6 +90,7 @@ impl Default for SimConfig {
             faults: Vec::new(),
             stall: Duration::from_secs(3600),
             seed: None,
+            embedding_dimensions: 16,
         }
     }
 }
@@ -128,7 +135,7 @@ pub async fn serve(
 
 async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body>, Infallible> {
     let arrival = Instant::now();
-    let chat = match (req.method(), req.uri().path()) {
+    let dialect = match (req.method(), req.uri().path()) {
         (&Method::GET, "/health") => {
             return Ok(json_response(StatusCode::OK, json!({"status": "ok"})));
         }
@@ -136,14 +143,21 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
             let models = json!({"object": "list", "data": [{"id": "sim", "object": "model"}]});
             return Ok(json_response(StatusCode::OK, models));
         }
-        (&Method::POST, "/v1/completions") => false,
-        (&Method::POST, "/v1/chat/completions") => true,
-        _ => return Ok(error(StatusCode::NOT_FOUND, "no such endpoint")),
+        (method, path) => match Dialect::route(method, path) {
+            Some(dialect) => dialect,
+            None => return Ok(error(StatusCode::NOT_FOUND, "no such endpoint")),
+        },
     };
     let forced = req
         .headers()
         .get(FAULT_HEADER)
         .map(|v| v.to_str().unwrap_or("").parse::<Fault>());
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
     let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES)
         .collect()
         .await
@@ -156,7 +170,7 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
             ));
         }
     };
-    let request = match parse_request(chat, &body) {
+    let request = match request::parse(dialect, &content_type, &body) {
         Ok(request) => request,
         Err(e) => return Ok(error(StatusCode::BAD_REQUEST, &e)),
     };
@@ -167,7 +181,7 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
     };
     tracing::debug!(
         ?fault,
-        chat,
+        ?dialect,
         max_tokens = request.max_tokens,
         "simulated request"
     );
@@ -191,14 +205,7 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
         _ => {}
     }
     if !request.stream {
-        let (delay, body) = openai::complete_response(&request, &shared.config);
-        sleep_until(arrival + delay).await;
-        let mut response = Response::new(full(body));
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            header::HeaderValue::from_static("application/json"),
-        );
-        return Ok(response);
+        return Ok(whole(&request, &shared.config, fault, arrival).await);
     }
     let steps = shared.with_rng(|rng| stream_plan(&request, &shared.config, fault, rng));
     let frames = stream::unfold(steps.into_iter(), move |mut steps| async move {
@@ -221,6 +228,45 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
         header::HeaderValue::from_static("no-cache"),
     );
     Ok(response)
+}
+
+/// A non-streamed response (completions, chat, embeddings), faults included: an error
+/// object in a 200, a reset, a stall, a truncated or empty body.
+async fn whole(
+    request: &SimRequest,
+    config: &SimConfig,
+    fault: Option<Fault>,
+    arrival: Instant,
+) -> Response<Body> {
+    if !matches!(
+        request.dialect,
+        Dialect::Completions | Dialect::Chat | Dialect::Embeddings
+    ) {
+        return error(StatusCode::BAD_REQUEST, "this endpoint only streams");
+    }
+    let (mut delay, body) = plan::whole_response(request, config);
+    if matches!(fault, Some(Fault::Stall | Fault::TtftStall)) {
+        delay += config.stall;
+    }
+    sleep_until(arrival + delay).await;
+    let bytes = match fault {
+        Some(Fault::ErrorEvent) => {
+            json!({"error": {"message": "simulated failure", "type": "InternalServerError", "code": 500}}).to_string()
+        }
+        Some(Fault::MalformedJson) => body.to_string()[..8].to_owned(),
+        Some(Fault::NoDone | Fault::Empty) => String::new(),
+        Some(Fault::Reset) => {
+            let failing = stream::once(async { Err(std::io::Error::other("simulated connection reset")) });
+            return Response::new(BodyExt::boxed(StreamBody::new(failing)));
+        }
+        _ => body.to_string(),
+    };
+    let mut response = Response::new(full(Bytes::from(bytes)));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 fn full(bytes: Bytes) -> Body {

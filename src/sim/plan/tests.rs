@@ -7,7 +7,11 @@ const MS: Duration = Duration::from_millis(1);
 
 fn request(chat: bool, max_tokens: u64, continuous: bool) -> SimRequest {
     SimRequest {
-        chat,
+        dialect: if chat {
+            Dialect::Chat
+        } else {
+            Dialect::Completions
+        },
         model: "m".into(),
         prompt_tokens: 3,
         max_tokens,
@@ -37,12 +41,12 @@ fn events(steps: &[Step]) -> Vec<(Duration, Option<String>)> {
         .map(|s| match &s.action {
             Action::Send(bytes) => {
                 let text = std::str::from_utf8(bytes).unwrap();
-                let data = text
-                    .strip_prefix("data: ")
-                    .unwrap()
-                    .strip_suffix("\n\n")
-                    .unwrap();
-                (s.at, Some(data.to_owned()))
+                let line = text.lines().find(|l| l.starts_with("data:")).unwrap();
+                let data = line.strip_prefix("data:").unwrap();
+                (
+                    s.at,
+                    Some(data.strip_prefix(' ').unwrap_or(data).to_owned()),
+                )
             }
             Action::Reset => (s.at, None),
         })
@@ -51,25 +55,6 @@ fn events(steps: &[Step]) -> Vec<(Duration, Option<String>)> {
 
 fn json(data: &str) -> Value {
     serde_json::from_str(data).unwrap()
-}
-
-#[test]
-fn parses_both_request_shapes() {
-    let chat = br#"{"model":"x","messages":[{"role":"user","content":"a b c"}],"max_completion_tokens":7,"max_tokens":3,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}"#;
-    let req = parse_request(true, chat).unwrap();
-    assert_eq!(req.max_tokens, 7, "max_completion_tokens wins");
-    assert_eq!(req.prompt_tokens, 3);
-    assert!(req.stream && req.include_usage && req.continuous_usage);
-
-    let completion = br#"{"model":"x","prompt":"one two","max_tokens":5}"#;
-    let req = parse_request(false, completion).unwrap();
-    assert_eq!(
-        (req.max_tokens, req.prompt_tokens, req.stream),
-        (5, 2, false)
-    );
-
-    assert!(parse_request(false, br#"{"model":"x"}"#).is_err());
-    assert!(parse_request(true, b"{not json").is_err());
 }
 
 #[test]
@@ -206,9 +191,8 @@ fn output_length_and_jitter() {
 fn non_streamed_response() {
     let mut req = request(true, 4, false);
     req.stream = false;
-    let (delay, body) = complete_response(&req, &config());
+    let (delay, body) = whole_response(&req, &config());
     assert_eq!(delay, MS * 130);
-    let body: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(body["usage"]["completion_tokens"], 4);
     assert_eq!(
         body["choices"][0]["message"]["content"]
@@ -217,5 +201,69 @@ fn non_streamed_response() {
             .split_whitespace()
             .count(),
         4
+    );
+}
+
+fn dialect_events(dialect: Dialect, max_tokens: u64) -> Vec<String> {
+    let req = SimRequest {
+        dialect,
+        include_usage: true,
+        ..request(false, max_tokens, false)
+    };
+    events(&plan(&req, &config(), None))
+        .into_iter()
+        .map(|(_, data)| data.unwrap())
+        .collect()
+}
+
+#[test]
+fn every_dialect_renders_its_own_stream() {
+    let tgi = dialect_events(Dialect::Tgi, 2);
+    assert_eq!(tgi.len(), 2, "one event per token, no [DONE]");
+    assert!(json(&tgi[0])["generated_text"].is_null());
+    assert_eq!(json(&tgi[1])["details"]["generated_tokens"], 2);
+
+    let triton = dialect_events(Dialect::Triton, 3);
+    assert_eq!(triton.len(), 3, "no end marker");
+    assert_eq!(json(&triton[2])["text_output"], " stream");
+
+    let anthropic = dialect_events(Dialect::Anthropic, 2);
+    let types: Vec<String> = anthropic
+        .iter()
+        .map(|d| json(d)["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "message_start",
+            "content_block_start",
+            "ping",
+            "content_block_delta",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+
+    let responses = dialect_events(Dialect::Responses, 2);
+    let last = json(responses.last().unwrap());
+    assert_eq!(last["type"], "response.incomplete");
+    assert_eq!(last["response"]["usage"]["output_tokens"], 2);
+}
+
+#[test]
+fn events_carry_sse_event_names_where_the_dialect_uses_them() {
+    let req = SimRequest {
+        dialect: Dialect::Anthropic,
+        ..request(false, 1, false)
+    };
+    let first = match &plan(&req, &config(), None)[0].action {
+        Action::Send(bytes) => String::from_utf8(bytes.to_vec()).unwrap(),
+        Action::Reset => unreachable!(),
+    };
+    assert!(
+        first.starts_with("event: message_start\ndata: {"),
+        "{first}"
     );
 }

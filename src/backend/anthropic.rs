@@ -1,0 +1,151 @@
+//! `backend = "anthropic"`: the Anthropic Messages API, `POST /v1/messages`, streamed.
+//!
+//! Events: `message_start` (input tokens, model), `content_block_delta` (text, thinking or
+//! tool-input deltas: the tokens), `message_delta` (stop reason and the cumulative
+//! `output_tokens`), `message_stop` (the end), `ping`, and `event: error`. The placeholder
+//! `output_tokens` in `message_start` is ignored: reporting it would look like a token.
+//! The key goes in `x-api-key` with an `anthropic-version` header.
+
+use http::{HeaderName, HeaderValue};
+use serde_json::{Map, Value, json};
+
+use super::{Backend, RequestSpec, StreamEvent, StreamParser, count_field, error_message};
+use crate::config::{Secret, Target};
+use crate::error::ProbeError;
+use crate::prompt::Prompt;
+use crate::record::{Chunk, ResponseInfo};
+use crate::sse::SseEvent;
+
+#[derive(Debug)]
+pub struct Anthropic;
+
+impl Backend for Anthropic {
+    fn request(&self, target: &Target, prompt: &Prompt) -> RequestSpec {
+        let mut body = Map::new();
+        body.insert("model".into(), Value::from(prompt.model.as_str()));
+        body.insert("max_tokens".into(), Value::from(prompt.max_tokens));
+        body.insert(
+            "messages".into(),
+            json!([{ "role": "user", "content": prompt.text }]),
+        );
+        body.insert("stream".into(), Value::Bool(true));
+        for (key, value) in &target.sampling {
+            match key.as_str() {
+                "temperature" | "top_p" | "top_k" => {
+                    body.insert(key.clone(), value.clone());
+                }
+                "stop" => {
+                    body.insert("stop_sequences".into(), value.clone());
+                }
+                _ => {} // not Messages API parameters
+            }
+        }
+        body.extend(target.extra_body.clone());
+        let mut spec = RequestSpec::json(Value::Object(body));
+        if let Ok(version) = HeaderValue::from_str(&target.options.anthropic_version) {
+            spec.headers
+                .push((HeaderName::from_static("anthropic-version"), version));
+        }
+        spec
+    }
+
+    fn stream_parser(&self) -> Box<dyn StreamParser> {
+        Box::new(MessagesParser)
+    }
+
+    fn authorize(&self, key: &Secret) -> Vec<(HeaderName, HeaderValue)> {
+        match HeaderValue::from_str(key.expose()) {
+            Ok(mut value) => {
+                value.set_sensitive(true);
+                vec![(HeaderName::from_static("x-api-key"), value)]
+            }
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+struct MessagesParser;
+
+impl StreamParser for MessagesParser {
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        info: &mut ResponseInfo,
+    ) -> Result<StreamEvent, ProbeError> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            return Ok(StreamEvent::Done(Chunk::default())); // vLLM's Messages endpoint adds one
+        }
+        if data.is_empty() && event.kind() == "ping" {
+            return Ok(StreamEvent::Chunk(Chunk::default()));
+        }
+        let object = super::json_object(data)?;
+        let kind = object
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or(event.kind());
+        let none = Chunk::default();
+        Ok(match kind {
+            "error" => {
+                let error = object.get("error").unwrap_or(&Value::Null);
+                let class = error.get("type").and_then(Value::as_str).unwrap_or("error");
+                return Err(ProbeError::StreamErrorEvent(format!(
+                    "{class}: {}",
+                    error_message(error)
+                )));
+            }
+            "message_start" => {
+                let message = object.get("message");
+                info.model = message
+                    .and_then(|m| m.get("model"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let usage = message.and_then(|m| m.get("usage"));
+                StreamEvent::Chunk(Chunk {
+                    prompt_tokens: count_field(
+                        usage.and_then(|u| u.get("input_tokens")),
+                        "input_tokens",
+                    )?,
+                    ..none
+                })
+            }
+            "content_block_delta" => {
+                let delta = object.get("delta").unwrap_or(&Value::Null);
+                let field = match delta.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => "text",
+                    Some("thinking_delta") => "thinking",
+                    Some("input_json_delta") => "partial_json",
+                    _ => "", // signature and citation deltas are not generated tokens
+                };
+                let text = delta.get(field).and_then(Value::as_str).unwrap_or("");
+                if field == "text" {
+                    info.text.push_str(text);
+                }
+                StreamEvent::Chunk(Chunk {
+                    has_output: !text.is_empty(),
+                    ..none
+                })
+            }
+            "message_delta" => {
+                let reason = object
+                    .get("delta")
+                    .and_then(|d| d.get("stop_reason"))
+                    .and_then(Value::as_str);
+                if let Some(reason) = reason {
+                    info.finish_reason = Some(reason.to_owned());
+                }
+                let usage = object.get("usage");
+                StreamEvent::Chunk(Chunk {
+                    completion_tokens: count_field(
+                        usage.and_then(|u| u.get("output_tokens")),
+                        "output_tokens",
+                    )?,
+                    finished: reason.is_some(),
+                    ..none
+                })
+            }
+            "message_stop" => StreamEvent::Done(none),
+            _ => StreamEvent::Chunk(none), // ping, block start/stop, and future event types
+        })
+    }
+}

@@ -1,0 +1,122 @@
+//! `backend = "openai-responses"`: the OpenAI Responses API, `POST /v1/responses`, streamed.
+//!
+//! Every event is named in its data's `type`. Tokens are the `*.delta` events with a
+//! non-empty `delta` (output text, reasoning, tool-call arguments, refusals);
+//! `response.completed` (or `response.incomplete`, e.g. at `max_output_tokens`) ends the
+//! stream with usage; `response.failed` and `error` (flat or nested) fail it. There is no
+//! `[DONE]`, though one is tolerated.
+
+use serde_json::{Map, Value};
+
+use super::{Backend, RequestSpec, StreamEvent, StreamParser, count_field, error_message};
+use crate::config::Target;
+use crate::error::ProbeError;
+use crate::prompt::Prompt;
+use crate::record::{Chunk, ResponseInfo};
+use crate::sse::SseEvent;
+
+#[derive(Debug)]
+pub struct Responses;
+
+impl Backend for Responses {
+    fn request(&self, target: &Target, prompt: &Prompt) -> RequestSpec {
+        let mut body = Map::new();
+        body.insert("model".into(), Value::from(prompt.model.as_str()));
+        body.insert("input".into(), Value::from(prompt.text.as_str()));
+        body.insert("max_output_tokens".into(), Value::from(prompt.max_tokens));
+        body.insert("stream".into(), Value::Bool(true));
+        // A probe's responses need not be kept (and vLLM rejects storing by default).
+        body.insert("store".into(), Value::Bool(false));
+        for (key, value) in &target.sampling {
+            if matches!(key.as_str(), "temperature" | "top_p") {
+                body.insert(key.clone(), value.clone());
+            }
+        }
+        body.extend(target.extra_body.clone());
+        RequestSpec::json(Value::Object(body))
+    }
+
+    fn stream_parser(&self) -> Box<dyn StreamParser> {
+        Box::new(ResponsesParser)
+    }
+}
+
+struct ResponsesParser;
+
+impl StreamParser for ResponsesParser {
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        info: &mut ResponseInfo,
+    ) -> Result<StreamEvent, ProbeError> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            return Ok(StreamEvent::Done(Chunk::default()));
+        }
+        let object = super::json_object(data)?;
+        let kind = object
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or(event.kind());
+        let response = object.get("response");
+        if let Some(model) = response
+            .and_then(|r| r.get("model"))
+            .and_then(Value::as_str)
+        {
+            info.model = Some(model.to_owned());
+        }
+        match kind {
+            "error" => {
+                let error = object
+                    .get("error")
+                    .filter(|e| !e.is_null())
+                    .unwrap_or(&Value::Null);
+                let message = match error {
+                    Value::Null => error_message(&Value::Object(object.clone())),
+                    nested => error_message(nested),
+                };
+                Err(ProbeError::StreamErrorEvent(message))
+            }
+            "response.failed" => {
+                let error = response
+                    .and_then(|r| r.get("error"))
+                    .unwrap_or(&Value::Null);
+                Err(ProbeError::StreamErrorEvent(error_message(error)))
+            }
+            "response.completed" | "response.incomplete" => {
+                let response = response.unwrap_or(&Value::Null);
+                let reason = response
+                    .get("incomplete_details")
+                    .and_then(|d| d.get("reason"))
+                    .and_then(Value::as_str)
+                    .or_else(|| response.get("status").and_then(Value::as_str))
+                    .unwrap_or("completed");
+                info.finish_reason = Some(reason.to_owned());
+                let usage = response.get("usage");
+                Ok(StreamEvent::Done(Chunk {
+                    completion_tokens: count_field(
+                        usage.and_then(|u| u.get("output_tokens")),
+                        "output_tokens",
+                    )?,
+                    prompt_tokens: count_field(
+                        usage.and_then(|u| u.get("input_tokens")),
+                        "input_tokens",
+                    )?,
+                    finished: true,
+                    ..Chunk::default()
+                }))
+            }
+            delta if delta.ends_with(".delta") => {
+                let text = object.get("delta").and_then(Value::as_str).unwrap_or("");
+                if delta == "response.output_text.delta" {
+                    info.text.push_str(text);
+                }
+                Ok(StreamEvent::Chunk(Chunk {
+                    has_output: !text.is_empty(),
+                    ..Chunk::default()
+                }))
+            }
+            _ => Ok(StreamEvent::Chunk(Chunk::default())),
+        }
+    }
+}

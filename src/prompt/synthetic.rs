@@ -1,0 +1,174 @@
+//! Synthetic prompts: a unique nonce first, then filler words up to the target length.
+//!
+//! The nonce leads so no two probes share a prefix: a prefix cache would otherwise serve
+//! every probe's prefill from cache and flatter TTFT compared with what real users see.
+//! (A configured shared prefix goes before the nonce on purpose, to measure cache hits.)
+//!
+//! Without a tokenizer, length is approximate: the filler words are common short English
+//! words, each a single token (with its leading space) in the Llama, Mistral, Qwen and GPT
+//! BPE vocabularies, so one word ≈ one token; the 16-hex-digit nonce counts as
+//! [`NONCE_TOKENS`]. With a tokenizer the filler is cut at the exact token count.
+
+use rand::{Rng, RngExt};
+
+use super::tokenizer::TokenCounter;
+
+/// Tokens the nonce is assumed to take without a tokenizer (a 16-digit hex string is 6–16
+/// tokens depending on the vocabulary).
+pub const NONCE_TOKENS: u32 = 8;
+
+const FILLER: &[&str] = &[
+    "the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "then", "runs",
+    "back", "to", "its", "home", "in", "the", "old", "town", "where", "people", "make", "bread",
+    "every", "day", "for", "their", "friends", "who", "work", "on", "farms", "near", "river",
+];
+
+/// Different words for shared prefixes, so a prefix never looks like the filler after it.
+const PREFIX_WORDS: &[&str] = &[
+    "you",
+    "are",
+    "a",
+    "helpful",
+    "assistant",
+    "answer",
+    "each",
+    "question",
+    "with",
+    "care",
+    "and",
+    "keep",
+    "your",
+    "reply",
+    "short",
+    "clear",
+    "polite",
+    "true",
+];
+
+fn words(list: &[&str], count: usize) -> String {
+    let mut text = String::with_capacity(count * 6);
+    for word in list.iter().cycle().take(count) {
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(word);
+    }
+    text
+}
+
+fn nonce(rng: &mut impl Rng) -> String {
+    format!("{:016x}", rng.random::<u64>())
+}
+
+/// A prompt of about `input_tokens` words-as-tokens that starts with a fresh nonce.
+pub fn approximate(input_tokens: u32, rng: &mut impl Rng) -> String {
+    let filler = input_tokens.saturating_sub(NONCE_TOKENS) as usize;
+    let nonce = nonce(rng);
+    match filler {
+        0 => nonce,
+        n => format!("{nonce} {}", words(FILLER, n)),
+    }
+}
+
+/// A shared prefix of about (or, with a tokenizer, exactly) `tokens` tokens.
+pub fn shared_prefix(tokens: u32, counter: Option<&TokenCounter>) -> Result<String, String> {
+    let text = words(PREFIX_WORDS, tokens as usize * 2);
+    match counter {
+        None => Ok(words(PREFIX_WORDS, tokens as usize)),
+        Some(counter) => {
+            let ids = counter.encode(&text)?;
+            counter.decode(&ids[..ids.len().min(tokens as usize)])
+        }
+    }
+}
+
+/// Builds prompts of an exact token count with a tokenizer: the filler is pre-encoded
+/// once, and each prompt takes as many filler tokens as the nonce leaves room for.
+#[derive(Debug)]
+pub struct ExactFiller {
+    ids: Vec<u32>,
+}
+
+impl ExactFiller {
+    /// Enough filler for prompts of up to `max_tokens` tokens.
+    pub fn new(counter: &TokenCounter, max_tokens: u32) -> Result<Self, String> {
+        let mut count = max_tokens as usize + 16;
+        loop {
+            let ids = counter.encode(&words(FILLER, count))?;
+            if ids.len() > max_tokens as usize {
+                return Ok(Self { ids });
+            }
+            count *= 2;
+        }
+    }
+
+    /// `prefix` (may be empty) + nonce + filler, adjusted until it encodes to exactly
+    /// `tokens` tokens (or as close as the tokenizer's merges allow, within a few rounds);
+    /// returns the text and its real token count.
+    pub fn prompt(
+        &self,
+        counter: &TokenCounter,
+        prefix: &str,
+        tokens: u32,
+        rng: &mut impl Rng,
+    ) -> Result<(String, u32), String> {
+        let head = if prefix.is_empty() {
+            nonce(rng)
+        } else {
+            format!("{prefix} {}", nonce(rng))
+        };
+        let head_tokens = counter.encode(&head)?.len();
+        let mut take = (tokens as usize).saturating_sub(head_tokens);
+        let mut best = (head.clone(), head_tokens as u32);
+        // Merges at the junction can shift the count by a token or two; a few rounds of
+        // correction converge in practice.
+        for _ in 0..8 {
+            let text = match take {
+                0 => head.clone(),
+                n => format!(
+                    "{head} {}",
+                    counter.decode(&self.ids[..n.min(self.ids.len())])?
+                ),
+            };
+            let count = counter.encode(&text)?.len();
+            best = (text, count as u32);
+            match count.cmp(&(tokens as usize)) {
+                std::cmp::Ordering::Equal => break,
+                std::cmp::Ordering::Less if take < self.ids.len() => {
+                    take += tokens as usize - count
+                }
+                std::cmp::Ordering::Greater if take > 0 => {
+                    take = take.saturating_sub(count - tokens as usize)
+                }
+                _ => break,
+            }
+        }
+        Ok(best)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    #[test]
+    fn prompts_start_with_distinct_nonces_and_have_the_requested_words() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let a = approximate(128, &mut rng);
+        let b = approximate(128, &mut rng);
+        assert_ne!(a[..16], b[..16], "each prompt has its own prefix");
+        assert_eq!(
+            a.split_whitespace().count(),
+            1 + 128 - NONCE_TOKENS as usize
+        );
+        assert_eq!(approximate(3, &mut rng).split_whitespace().count(), 1);
+    }
+
+    #[test]
+    fn shared_prefix_without_tokenizer_is_words() {
+        let prefix = shared_prefix(5, None).unwrap();
+        assert_eq!(prefix, "you are a helpful assistant");
+    }
+}

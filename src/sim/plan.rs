@@ -1,0 +1,201 @@
+//! The simulator's timing model: when each write of a response happens, faults included.
+//!
+//! The first token chunk is written at `ttft`, each later chunk of k tokens k·`itl` after
+//! the previous one, on an absolute schedule from the request's arrival, so with per-chunk
+//! usage every ITL observation should equal `itl` and TTFT should equal `ttft` plus
+//! transport overhead. Events before the first token (a chat role chunk, `message_start`)
+//! are written on arrival, so a probe that took TTFT on one of them would report ~0.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use rand::{Rng, RngExt};
+use serde_json::{Value, json};
+
+use super::SimConfig;
+use super::faults::Fault;
+use super::render::{self, Ctx};
+use super::request::{Dialect, SimRequest};
+
+const MAX_OUTPUT_TOKENS: u64 = 100_000;
+
+const WORDS: &[&str] = &[
+    "probe", "token", "stream", "latency", "model", "server", "metric", "river", "stone", "light",
+    "cloud", "field", "north", "quiet", "green", "paper",
+];
+
+/// One write of the response body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Send(Bytes),
+    /// Abort the connection (the client sees a truncated body).
+    Reset,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// Offset from the request's arrival.
+    pub at: Duration,
+    pub action: Action,
+}
+
+/// The output length the simulator will produce for `req`.
+pub fn output_tokens(req: &SimRequest, config: &SimConfig) -> u64 {
+    config
+        .output_tokens
+        .map_or(req.max_tokens, u64::from)
+        .clamp(1, MAX_OUTPUT_TOKENS)
+}
+
+fn text(from: u64, count: u64) -> String {
+    (from..from + count)
+        .map(|i| format!(" {}", WORDS[i as usize % WORDS.len()]))
+        .collect()
+}
+
+fn send(steps: &mut Vec<Step>, at: Duration, text: String) {
+    steps.push(Step {
+        at,
+        action: Action::Send(Bytes::from(text)),
+    });
+}
+
+/// The timeline of a streamed response with an optional fault.
+pub fn stream_plan(
+    req: &SimRequest,
+    config: &SimConfig,
+    fault: Option<Fault>,
+    rng: &mut impl Rng,
+) -> Vec<Step> {
+    if fault == Some(Fault::Empty) {
+        return Vec::new();
+    }
+    let mut uniform = || rng.random::<f64>();
+    let mut jitter = |d: Duration| {
+        if config.jitter > 0.0 {
+            d.mul_f64((1.0 + config.jitter * (2.0 * uniform() - 1.0)).max(0.0))
+        } else {
+            d
+        }
+    };
+    let usage = config.usage && req.include_usage;
+    let ctx = Ctx {
+        req,
+        id: format!("sim-{:016x}", rand::random::<u64>()),
+        created: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        usage,
+        continuous: usage && config.continuous_usage && req.continuous_usage,
+    };
+    let r = render::renderer(req.dialect);
+    let mut steps = Vec::new();
+    let preamble = r.preamble(&ctx);
+    let skip_role = req.dialect == Dialect::Chat && !config.role_chunk;
+    if !skip_role {
+        for event in preamble {
+            send(&mut steps, Duration::ZERO, event);
+        }
+    }
+    let n = output_tokens(req, config);
+    let k = u64::from(config.tokens_per_chunk.max(1));
+    let chunks = n.div_ceil(k);
+    // Mid-stream faults strike before this chunk: at least one token has been sent.
+    let strike_at = (chunks / 2).max(1);
+    let mut t = jitter(config.ttft);
+    if fault == Some(Fault::TtftStall) {
+        t += config.stall;
+    }
+    let mut sent = 0;
+    for j in 0..=chunks {
+        if j == strike_at {
+            match fault {
+                Some(Fault::ErrorEvent) => {
+                    send(&mut steps, t, r.error(&ctx));
+                    if matches!(
+                        req.dialect,
+                        Dialect::Completions | Dialect::Chat | Dialect::Audio
+                    ) {
+                        send(&mut steps, t, "data: [DONE]\n\n".into()); // as vLLM does
+                    }
+                    return steps;
+                }
+                Some(Fault::Reset) => {
+                    steps.push(Step {
+                        at: t,
+                        action: Action::Reset,
+                    });
+                    return steps;
+                }
+                Some(Fault::Stall) => t += config.stall,
+                Some(Fault::MalformedJson) => send(&mut steps, t, render::MALFORMED.into()),
+                _ => {}
+            }
+        }
+        if j == chunks {
+            break;
+        }
+        let size = k.min(n - sent);
+        if j > 0 {
+            t += jitter(config.itl * size as u32);
+        }
+        let last = j + 1 == chunks;
+        let finish = (last && fault != Some(Fault::NoDone)).then_some(if n == req.max_tokens {
+            "length"
+        } else {
+            "stop"
+        });
+        sent += size;
+        send(
+            &mut steps,
+            t,
+            r.chunk(&ctx, &text(sent - size, size), sent, finish),
+        );
+    }
+    if fault != Some(Fault::NoDone) {
+        for event in r.epilogue(&ctx, sent) {
+            send(&mut steps, t, event);
+        }
+    }
+    steps
+}
+
+/// A non-streamed response: its delay and JSON body (completions, chat, embeddings).
+pub fn whole_response(req: &SimRequest, config: &SimConfig) -> (Duration, Value) {
+    let n = output_tokens(req, config);
+    let usage = json!({ "prompt_tokens": req.prompt_tokens, "completion_tokens": n, "total_tokens": req.prompt_tokens + n });
+    if req.dialect == Dialect::Embeddings {
+        let dims = config.embedding_dimensions as usize;
+        let vector: Vec<f64> = (0..dims).map(|i| ((i as f64) * 0.37).sin()).collect();
+        let usage =
+            json!({ "prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens });
+        let body = json!({
+            "object": "list", "model": req.model, "usage": usage,
+            "data": [{ "object": "embedding", "index": 0, "embedding": vector }],
+        });
+        return (config.ttft, body);
+    }
+    let content = text(0, n);
+    let finish = if n == req.max_tokens {
+        "length"
+    } else {
+        "stop"
+    };
+    let choice = if req.dialect == Dialect::Chat {
+        json!({ "index": 0, "message": { "role": "assistant", "content": content }, "finish_reason": finish })
+    } else {
+        json!({ "index": 0, "text": content, "finish_reason": finish })
+    };
+    let body = json!({
+        "id": "sim-nonstream",
+        "object": if req.dialect == Dialect::Chat { "chat.completion" } else { "text_completion" },
+        "model": req.model,
+        "choices": [choice],
+        "usage": usage,
+    });
+    let delay = config.ttft + config.itl * (n.saturating_sub(1) as u32);
+    (delay, body)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,60 @@
+//! Anthropic Messages streaming: `message_start`, a text content block of
+//! `content_block_delta`s, `message_delta` with the stop reason and cumulative output
+//! tokens, `message_stop`; `ping` after the start, as the real API sends.
+
+use serde_json::json;
+
+use super::{Ctx, Render, event};
+
+pub struct Anthropic;
+
+impl Render for Anthropic {
+    fn preamble(&self, ctx: &Ctx) -> Vec<String> {
+        let message = json!({
+            "id": ctx.id, "type": "message", "role": "assistant", "model": ctx.req.model, "content": [],
+            "stop_reason": null, "usage": { "input_tokens": ctx.req.prompt_tokens, "output_tokens": 1 },
+        });
+        vec![
+            event(
+                "message_start",
+                &json!({ "type": "message_start", "message": message }),
+            ),
+            event(
+                "content_block_start",
+                &json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "text", "text": "" } }),
+            ),
+            event("ping", &json!({ "type": "ping" })),
+        ]
+    }
+
+    fn chunk(&self, _: &Ctx, text: &str, _: u64, _: Option<&str>) -> String {
+        let delta = json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "text_delta", "text": text } });
+        event("content_block_delta", &delta)
+    }
+
+    fn epilogue(&self, ctx: &Ctx, tokens: u64) -> Vec<String> {
+        let reason = if tokens >= ctx.req.max_tokens {
+            "max_tokens"
+        } else {
+            "end_turn"
+        };
+        vec![
+            event(
+                "content_block_stop",
+                &json!({ "type": "content_block_stop", "index": 0 }),
+            ),
+            event(
+                "message_delta",
+                &json!({ "type": "message_delta", "delta": { "stop_reason": reason, "stop_sequence": null }, "usage": { "output_tokens": tokens } }),
+            ),
+            event("message_stop", &json!({ "type": "message_stop" })),
+        ]
+    }
+
+    fn error(&self, _: &Ctx) -> String {
+        event(
+            "error",
+            &json!({ "type": "error", "error": { "type": "overloaded_error", "message": "Overloaded" } }),
+        )
+    }
+}

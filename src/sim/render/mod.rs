@@ -1,0 +1,68 @@
+//! Per-dialect rendering of a simulated stream: the events before the first token, each
+//! token chunk, the events after the last token, and the dialect's own error event. The
+//! planner ([`super::plan`]) decides *when*; these decide *what bytes*.
+
+mod anthropic;
+mod openai;
+mod responses;
+mod tgi;
+mod triton;
+
+use serde_json::{Value, json};
+
+use super::request::{Dialect, SimRequest};
+
+/// Per-response values every renderer may use.
+pub struct Ctx<'a> {
+    pub req: &'a SimRequest,
+    pub id: String,
+    pub created: u64,
+    /// Usage at the end (the request asked and the simulator allows it).
+    pub usage: bool,
+    /// Cumulative usage on every chunk.
+    pub continuous: bool,
+}
+
+impl Ctx<'_> {
+    pub fn usage_json(&self, completion: u64) -> Value {
+        let prompt = self.req.prompt_tokens;
+        json!({ "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion })
+    }
+}
+
+pub trait Render {
+    /// Events written on arrival, before the first token.
+    fn preamble(&self, ctx: &Ctx) -> Vec<String>;
+    /// One chunk of `text`; `tokens` is the cumulative count including it. `finish` is
+    /// set on the last chunk unless a fault suppresses it.
+    fn chunk(&self, ctx: &Ctx, text: &str, tokens: u64, finish: Option<&str>) -> String;
+    /// Events after the last token (usage, end markers).
+    fn epilogue(&self, ctx: &Ctx, tokens: u64) -> Vec<String>;
+    /// The dialect's error event, sent mid-stream by the `error_event` fault.
+    fn error(&self, ctx: &Ctx) -> String;
+}
+
+pub fn renderer(dialect: Dialect) -> &'static dyn Render {
+    match dialect {
+        Dialect::Completions | Dialect::Chat | Dialect::Audio | Dialect::Embeddings => {
+            &openai::OpenAi
+        }
+        Dialect::Tgi => &tgi::Tgi,
+        Dialect::Triton => &triton::Triton,
+        Dialect::Anthropic => &anthropic::Anthropic,
+        Dialect::Responses => &responses::Responses,
+    }
+}
+
+/// `data: <json>\n\n`
+pub fn data(value: &Value) -> String {
+    format!("data: {value}\n\n")
+}
+
+/// `event: <name>\ndata: <json>\n\n`
+pub fn event(name: &str, value: &Value) -> String {
+    format!("event: {name}\ndata: {value}\n\n")
+}
+
+/// A truncated JSON payload, for the `malformed_json` fault (same in every dialect).
+pub const MALFORMED: &str = "data: {\"choices\":[{\"index\":0,\"text\":\"trunc\n\n";

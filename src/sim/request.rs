@@ -1,0 +1,301 @@
+//! What the simulator was asked: the endpoint's dialect and the request fields that shape
+//! the response (model, output length, streaming and usage options), parsed per dialect.
+
+use http::Method;
+use serde_json::Value;
+
+use crate::backend::wav;
+
+/// Output length when a request names none.
+const DEFAULT_MAX_TOKENS: u64 = 16;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    Completions,
+    Chat,
+    Audio,
+    Tgi,
+    Triton,
+    Anthropic,
+    Responses,
+    Embeddings,
+}
+
+impl Dialect {
+    /// The dialect served at `path`, if any.
+    pub fn route(method: &Method, path: &str) -> Option<Self> {
+        if method != Method::POST {
+            return None;
+        }
+        Some(match path {
+            "/v1/completions" => Self::Completions,
+            "/v1/chat/completions" => Self::Chat,
+            "/v1/audio/transcriptions" => Self::Audio,
+            "/generate_stream" => Self::Tgi,
+            "/v1/messages" => Self::Anthropic,
+            "/v1/responses" => Self::Responses,
+            "/v1/embeddings" => Self::Embeddings,
+            p if p.starts_with("/v2/models/") && p.ends_with("/generate_stream") => Self::Triton,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimRequest {
+    pub dialect: Dialect,
+    pub model: String,
+    pub prompt_tokens: u64,
+    pub max_tokens: u64,
+    pub stream: bool,
+    pub include_usage: bool,
+    pub continuous_usage: bool,
+}
+
+/// Words in a prompt value (a string, or anything else serialized), as its token count.
+fn words(value: Option<&Value>) -> u64 {
+    match value {
+        Some(Value::String(s)) => s.split_whitespace().count() as u64,
+        None | Some(Value::Null) => 0,
+        Some(other) => other.to_string().split_whitespace().count() as u64,
+    }
+}
+
+fn messages_words(messages: Option<&Value>) -> Result<u64, String> {
+    let messages = messages
+        .and_then(Value::as_array)
+        .ok_or("`messages` is required")?;
+    Ok(messages.iter().map(|m| words(m.get("content"))).sum())
+}
+
+fn number(body: &Value, keys: &[&str]) -> Option<u64> {
+    keys.iter()
+        .find_map(|k| body.get(*k).and_then(Value::as_u64))
+}
+
+fn flag(body: Option<&Value>, key: &str) -> bool {
+    body.and_then(|b| b.get(key))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+pub fn parse(dialect: Dialect, content_type: &str, body: &[u8]) -> Result<SimRequest, String> {
+    if dialect == Dialect::Audio {
+        return parse_audio(content_type, body);
+    }
+    let json: Value =
+        serde_json::from_slice(body).map_err(|e| format!("invalid request JSON: {e}"))?;
+    let model = json
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("sim")
+        .to_owned();
+    let options = json.get("stream_options");
+    let mut request = SimRequest {
+        dialect,
+        model,
+        prompt_tokens: 0,
+        max_tokens: number(&json, &["max_completion_tokens", "max_tokens"])
+            .unwrap_or(DEFAULT_MAX_TOKENS),
+        stream: flag(Some(&json), "stream"),
+        include_usage: flag(options, "include_usage"),
+        continuous_usage: flag(options, "continuous_usage_stats"),
+    };
+    match dialect {
+        Dialect::Completions => {
+            request.prompt_tokens = words(Some(json.get("prompt").ok_or("`prompt` is required")?))
+        }
+        Dialect::Chat => request.prompt_tokens = messages_words(json.get("messages"))?,
+        Dialect::Tgi => {
+            request.prompt_tokens = words(Some(json.get("inputs").ok_or("`inputs` is required")?));
+            let parameters = json.get("parameters");
+            request.max_tokens = parameters
+                .and_then(|p| p.get("max_new_tokens"))
+                .and_then(Value::as_u64)
+                .unwrap_or(DEFAULT_MAX_TOKENS);
+            request.stream = true;
+            request.include_usage = flag(parameters, "details");
+        }
+        Dialect::Triton => {
+            request.prompt_tokens = words(Some(
+                json.get("text_input").ok_or("`text_input` is required")?,
+            ));
+            request.model = "ensemble".into();
+        }
+        Dialect::Anthropic => {
+            request.prompt_tokens = messages_words(json.get("messages"))?;
+            request.include_usage = true;
+        }
+        Dialect::Responses => {
+            request.prompt_tokens = words(Some(json.get("input").ok_or("`input` is required")?));
+            request.max_tokens =
+                number(&json, &["max_output_tokens"]).unwrap_or(DEFAULT_MAX_TOKENS);
+            request.include_usage = true;
+        }
+        Dialect::Embeddings => {
+            request.prompt_tokens = words(Some(json.get("input").ok_or("`input` is required")?));
+        }
+        Dialect::Audio => {}
+    }
+    Ok(request)
+}
+
+/// The transcription form: a WAV file part and text fields. Audio counts as 10 tokens
+/// per second.
+fn parse_audio(content_type: &str, body: &[u8]) -> Result<SimRequest, String> {
+    let boundary = content_type
+        .split(';')
+        .find_map(|p| p.trim().strip_prefix("boundary="))
+        .map(|b| b.trim_matches('"'))
+        .ok_or("expected multipart/form-data with a boundary")?;
+    let fields = multipart_fields(body, boundary)?;
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_slice())
+    };
+    let text = |name: &str| field(name).map(|v| String::from_utf8_lossy(v).into_owned());
+    let yes = |name: &str| text(name).is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let audio = field("file").ok_or("the `file` part is required")?;
+    let seconds = wav::seconds(audio).ok_or("`file` is not a 16-bit PCM WAV")?;
+    Ok(SimRequest {
+        dialect: Dialect::Audio,
+        model: text("model").unwrap_or_else(|| "sim".into()),
+        prompt_tokens: (seconds * 10.0).ceil() as u64,
+        max_tokens: text("max_completion_tokens")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_MAX_TOKENS),
+        stream: yes("stream"),
+        include_usage: yes("stream_include_usage"),
+        continuous_usage: yes("stream_continuous_usage_stats"),
+    })
+}
+
+/// `(name, content)` of each part of a multipart/form-data body.
+fn multipart_fields(body: &[u8], boundary: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let delimiter = format!("--{boundary}");
+    let mut fields = Vec::new();
+    for part in split(body, delimiter.as_bytes()).into_iter().skip(1) {
+        if part.starts_with(b"--") {
+            break; // the closing delimiter
+        }
+        let part = part.strip_prefix(b"\r\n").unwrap_or(part);
+        let split_at = find(part, b"\r\n\r\n").ok_or("a multipart part has no header end")?;
+        let headers = String::from_utf8_lossy(&part[..split_at]);
+        let content = &part[split_at + 4..];
+        let content = content.strip_suffix(b"\r\n").unwrap_or(content);
+        let name = headers
+            .split(';')
+            .find_map(|p| p.trim().strip_prefix("name="))
+            .map(|n| n.trim_matches('"').to_owned())
+            .ok_or("a multipart part has no name")?;
+        fields.push((name, content.to_vec()));
+    }
+    Ok(fields)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn split<'a>(mut body: &'a [u8], delimiter: &[u8]) -> Vec<&'a [u8]> {
+    let mut parts = Vec::new();
+    while let Some(at) = find(body, delimiter) {
+        parts.push(&body[..at]);
+        body = &body[at + delimiter.len()..];
+    }
+    parts.push(body);
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        assert_eq!(
+            Dialect::route(&Method::POST, "/v2/models/ensemble/generate_stream"),
+            Some(Dialect::Triton)
+        );
+        assert_eq!(
+            Dialect::route(&Method::POST, "/generate_stream"),
+            Some(Dialect::Tgi)
+        );
+        assert_eq!(Dialect::route(&Method::GET, "/v1/completions"), None);
+        assert_eq!(Dialect::route(&Method::POST, "/nope"), None);
+    }
+
+    #[test]
+    fn parses_each_dialect() {
+        let tgi = parse(
+            Dialect::Tgi,
+            "application/json",
+            br#"{"inputs":"a b c","parameters":{"max_new_tokens":7,"details":true}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                tgi.prompt_tokens,
+                tgi.max_tokens,
+                tgi.stream,
+                tgi.include_usage
+            ),
+            (3, 7, true, true)
+        );
+        let anthropic = parse(Dialect::Anthropic, "", br#"{"model":"c","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"x y"}]}"#).unwrap();
+        assert_eq!(
+            (
+                anthropic.prompt_tokens,
+                anthropic.max_tokens,
+                anthropic.stream
+            ),
+            (2, 5, true)
+        );
+        let responses = parse(
+            Dialect::Responses,
+            "",
+            br#"{"model":"r","input":"one","max_output_tokens":9,"stream":true}"#,
+        )
+        .unwrap();
+        assert_eq!((responses.max_tokens, responses.prompt_tokens), (9, 1));
+        let triton = parse(
+            Dialect::Triton,
+            "",
+            br#"{"text_input":"q","max_tokens":4,"stream":true}"#,
+        )
+        .unwrap();
+        assert_eq!((triton.max_tokens, triton.stream), (4, true));
+        assert!(parse(Dialect::Chat, "", br#"{"model":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn parses_a_multipart_transcription_request() {
+        let wav = wav::generate(1.5, 440.0);
+        let mut body = Vec::new();
+        for (name, value) in [
+            ("model", &b"whisper"[..]),
+            ("stream", b"true"),
+            ("stream_include_usage", b"true"),
+            ("max_completion_tokens", b"12"),
+        ] {
+            body.extend_from_slice(
+                format!("--XYZ\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n")
+                    .as_bytes(),
+            );
+            body.extend_from_slice(value);
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(b"--XYZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\nContent-Type: audio/wav\r\n\r\n");
+        body.extend_from_slice(&wav);
+        body.extend_from_slice(b"\r\n--XYZ--\r\n");
+        let req = parse(Dialect::Audio, "multipart/form-data; boundary=XYZ", &body).unwrap();
+        assert_eq!(
+            (req.model.as_str(), req.max_tokens, req.prompt_tokens),
+            ("whisper", 12, 15)
+        );
+        assert!(req.stream && req.include_usage && !req.continuous_usage);
+        assert!(parse(Dialect::Audio, "multipart/form-data", &body).is_err());
+    }
+}

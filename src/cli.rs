@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::bench::{self, BenchArgs};
 use crate::config::{self, EXIT_CONFIG, Overrides};
 use crate::logging::LogFormat;
 use crate::sim::SimConfig;
@@ -62,6 +63,8 @@ pub enum Command {
         #[command(flatten)]
         sim: SimConfig,
     },
+    /// A finite run against one target, summarized like `vllm bench serve`.
+    Bench(Box<BenchArgs>),
     /// Probe a built-in simulator: metrics on localhost, no config needed.
     Demo {
         #[arg(long, default_value = "127.0.0.1:9464")]
@@ -151,6 +154,7 @@ pub async fn execute(command: Command) -> u8 {
                 }
             }
         }
+        Command::Bench(args) => run_bench(&args, &shutdown).await,
         Command::Demo { listen } => match demo::run(listen, shutdown).await {
             Ok(()) => 0,
             Err(e) => {
@@ -159,4 +163,35 @@ pub async fn execute(command: Command) -> u8 {
             }
         },
     }
+}
+
+async fn run_bench(args: &BenchArgs, shutdown: &Shutdown) -> u8 {
+    let plan = match bench::plan(args) {
+        Ok(plan) => plan,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_CONFIG as u8;
+        }
+    };
+    let report = match bench::run(args, plan, shutdown).await {
+        Ok(report) => report,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            return 1;
+        }
+    };
+    print!("{}", report.text);
+    let writes = [
+        (args.result_file.as_ref(), report.json.to_string()),
+        (args.metrics_file.as_ref(), report.metrics),
+    ];
+    for (path, contents) in writes {
+        if let Some(path) = path {
+            if let Err(e) = std::fs::write(path, contents) {
+                eprintln!("error: cannot write {}: {e}", path.display());
+                return 1;
+            }
+        }
+    }
+    0
 }

@@ -18,11 +18,13 @@
 //! - [`server`]: `/metrics`, `/healthz`, `/readyz`.
 //! - [`daemon`]: wiring and graceful drain: [`run`].
 //! - [`sim`]: `inferprobe simulate`, the fault-injecting test server; [`demo`] uses it.
+//! - [`bench`]: `inferprobe bench`, a finite run with `vllm bench serve`'s summary.
 //! - [`cli`], [`logging`], [`shutdown`], [`report`], [`client`]: the rest.
 
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod bench;
 pub mod cli;
 pub mod client;
 pub mod config;

@@ -49,7 +49,8 @@ fn ms(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn redact(text: &str, target: &Target) -> String {
+/// `text` with the target's API key, if it appears, replaced.
+pub(crate) fn redact(text: &str, target: &Target) -> String {
     match &target.api_key {
         Some(key) if text.contains(key.expose()) => text.replace(key.expose(), "[redacted]"),
         _ => text.to_owned(),

@@ -92,6 +92,11 @@ pub(crate) async fn serve_with<F, Fut, B>(
                 }
             },
         };
+        // Small writes (one SSE event each) must leave at once: with Nagle's algorithm and
+        // the peer's delayed ACK, a stream's events would arrive in bursts and distort ITL.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
         let conn = builder
             .serve_connection(TokioIo::new(stream), service_fn(handler.clone()))
             .into_owned();

@@ -81,10 +81,22 @@ async fn every_backend_measures_a_normal_response() {
         match backend {
             "openai-embeddings" => assert_eq!(output, 0.0),
             // Triton reports no usage: counted from events (one token each here).
-            _ => assert_eq!(output, 6.0 * successes, "{backend}: output tokens (usage: {usage})"),
+            _ => assert_eq!(
+                output,
+                6.0 * successes,
+                "{backend}: output tokens (usage: {usage})"
+            ),
         }
         let prompts = s.histogram("inferprobe_request_prompt_tokens", backend).1;
-        assert_eq!(prompts, if usage || backend == "openai-embeddings" { successes } else { 0.0 }, "{backend}");
+        assert_eq!(
+            prompts,
+            if usage || backend == "openai-embeddings" {
+                successes
+            } else {
+                0.0
+            },
+            "{backend}"
+        );
     }
 }
 
@@ -100,17 +112,28 @@ async fn every_backend_reports_its_own_error_form() {
     let s = run_until(&toml, &names, 0.0, 3.0).await;
     for (backend, _, _) in BACKENDS {
         let requests = s.requests(backend);
-        assert_eq!(s.errors(backend, "stream_error_event"), requests, "{backend}:\n{}", s.text);
+        assert_eq!(
+            s.errors(backend, "stream_error_event"),
+            requests,
+            "{backend}:\n{}",
+            s.text
+        );
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validation_lora_models_and_tokenizer_fallback() {
     let sim = start_sim(sim()).await;
-    let tokenizer = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizer/tiny-bpe.json");
+    let tokenizer =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizer/tiny-bpe.json");
     let tokenizer = tokenizer.to_str().unwrap();
     let mut toml = header();
-    toml += &target("regex-fails", "openai-chat", &sim.url(), "validate = { regex = \"^never$\" }");
+    toml += &target(
+        "regex-fails",
+        "openai-chat",
+        &sim.url(),
+        "validate = { regex = \"^never$\" }",
+    );
     toml += &target(
         "all-checks",
         "openai",
@@ -123,7 +146,12 @@ async fn validation_lora_models_and_tokenizer_fallback() {
         &sim.url(),
         "models = [\"base\", \"adapter-1\", \"adapter-2\"]\nvalidate = { model = true }",
     );
-    toml += &target("counted", "tensorrt-llm", &sim.url(), &format!("tokenizer = \"{tokenizer}\""));
+    toml += &target(
+        "counted",
+        "tensorrt-llm",
+        &sim.url(),
+        &format!("tokenizer = \"{tokenizer}\""),
+    );
     let names: Vec<String> = ["all-checks", "lora", "counted"].map(String::from).to_vec();
     let daemon = start_daemon(&toml).await;
     let s = daemon
@@ -133,13 +161,18 @@ async fn validation_lora_models_and_tokenizer_fallback() {
         .await;
     daemon.stop().await;
 
-    assert_eq!(s.errors("regex-fails", "validation"), s.requests("regex-fails"));
+    assert_eq!(
+        s.errors("regex-fails", "validation"),
+        s.requests("regex-fails")
+    );
     for t in &names {
         assert_eq!(s.all_errors(t), 0.0, "{t}:\n{}", s.text);
     }
     // The simulator's 6-token text, counted by the tokenizer rather than by events.
     let counter = TokenCounter::load(Path::new(tokenizer)).unwrap();
-    let per_probe = counter.count(" probe token stream latency model server").unwrap();
+    let per_probe = counter
+        .count(" probe token stream latency model server")
+        .unwrap();
     let counted = s.sum("inferprobe_output_tokens_total", &[("target", "counted")]);
     assert_eq!(counted, per_probe as f64 * s.successes("counted"));
 }
@@ -150,16 +183,31 @@ async fn datasets_set_prompts_and_output_lengths() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("prompts.jsonl");
     std::fs::write(&path, "{\"prompt\": \"one two three\", \"output_tokens\": 3}\n{\"prompt\": \"four five\", \"output_tokens\": 5}\n").unwrap();
-    let toml = header() + &target("data", "openai", &sim.url(), &format!("dataset = \"{}\"", path.display()));
+    let toml = header()
+        + &target(
+            "data",
+            "openai",
+            &sim.url(),
+            &format!("dataset = \"{}\"", path.display()),
+        );
     let s = run_until(&toml, &["data".into()], 10.0, 0.0).await;
     let successes = s.successes("data");
     let (output_sum, _) = s.histogram("inferprobe_request_output_tokens", "data");
-    let three = s.sum("inferprobe_request_output_tokens_bucket", &[("target", "data"), ("le", "5.0")]);
-    let two = s.sum("inferprobe_request_output_tokens_bucket", &[("target", "data"), ("le", "2.0")]);
+    let three = s.sum(
+        "inferprobe_request_output_tokens_bucket",
+        &[("target", "data"), ("le", "5.0")],
+    );
+    let two = s.sum(
+        "inferprobe_request_output_tokens_bucket",
+        &[("target", "data"), ("le", "2.0")],
+    );
     assert_eq!(two, 0.0, "every probe asks for 3 or 5 tokens");
     assert_eq!(three, successes);
     let fives = (output_sum - 3.0 * successes) / 2.0;
-    assert!(fives > 0.0 && fives < successes, "both entries drawn: {fives} of {successes}");
+    assert!(
+        fives > 0.0 && fives < successes,
+        "both entries drawn: {fives} of {successes}"
+    );
     // A nonce and the prompt's three or two words, as the simulator counts them.
     let (prompt_sum, _) = s.histogram("inferprobe_request_prompt_tokens", "data");
     assert_eq!(prompt_sum, 4.0 * (successes - fives) + 3.0 * fives);

@@ -35,6 +35,11 @@ impl TokenCounter {
         Ok(counter)
     }
 
+    /// The file this tokenizer was loaded from.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
         self.tokenizer
             .encode(text, false)

@@ -1,0 +1,480 @@
+//! `inferprobe bench`: a finite run against one target that prints `vllm bench serve`'s
+//! summary and writes its result file.
+//!
+//! Requests go through the same probe, measurement and validation as the daemon, and are
+//! recorded into the same metrics, so the summary agrees with what the daemon would export
+//! for the same traffic. Unlike the daemon, `--max-concurrency` queues arrivals on the
+//! client (as vLLM does: a benchmark measures capacity, a probe must not queue).
+
+mod arrivals;
+mod summary;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use prometheus_client::registry::Registry;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use serde_json::{Map, Value, json};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio::time::{Instant, sleep_until};
+
+use crate::Shutdown;
+use crate::config::{self, ConfigError, Overrides, RawConfig, RawTarget};
+use crate::metrics::{Format, Metrics};
+use crate::probe::{Outcome, Prober};
+use crate::record::Measurement;
+
+pub use arrivals::{RampUp, Traffic};
+pub use summary::{Goodput, Metric, RequestResult, Stats, Summary, percentile};
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Take the target from this config file (with --target).
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// Name of the target in --config (default: the only one).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Without --config: the wire format (see `backend` in the README).
+    #[arg(long, default_value = "openai-chat")]
+    pub backend: String,
+    /// Without --config: the server's base URL.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Without --config: the endpoint path (default per backend).
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// Without --config: the model name.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Without --config: prompt length in tokens.
+    #[arg(long, default_value_t = 128)]
+    pub input_tokens: u64,
+    /// Without --config: max_tokens.
+    #[arg(long, default_value_t = 128)]
+    pub output_tokens: u64,
+    /// Without --config: spread of lengths, as vLLM's --random-range-ratio.
+    #[arg(long)]
+    pub range_ratio: Option<f64>,
+    /// Without --config: a tokenizer.json for exact lengths.
+    #[arg(long)]
+    pub tokenizer: Option<String>,
+    /// Without --config: a prompt dataset (ShareGPT .json, .jsonl, or text).
+    #[arg(long)]
+    pub dataset: Option<String>,
+    /// Without --config: environment variable holding the API key.
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+    /// Number of requests (default 1000 unless --duration is given).
+    #[arg(long)]
+    pub num_prompts: Option<usize>,
+    /// Stop sending after this long, e.g. 60s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Requests per second, or inf.
+    #[arg(long, default_value_t = f64::INFINITY)]
+    pub request_rate: f64,
+    /// Gamma shape of the gaps (1 = Poisson).
+    #[arg(long, default_value_t = 1.0)]
+    pub burstiness: f64,
+    /// At most this many requests in flight; the rest wait their turn on the client.
+    #[arg(long)]
+    pub max_concurrency: Option<usize>,
+    #[arg(long, value_enum)]
+    pub ramp_up_strategy: Option<RampUp>,
+    #[arg(long)]
+    pub ramp_up_start_rps: Option<f64>,
+    #[arg(long)]
+    pub ramp_up_end_rps: Option<f64>,
+    /// Which latency blocks to print: ttft, tpot, itl, e2el.
+    #[arg(long, default_value = "ttft,tpot,itl")]
+    pub percentile_metrics: String,
+    /// Percentiles to print, e.g. 50,90,99.
+    #[arg(
+        long = "metric-percentiles",
+        alias = "percentiles",
+        default_value = "99"
+    )]
+    pub percentiles: String,
+    /// SLOs for goodput, e.g. --goodput ttft:500 tpot:50 (milliseconds).
+    #[arg(long, num_args = 1..)]
+    pub goodput: Vec<String>,
+    /// Write the JSON result here.
+    #[arg(long)]
+    pub result_file: Option<PathBuf>,
+    /// Include per-request lists (lengths, TTFTs, ITLs, texts, errors) in the result.
+    #[arg(long)]
+    pub save_detailed: bool,
+    /// Write the metrics exposition of the run here (what the daemon would export).
+    #[arg(long)]
+    pub metrics_file: Option<PathBuf>,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print nothing while running.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct BenchReport {
+    pub summary: Summary,
+    pub text: String,
+    pub json: Value,
+    /// The run's metrics, in the classic text exposition.
+    pub metrics: String,
+}
+
+fn usage(key: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::new(key, reason)
+}
+
+/// The one target to run, from a config file or from the flags.
+fn load_target(args: &BenchArgs) -> Result<Arc<config::Target>, ConfigError> {
+    let targets = match &args.config {
+        Some(path) => config::load(Some(path), &Overrides::default())?.targets,
+        None => {
+            let raw = RawTarget {
+                name: Some("bench".into()),
+                backend: Some(args.backend.clone()),
+                url: Some(
+                    args.url
+                        .clone()
+                        .ok_or_else(|| usage("--url", "is required without --config"))?,
+                ),
+                endpoint: args.endpoint.clone(),
+                model: Some(
+                    args.model
+                        .clone()
+                        .ok_or_else(|| usage("--model", "is required without --config"))?,
+                ),
+                input_tokens: Some(args.input_tokens),
+                output_tokens: Some(args.output_tokens),
+                range_ratio: args.range_ratio,
+                tokenizer: args.tokenizer.clone(),
+                dataset: args.dataset.clone(),
+                api_key_env: args.api_key_env.clone(),
+                // A benchmark waits for long generations rather than failing them.
+                request_timeout: Some(config::RawDuration::Text("6h".into())),
+                ttft_timeout: Some(config::RawDuration::Text("1h".into())),
+                stall_timeout: Some(config::RawDuration::Text("1h".into())),
+                ..RawTarget::default()
+            };
+            let raw = RawConfig {
+                targets: vec![raw],
+                ..RawConfig::default()
+            };
+            config::validate(&raw)?.targets
+        }
+    };
+    match &args.target {
+        Some(name) => targets
+            .into_iter()
+            .find(|t| &t.name == name)
+            .ok_or_else(|| usage("--target", format!("no target named `{name}`"))),
+        None if targets.len() == 1 => Ok(Arc::clone(&targets[0])),
+        None => Err(usage(
+            "--target",
+            "the config has several targets; name one",
+        )),
+    }
+}
+
+pub struct Plan {
+    target: Arc<config::Target>,
+    traffic: Traffic,
+    metrics: Vec<Metric>,
+    percentiles: Vec<f64>,
+    goodput: Option<Goodput>,
+}
+
+/// Check every argument before anything is sent.
+pub fn plan(args: &BenchArgs) -> Result<Plan, ConfigError> {
+    let target = load_target(args)?;
+    let ramp_up = match (
+        args.ramp_up_strategy,
+        args.ramp_up_start_rps,
+        args.ramp_up_end_rps,
+    ) {
+        (None, None, None) => None,
+        (Some(strategy), Some(start), Some(end)) => Some((strategy, start, end)),
+        _ => {
+            return Err(usage(
+                "--ramp-up-strategy",
+                "needs --ramp-up-start-rps and --ramp-up-end-rps",
+            ));
+        }
+    };
+    let traffic = Traffic {
+        rate: args.request_rate,
+        burstiness: args.burstiness,
+        ramp_up,
+    };
+    traffic.validate().map_err(|e| usage("--request-rate", e))?;
+    if args.max_concurrency == Some(0) {
+        return Err(usage("--max-concurrency", "must be at least 1"));
+    }
+    if args.duration.is_some() && args.num_prompts.is_none() {
+        if traffic.rate.is_infinite() {
+            return Err(usage(
+                "--duration",
+                "needs a finite --request-rate (or give --num-prompts)",
+            ));
+        }
+        if ramp_up.is_some() {
+            return Err(usage(
+                "--ramp-up-strategy",
+                "ramps over request numbers: give --num-prompts",
+            ));
+        }
+    }
+    let metrics = Metric::parse_list(&args.percentile_metrics)
+        .map_err(|e| usage("--percentile-metrics", e))?;
+    let percentiles = args
+        .percentiles
+        .split(',')
+        .map(|p| {
+            p.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|p| (0.0..=100.0).contains(p))
+        })
+        .collect::<Option<Vec<f64>>>()
+        .ok_or_else(|| {
+            usage(
+                "--metric-percentiles",
+                "expected numbers between 0 and 100, e.g. 50,90,99",
+            )
+        })?;
+    let goodput = Goodput::parse(&args.goodput).map_err(|e| usage("--goodput", e))?;
+    Ok(Plan {
+        target,
+        traffic,
+        metrics,
+        percentiles,
+        goodput,
+    })
+}
+
+/// Run the benchmark until done or until `shutdown` (then summarize what finished).
+pub async fn run(args: &BenchArgs, plan: Plan, shutdown: &Shutdown) -> anyhow::Result<BenchReport> {
+    let target = Arc::clone(&plan.target);
+    let prober = Arc::new(Prober::new(Arc::clone(&target))?);
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let target_metrics = metrics.target(&target);
+    let mut rng = StdRng::seed_from_u64(args.seed);
+    let n = args.num_prompts.unwrap_or(if args.duration.is_some() {
+        usize::MAX
+    } else {
+        1000
+    });
+    let schedule: Vec<f64> = match args.duration {
+        // Without a count, gaps are drawn one by one until the duration runs out.
+        Some(_) if args.num_prompts.is_none() => Vec::new(),
+        _ => plan.traffic.schedule(n, &mut rng),
+    };
+    let progress = progress_bar(args, n);
+    let slots = args.max_concurrency.map(|c| Arc::new(Semaphore::new(c)));
+    let run_id = format!("{:08x}", rng.random::<u32>());
+    let start = Instant::now();
+    let deadline = args.duration.map(|d| start + d);
+    let mut tasks = JoinSet::new();
+    let mut at = 0.0;
+    for i in 0..n {
+        at = match schedule.get(i) {
+            Some(&t) => t,
+            None => at + plan.traffic.gap(plan.traffic.rate, &mut rng),
+        };
+        let send_at = start + Duration::from_secs_f64(at);
+        if deadline.is_some_and(|d| send_at > d) {
+            break;
+        }
+        tokio::select! {
+            () = sleep_until(send_at) => {}
+            () = shutdown.graceful().cancelled() => break,
+        }
+        let prompt = target.prompts.next(&mut rng);
+        let request_id = Arc::new(format!("{}bench-{run_id}-{i}", target.request_id_prefix));
+        let (prober, slots, abort) = (
+            Arc::clone(&prober),
+            slots.clone(),
+            shutdown.immediate().clone(),
+        );
+        let (metrics, progress) = (target_metrics.clone(), progress.clone());
+        tasks.spawn(async move {
+            let arrived = Instant::now();
+            let _slot = match &slots {
+                Some(slots) => Some(Arc::clone(slots).acquire_owned().await),
+                None => None,
+            };
+            let sent = Instant::now();
+            let report = prober.probe(&request_id, &prompt, &abort).await;
+            progress.inc(1);
+            let Outcome::Finished(outcome) = report.outcome else {
+                return None;
+            };
+            metrics.record(&request_id, &outcome);
+            Some(RequestResult {
+                start: sent - start,
+                queued: sent - arrived,
+                error: outcome
+                    .as_ref()
+                    .err()
+                    .map(|e| crate::report::redact(&crate::error::chain(e), &prober.target))
+                    .unwrap_or_default(),
+                outcome: outcome.map_err(|e| e.category()),
+                input_tokens: prompt
+                    .tokens
+                    .map_or_else(|| prompt.text.split_whitespace().count() as u64, u64::from),
+                text: report.record.response.text,
+            })
+        });
+    }
+    let mut results = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        if let Ok(Some(result)) = joined {
+            results.push(result);
+        }
+    }
+    let duration = start.elapsed();
+    progress.finish_and_clear();
+    results.sort_by_key(|r| r.start);
+
+    let summary = Summary::compute(
+        &results,
+        duration,
+        &plan.metrics,
+        &plan.percentiles,
+        plan.goodput.as_ref(),
+    );
+    let configured_rate = plan.traffic.rate.is_finite().then_some(plan.traffic.rate);
+    let text = summary.render(args.max_concurrency, configured_rate);
+    let json = result_json(args, &plan, &summary, &results);
+    let metrics = metrics.encode(&registry, Format::Text)?;
+    Ok(BenchReport {
+        summary,
+        text,
+        json,
+        metrics,
+    })
+}
+
+fn progress_bar(args: &BenchArgs, n: usize) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if args.quiet || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    match n {
+        usize::MAX => indicatif::ProgressBar::new_spinner(),
+        n => indicatif::ProgressBar::new(n as u64),
+    }
+}
+
+/// The result file: vLLM's keys where the meaning is the same, plus errors by category.
+fn result_json(
+    args: &BenchArgs,
+    plan: &Plan,
+    summary: &Summary,
+    results: &[RequestResult],
+) -> Value {
+    let target = &plan.target;
+    let mut out = Map::new();
+    let date = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    out.insert("date".into(), json!(date));
+    out.insert("endpoint_type".into(), json!(target.backend.as_str()));
+    out.insert("backend".into(), json!(target.backend.as_str()));
+    out.insert("label".into(), Value::Null);
+    out.insert("model_id".into(), json!(target.model));
+    out.insert(
+        "tokenizer_id".into(),
+        json!(target.prompts.tokenizer.as_ref().map(|t| t.path())),
+    );
+    out.insert("num_prompts".into(), json!(results.len()));
+    let rate = if plan.traffic.rate.is_finite() {
+        json!(plan.traffic.rate)
+    } else {
+        json!("inf")
+    };
+    out.insert("request_rate".into(), rate);
+    out.insert("burstiness".into(), json!(plan.traffic.burstiness));
+    out.insert("max_concurrency".into(), json!(args.max_concurrency));
+    if let Some((strategy, start, end)) = plan.traffic.ramp_up {
+        out.insert(
+            "ramp_up_strategy".into(),
+            json!(format!("{strategy:?}").to_lowercase()),
+        );
+        out.insert("ramp_up_start_rps".into(), json!(start));
+        out.insert("ramp_up_end_rps".into(), json!(end));
+    }
+    summary.write_json(&mut out);
+    let secs = |d: Duration| d.as_secs_f64();
+    out.insert(
+        "latencies".into(),
+        json!(
+            results
+                .iter()
+                .map(|r| r.outcome.as_ref().map_or(0.0, |m| secs(m.e2el)))
+                .collect::<Vec<_>>()
+        ),
+    );
+    out.insert(
+        "queue_times".into(),
+        json!(results.iter().map(|r| secs(r.queued)).collect::<Vec<_>>()),
+    );
+    if args.save_detailed {
+        fn ok(r: &RequestResult) -> Option<&Measurement> {
+            r.outcome.as_ref().ok()
+        }
+        out.insert(
+            "input_lens".into(),
+            json!(results.iter().map(|r| r.input_tokens).collect::<Vec<_>>()),
+        );
+        out.insert(
+            "output_lens".into(),
+            json!(
+                results
+                    .iter()
+                    .map(|r| ok(r).and_then(|m| m.output_tokens).map_or(0, |c| c.value()))
+                    .collect::<Vec<_>>()
+            ),
+        );
+        out.insert(
+            "ttfts".into(),
+            json!(
+                results
+                    .iter()
+                    .map(|r| ok(r).and_then(|m| m.ttft).map_or(0.0, secs))
+                    .collect::<Vec<_>>()
+            ),
+        );
+        let itls: Vec<Vec<f64>> = results
+            .iter()
+            .map(|r| {
+                ok(r).map_or_else(Vec::new, |m| {
+                    m.itl
+                        .iter()
+                        .flat_map(|&(gap, n)| std::iter::repeat_n(secs(gap), n as usize))
+                        .collect()
+                })
+            })
+            .collect();
+        out.insert("itls".into(), json!(itls));
+        out.insert(
+            "start_times".into(),
+            json!(results.iter().map(|r| secs(r.start)).collect::<Vec<_>>()),
+        );
+        out.insert(
+            "generated_texts".into(),
+            json!(results.iter().map(|r| r.text.as_str()).collect::<Vec<_>>()),
+        );
+        out.insert(
+            "errors".into(),
+            json!(results.iter().map(|r| r.error.as_str()).collect::<Vec<_>>()),
+        );
+    }
+    Value::Object(out)
+}

@@ -1,0 +1,221 @@
+//! `inferprobe bench` against the simulator: the summary's numbers agree with the metrics
+//! the daemon would export for the same run, and the CLI writes vLLM-shaped results.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use clap::Parser;
+use common::{Scrape, start_sim};
+use inferprobe::Shutdown;
+use inferprobe::bench::{self, BenchArgs};
+use inferprobe::sim::{Fault, SimConfig};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    bench: BenchArgs,
+}
+
+fn args(extra: &[&str]) -> BenchArgs {
+    let mut argv = vec![
+        "bench",
+        "--model",
+        "m",
+        "--input-tokens",
+        "24",
+        "--output-tokens",
+        "8",
+        "--quiet",
+    ];
+    argv.extend_from_slice(extra);
+    Cli::parse_from(argv).bench
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_summary_agrees_with_the_exported_metrics() {
+    let sim = start_sim(SimConfig {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(2),
+        tokens_per_chunk: 2,
+        faults: vec![(Fault::Http429, 0.1), (Fault::Reset, 0.1)],
+        seed: Some(3),
+        ..SimConfig::default()
+    })
+    .await;
+    let url = sim.url();
+    let args = args(&[
+        "--url",
+        &url,
+        "--backend",
+        "openai",
+        "--num-prompts",
+        "60",
+        "--request-rate",
+        "60",
+        "--max-concurrency",
+        "8",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,99",
+    ]);
+    let plan = bench::plan(&args).unwrap();
+    let report = bench::run(&args, plan, &Shutdown::new()).await.unwrap();
+    let s = Scrape::parse(report.metrics.clone());
+    let summary = &report.summary;
+
+    assert_eq!(summary.completed + summary.failed, 60, "{}", report.text);
+    assert!(summary.failed > 0 && summary.completed > 30);
+    assert_eq!(s.requests("bench"), 60.0);
+    assert_eq!(s.successes("bench"), summary.completed as f64);
+    for (category, n) in &summary.errors {
+        assert_eq!(s.errors("bench", category), *n as f64, "{category}");
+    }
+    assert_eq!(
+        s.sum("inferprobe_output_tokens_total", &[("target", "bench")]),
+        summary.total_output as f64
+    );
+    for (metric, histogram) in [
+        ("ttft", "inferprobe_time_to_first_token_seconds"),
+        ("tpot", "inferprobe_time_per_output_token_seconds"),
+        ("itl", "inferprobe_inter_token_latency_seconds"),
+        ("e2el", "inferprobe_e2e_request_latency_seconds"),
+    ] {
+        let (sum, count) = s.histogram(histogram, "bench");
+        let mean_ms = report.json[format!("mean_{metric}_ms")].as_f64().unwrap();
+        assert!(
+            close(mean_ms, sum / count * 1e3),
+            "{metric}: summary {mean_ms} ms, metrics {} ms",
+            sum / count * 1e3
+        );
+    }
+    // With per-chunk usage off, each 2-token chunk is one ITL observation of ~2·ITL.
+    let itl = report.json["median_itl_ms"].as_f64().unwrap();
+    assert!((4.0..8.0).contains(&itl), "median ITL {itl} ms");
+    assert!(
+        report
+            .text
+            .starts_with("============ Serving Benchmark Result ============\n")
+    );
+    assert!(
+        report
+            .text
+            .contains("Maximum request concurrency:             8")
+    );
+    assert!(report.text.contains("P50 E2EL (ms):"));
+    assert!(
+        report.text.contains("------Errors by Category"),
+        "{}",
+        report.text
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_cli_writes_a_vllm_shaped_result_file() {
+    let sim = start_sim(SimConfig {
+        ttft: Duration::from_millis(5),
+        itl: Duration::from_millis(1),
+        ..SimConfig::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let result = dir.path().join("result.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args([
+            "bench",
+            "--url",
+            &sim.url(),
+            "--model",
+            "m",
+            "--num-prompts",
+            "20",
+            "--request-rate",
+            "inf",
+        ])
+        .args([
+            "--output-tokens",
+            "4",
+            "--goodput",
+            "ttft:1000",
+            "--save-detailed",
+        ])
+        .arg("--result-file")
+        .arg(&result)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("Successful requests:                     20"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Request goodput (req/s):"));
+    assert!(
+        !stdout.contains("Request rate configured"),
+        "not shown for inf"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
+    for key in [
+        "date",
+        "backend",
+        "model_id",
+        "num_prompts",
+        "request_rate",
+        "burstiness",
+        "max_concurrency",
+        "duration",
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "request_throughput",
+        "request_goodput",
+        "output_throughput",
+        "total_token_throughput",
+        "mean_ttft_ms",
+        "median_ttft_ms",
+        "std_ttft_ms",
+        "p99_ttft_ms",
+        "mean_tpot_ms",
+        "p99_itl_ms",
+        "input_lens",
+        "output_lens",
+        "ttfts",
+        "itls",
+        "latencies",
+        "generated_texts",
+        "errors",
+    ] {
+        assert!(json.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(json["request_rate"], "inf");
+    assert_eq!(json["completed"], 20);
+    assert_eq!(json["output_lens"][0], 4);
+    assert_eq!(json["itls"][0].as_array().unwrap().len(), 3);
+
+    let bad = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args([
+            "bench",
+            "--url",
+            &sim.url(),
+            "--model",
+            "m",
+            "--goodput",
+            "itl:5",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--goodput"));
+}

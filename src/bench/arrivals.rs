@@ -23,10 +23,11 @@ pub struct Traffic {
 
 impl Traffic {
     pub fn validate(&self) -> Result<(), String> {
-        if !(self.rate > 0.0) {
+        // NaN must fail too, hence `is_nan() ||`.
+        if self.rate.is_nan() || self.rate <= 0.0 {
             return Err(format!("--request-rate {} must be > 0 (or inf)", self.rate));
         }
-        if !(self.burstiness > 0.0) {
+        if self.burstiness.is_nan() || self.burstiness <= 0.0 {
             return Err(format!("--burstiness {} must be > 0", self.burstiness));
         }
         if let Some((strategy, start, end)) = self.ramp_up {

@@ -35,6 +35,31 @@ fn check_accepts_the_shipped_example_config() {
 }
 
 #[test]
+fn check_accepts_the_multi_backend_example() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/backends.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(["check", "--config", example])
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("OPENAI_API_KEY", "sk-test")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok, 9 target(s)"));
+}
+
+#[test]
+fn check_names_a_bad_dataset_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write(dir.path(), "p.jsonl", "{\"prompt\": \"a\"}\n{\"prompt\": 3}\n");
+    let toml = format!("[[targets]]\nname = \"a\"\nurl = \"http://h\"\nmodel = \"m\"\ndataset = \"{data}\"\n");
+    let path = write(dir.path(), "c.toml", &toml);
+    let out = inferprobe(&["check", "--config", &path]);
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("`targets[0].dataset`") && stderr.contains("p.jsonl: line 2"), "{stderr}");
+}
+
+#[test]
 fn check_names_a_missing_api_key_variable() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/example.toml");
     let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))

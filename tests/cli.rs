@@ -43,20 +43,33 @@ fn check_accepts_the_multi_backend_example() {
         .env("OPENAI_API_KEY", "sk-test")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("ok, 9 target(s)"));
 }
 
 #[test]
 fn check_names_a_bad_dataset_line() {
     let dir = tempfile::tempdir().unwrap();
-    let data = write(dir.path(), "p.jsonl", "{\"prompt\": \"a\"}\n{\"prompt\": 3}\n");
-    let toml = format!("[[targets]]\nname = \"a\"\nurl = \"http://h\"\nmodel = \"m\"\ndataset = \"{data}\"\n");
+    let data = write(
+        dir.path(),
+        "p.jsonl",
+        "{\"prompt\": \"a\"}\n{\"prompt\": 3}\n",
+    );
+    let toml = format!(
+        "[[targets]]\nname = \"a\"\nurl = \"http://h\"\nmodel = \"m\"\ndataset = \"{data}\"\n"
+    );
     let path = write(dir.path(), "c.toml", &toml);
     let out = inferprobe(&["check", "--config", &path]);
     assert_eq!(out.status.code(), Some(64));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("`targets[0].dataset`") && stderr.contains("p.jsonl: line 2"), "{stderr}");
+    assert!(
+        stderr.contains("`targets[0].dataset`") && stderr.contains("p.jsonl: line 2"),
+        "{stderr}"
+    );
 }
 
 #[test]

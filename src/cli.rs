@@ -12,7 +12,8 @@ use crate::bench::{self, BenchArgs};
 use crate::config::{self, EXIT_CONFIG, Overrides};
 use crate::logging::LogFormat;
 use crate::sim::SimConfig;
-use crate::{Shutdown, daemon, demo, sim};
+use crate::{Loader, ReloadTrigger, Shutdown, daemon, demo, sim};
+use std::sync::Arc;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -75,8 +76,10 @@ pub enum Command {
 /// Run a command; returns the process exit code.
 pub async fn execute(command: Command) -> u8 {
     let shutdown = Shutdown::new();
+    let reload = ReloadTrigger::new();
+    let reloadable = matches!(command, Command::Run { .. }).then(|| reload.clone());
     let listening = matches!(command, Command::Check { .. }) || {
-        match shutdown.listen_for_signals() {
+        match shutdown.listen_for_signals(reloadable) {
             Ok(()) => true,
             Err(e) => {
                 tracing::error!(error = %e, "cannot install signal handlers");
@@ -108,7 +111,9 @@ pub async fn execute(command: Command) -> u8 {
             seed,
         } => {
             let overrides = Overrides { listen, seed };
-            let loaded = match config::load(config.as_deref(), &overrides) {
+            let path = config.clone();
+            let loader: Loader = Arc::new(move || config::load(path.as_deref(), &overrides));
+            let loaded = match loader() {
                 Ok(loaded) => loaded,
                 Err(e) => {
                     tracing::error!("{e}");
@@ -122,7 +127,7 @@ pub async fn execute(command: Command) -> u8 {
                     return 1;
                 }
             };
-            match daemon::run(listener, loaded, shutdown).await {
+            match daemon::run_reloadable(listener, loaded, loader, reload, config, shutdown).await {
                 Ok(_) => 0,
                 Err(e) => {
                     tracing::error!("{e:#}");

@@ -4,22 +4,31 @@
 //! off (a probe must measure the endpoint it was given), no proxy from the environment,
 //! and a resolver of our own so that DNS failures surface as a typed [`DnsError`] and are
 //! categorized by type rather than by message.
+//!
+//! TLS trusts the system's roots plus any configured CA bundle, presents a client
+//! certificate for mutual TLS when configured, and skips verification only when told to
+//! (logged as a warning). With `connection = "fresh"` no connection is kept idle, so every
+//! probe pays connection setup inside its TTFT, as a new user does. A connector layer
+//! counts the connections actually opened, so dashboards can tell the two modes apart.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
-use crate::config::Target;
+use crate::config::{ConnectionMode, Target};
 use crate::error::DnsError;
 
 /// Idle connections are kept this long, longer than the gap between probes at typical
 /// probe rates, so a warm connection is what most probes use (like a real client's pool).
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-pub fn build(target: &Target) -> Result<reqwest::Client, reqwest::Error> {
-    reqwest::Client::builder()
+/// The client for `target`; `connections` counts every connection it opens.
+pub fn build(target: &Target, connections: Counter) -> Result<reqwest::Client, reqwest::Error> {
+    let mut builder = reqwest::Client::builder()
         .user_agent(concat!("inferprobe/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(target.timeouts.connect)
         .redirect(reqwest::redirect::Policy::none())
@@ -27,7 +36,58 @@ pub fn build(target: &Target) -> Result<reqwest::Client, reqwest::Error> {
         .tcp_nodelay(true)
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         .dns_resolver(Arc::new(Resolver))
-        .build()
+        .connector_layer(CountLayer(connections));
+    if target.connection == ConnectionMode::Fresh {
+        builder = builder.pool_max_idle_per_host(0);
+    }
+    let tls = &target.tls;
+    if let Some(pem) = &tls.ca_pem {
+        builder = builder.tls_certs_merge(reqwest::Certificate::from_pem_bundle(pem)?);
+    }
+    if let Some(pem) = &tls.identity_pem {
+        builder = builder.identity(reqwest::Identity::from_pem(pem.expose().as_bytes())?);
+    }
+    if tls.insecure_skip_verify {
+        tracing::warn!(target = %target.name, "TLS certificate verification is disabled (insecure_skip_verify)");
+        builder = builder.tls_danger_accept_invalid_certs(true);
+    }
+    builder.build()
+}
+
+/// Counts calls of the connector, which the pool makes once per new connection.
+#[derive(Clone)]
+struct CountLayer(Counter);
+
+impl<S> tower_layer::Layer<S> for CountLayer {
+    type Service = Counted<S>;
+
+    fn layer(&self, inner: S) -> Counted<S> {
+        Counted {
+            inner,
+            count: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Counted<S> {
+    inner: S,
+    count: Counter,
+}
+
+impl<S: tower_service::Service<R>, R> tower_service::Service<R> for Counted<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: R) -> S::Future {
+        self.count.inc();
+        self.inner.call(request)
+    }
 }
 
 /// getaddrinfo through tokio, with errors wrapped in [`DnsError`].

@@ -1,23 +1,48 @@
-//! The daemon: wires config, metrics, schedulers and the HTTP server, and drains on
-//! shutdown.
+//! The daemon: wires config, metrics, the supervisor and the HTTP server; reloads on
+//! request; drains on shutdown.
 //!
-//! [`run`] takes an already-bound listener and a [`Shutdown`] handle, so tests start the
-//! whole daemon in-process on 127.0.0.1:0 and stop it without signals.
+//! [`run`] takes an already-bound listener, a configuration and a [`Shutdown`] handle, so
+//! tests start the whole daemon in-process on 127.0.0.1:0 and stop it without signals.
+//! [`run_reloadable`] also takes a loader, called again on SIGHUP, `POST /-/reload`, or a
+//! change of the watched file. A configuration that fails to load or apply leaves the
+//! running one in place, is logged with its key and reason, and sets
+//! `config_last_reload_successful` to 0.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::metrics::Metrics;
-use crate::probe::Prober;
-use crate::scheduler::{self, Context};
-use crate::server::{self, State};
+use crate::scheduler::Context;
+use crate::server::{self, ReloadRequest, State};
 use crate::shutdown::Shutdown;
+use crate::status::Board;
+use crate::supervisor::Supervisor;
+
+/// Loads the configuration, at start and on every reload.
+pub type Loader = Arc<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
+
+/// Asks a running daemon to reload (SIGHUP does this).
+#[derive(Clone, Debug, Default)]
+pub struct ReloadTrigger(Arc<Notify>);
+
+impl ReloadTrigger {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn trigger(&self) {
+        self.0.notify_one();
+    }
+}
 
 /// How the drain went, for the final log line and for tests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,26 +55,63 @@ pub struct DrainReport {
     pub cut: u64,
 }
 
-/// Run the daemon until `shutdown` completes.
+/// Run a fixed configuration until `shutdown` completes.
 pub async fn run(
     listener: TcpListener,
     config: Config,
     shutdown: Shutdown,
 ) -> anyhow::Result<DrainReport> {
+    serve(listener, config, None, ReloadTrigger::new(), None, shutdown).await
+}
+
+/// Run `config` (as `loader` loaded it), reloading with `loader` on `trigger`,
+/// `POST /-/reload`, or (when the config asks for it) a change of `watched`.
+pub async fn run_reloadable(
+    listener: TcpListener,
+    config: Config,
+    loader: Loader,
+    trigger: ReloadTrigger,
+    watched: Option<PathBuf>,
+    shutdown: Shutdown,
+) -> anyhow::Result<DrainReport> {
+    serve(listener, config, Some(loader), trigger, watched, shutdown).await
+}
+
+async fn serve(
+    listener: TcpListener,
+    config: Config,
+    loader: Option<Loader>,
+    trigger: ReloadTrigger,
+    watched: Option<PathBuf>,
+    shutdown: Shutdown,
+) -> anyhow::Result<DrainReport> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
+    let board = Arc::new(Board::default());
+    let ctx = Context {
+        probes: TaskTracker::new(),
+        abort: shutdown.immediate().child_token(),
+        recorded: Arc::new(AtomicU64::new(0)),
+        cut: Arc::new(AtomicU64::new(0)),
+    };
+    let mut supervisor = Supervisor::new(
+        metrics.clone(),
+        Arc::clone(&board),
+        ctx.clone(),
+        CancellationToken::new(),
+    );
+    // A bad target fails the start, loudly, before anything is served.
+    supervisor.apply(&config)?;
     metrics.config_loaded(true);
 
-    // Build every client before serving anything: a bad target fails the start, loudly.
-    let mut probers = Vec::with_capacity(config.targets.len());
-    for target in &config.targets {
-        let prober = Prober::new(Arc::clone(target)).map_err(|e| {
-            anyhow::anyhow!("target {}: cannot build HTTP client: {e}", target.name)
-        })?;
-        probers.push(Arc::new(prober));
-    }
-
-    let state = Arc::new(State::new(registry, metrics.clone()));
+    let (reloads, mut reload_requests) = mpsc::channel::<ReloadRequest>(4);
+    let state = Arc::new(State::new(
+        registry,
+        metrics.clone(),
+        Arc::clone(&board),
+        config.redacted.clone(),
+        loader.is_some().then_some(reloads),
+    ));
     let server_stop = CancellationToken::new();
     let address = listener.local_addr()?;
     let server = tokio::spawn(server::serve(
@@ -57,43 +119,91 @@ pub async fn run(
         Arc::clone(&state),
         server_stop.clone(),
     ));
-    tracing::info!(%address, "serving /metrics, /healthz, /readyz");
-
-    let ctx = Context {
-        probes: TaskTracker::new(),
-        abort: shutdown.immediate().child_token(),
-        recorded: Arc::new(AtomicU64::new(0)),
-        cut: Arc::new(AtomicU64::new(0)),
-    };
-    let schedulers = TaskTracker::new();
-    for prober in probers {
-        let target = &prober.target;
-        tracing::info!(
-            target = %target.name,
-            backend = %target.backend,
-            url = %target.url,
-            model = %target.model,
-            rate = target.rate,
-            "probing"
-        );
-        let metrics = metrics.target(target);
-        let seed = scheduler::target_seed(config.seed, &target.name);
-        let stop = shutdown.graceful().clone();
-        schedulers.spawn(scheduler::run(prober, metrics, seed, stop, ctx.clone()));
+    tracing::info!(%address, "serving /, /metrics, /healthz, /readyz, /config, /-/reload");
+    if let (Some(interval), Some(path)) = (config.watch, watched) {
+        tokio::spawn(watch(
+            path,
+            interval,
+            trigger.clone(),
+            shutdown.graceful().clone(),
+        ));
     }
-    schedulers.close();
     state.set_ready(true);
 
-    shutdown.graceful().cancelled().await;
+    let mut grace = config.shutdown_grace;
+    loop {
+        let respond = tokio::select! {
+            () = shutdown.graceful().cancelled() => break,
+            request = reload_requests.recv() => request.flatten(),
+            () = trigger.0.notified() => None,
+        };
+        let Some(loader) = &loader else { continue };
+        let result = reload(loader, &mut supervisor, &metrics, &state, config.listen);
+        if let Ok(new_grace) = &result {
+            grace = *new_grace;
+        }
+        if let Some(respond) = respond {
+            let _ = respond.send(result.map(|_| ()));
+        }
+    }
     state.set_ready(false);
-    schedulers.wait().await;
-    let report = drain(&ctx, &shutdown, config.shutdown_grace).await;
+    supervisor.stop().await;
+    let report = drain(&ctx, &shutdown, grace).await;
     server_stop.cancel();
     let _ = server.await;
     Ok(report)
 }
 
-async fn drain(ctx: &Context, shutdown: &Shutdown, grace: std::time::Duration) -> DrainReport {
+/// Load and apply a new configuration; on any error keep the running one.
+fn reload(
+    loader: &Loader,
+    supervisor: &mut Supervisor,
+    metrics: &Metrics,
+    state: &State,
+    listen: std::net::SocketAddr,
+) -> Result<Duration, String> {
+    let outcome = loader()
+        .map_err(|e| {
+            tracing::error!(key = %e.key, reason = %e.reason, "reload failed; keeping the running configuration: {e}");
+            e.to_string()
+        })
+        .and_then(|config| match supervisor.apply(&config) {
+            Ok(changes) => {
+                if config.listen != listen {
+                    tracing::warn!(old = %listen, new = %config.listen, "a new listen address applies after a restart");
+                }
+                tracing::info!(%changes, "configuration reloaded");
+                state.set_config(config.redacted.clone());
+                Ok(config.shutdown_grace)
+            }
+            Err(e) => {
+                tracing::error!("reload failed; keeping the running configuration: {e:#}");
+                Err(format!("{e:#}"))
+            }
+        });
+    metrics.config_loaded(outcome.is_ok());
+    outcome
+}
+
+/// Trigger a reload when the file's contents change.
+async fn watch(path: PathBuf, interval: Duration, trigger: ReloadTrigger, stop: CancellationToken) {
+    let read = || std::fs::read(&path).ok();
+    let mut last = read();
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+        let now = read();
+        if now != last {
+            tracing::info!(path = %path.display(), "config file changed");
+            last = now;
+            trigger.trigger();
+        }
+    }
+}
+
+async fn drain(ctx: &Context, shutdown: &Shutdown, grace: Duration) -> DrainReport {
     ctx.probes.close();
     let in_flight = ctx.probes.len() as u64;
     let recorded_before = ctx.recorded.load(Ordering::Relaxed);

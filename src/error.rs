@@ -200,6 +200,11 @@ impl ProbeError {
         if err.is_builder() {
             return Self::Other(chain(&err));
         }
+        // With TLS 1.3 the server judges a client certificate after the client's handshake
+        // is done: the rejection is an alert on the first read, still a TLS failure.
+        if has_cause::<rustls::Error>(&err) {
+            return Self::Tls(Box::new(err));
+        }
         // The connection was up but the peer closed or reset it before a full response
         // head arrived: the response was interrupted, not refused.
         if has_cause::<hyper::Error>(&err) || io_kind(&err).is_some() {

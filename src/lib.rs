@@ -15,8 +15,10 @@
 //! - [`prompt`]: prompts (synthetic, datasets, tokenizer) and models per probe.
 //! - [`validation`]: response checks a target requires.
 //! - [`metrics`]: the metric contract, registered on an injected registry.
-//! - [`server`]: `/metrics`, `/healthz`, `/readyz`.
-//! - [`daemon`]: wiring and graceful drain: [`run`].
+//! - [`server`]: `/`, `/metrics`, `/healthz`, `/readyz`, `/config`, `/-/reload`.
+//! - [`supervisor`]: one scheduler per target; applies a new configuration target by target.
+//! - [`status`]: recent probes per target and the status page.
+//! - [`daemon`]: wiring, reload and graceful drain: [`run`], [`run_reloadable`].
 //! - [`sim`]: `inferprobe simulate`, the fault-injecting test server; [`demo`] uses it.
 //! - [`bench`]: `inferprobe bench`, a finite run with `vllm bench serve`'s summary.
 //! - [`cli`], [`logging`], [`shutdown`], [`report`], [`client`]: the rest.
@@ -42,10 +44,12 @@ pub mod server;
 pub mod shutdown;
 pub mod sim;
 pub mod sse;
+pub mod status;
+pub mod supervisor;
 pub mod validation;
 
 pub use config::Config;
-pub use daemon::{DrainReport, run};
+pub use daemon::{DrainReport, Loader, ReloadTrigger, run, run_reloadable};
 pub use shutdown::Shutdown;
 
 /// The git revision this binary was built from ("unknown" outside a checkout).

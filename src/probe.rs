@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::{ACCEPT, CONTENT_TYPE};
+use prometheus_client::metrics::counter::Counter;
 use tokio::time::{Instant, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
 
@@ -62,10 +63,11 @@ pub struct Prober {
 }
 
 impl Prober {
-    pub fn new(target: Arc<Target>) -> Result<Self, reqwest::Error> {
+    /// `connections` counts the connections the target's client opens.
+    pub fn new(target: Arc<Target>, connections: Counter) -> Result<Self, reqwest::Error> {
         Ok(Self {
             backend: target.backend.backend(),
-            client: crate::client::build(&target)?,
+            client: crate::client::build(&target, connections)?,
             streams: target.backend.streams(),
             target,
         })

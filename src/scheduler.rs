@@ -22,6 +22,7 @@ use tokio_util::task::TaskTracker;
 use crate::metrics::{SkipReason, TargetMetrics};
 use crate::probe::{Outcome, Prober};
 use crate::report;
+use crate::status::{ProbeSummary, TargetStatus};
 
 /// If the loop wakes up this late (process paused, machine overloaded), the schedule
 /// restarts from now instead of firing every missed arrival at once.
@@ -39,14 +40,22 @@ pub struct Context {
     pub cut: Arc<AtomicU64>,
 }
 
+/// Where a target's results go.
+#[derive(Clone, Debug)]
+pub struct Sinks {
+    pub metrics: TargetMetrics,
+    pub status: Arc<TargetStatus>,
+}
+
 /// Send arrivals for `prober`'s target until `stop` is cancelled.
 pub async fn run(
     prober: Arc<Prober>,
-    metrics: TargetMetrics,
+    sinks: Sinks,
     seed: u64,
     stop: CancellationToken,
     ctx: Context,
 ) {
+    let metrics = &sinks.metrics;
     let target = Arc::clone(&prober.target);
     let mut arrivals = match Arrivals::new(target.rate, target.burstiness, seed) {
         Ok(arrivals) => arrivals,
@@ -56,6 +65,7 @@ pub async fn run(
         }
     };
     let permits = Arc::new(Semaphore::new(target.max_concurrency));
+    let mut budget = target.max_output_tokens_per_hour.map(Budget::new);
     let mut next = Instant::now() + arrivals.start_offset();
     loop {
         tokio::select! {
@@ -66,40 +76,95 @@ pub async fn run(
         let now = Instant::now();
         let lag = now.saturating_duration_since(next);
         metrics.schedule_lag(lag);
-        match Arc::clone(&permits).try_acquire_owned() {
-            Ok(permit) => {
-                let rng = &mut arrivals.rng;
-                let request_id = Arc::new(format!(
-                    "{}{:016x}",
-                    target.request_id_prefix,
-                    rng.random::<u64>()
-                ));
-                let prompt = target.prompts.next(rng);
-                let (prober, metrics, ctx2) = (Arc::clone(&prober), metrics.clone(), ctx.clone());
-                ctx.probes.spawn(async move {
-                    let _permit = permit;
-                    let _in_flight = metrics.in_flight();
-                    let probe = prober.probe(&request_id, &prompt, &ctx2.abort).await;
-                    match probe.outcome {
-                        Outcome::Finished(result) => {
-                            report::log_probe(&prober.target, &request_id, &result, &probe.record);
-                            metrics.record(&request_id, &result);
-                            ctx2.recorded.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Outcome::Cut => {
-                            ctx2.cut.fetch_add(1, Ordering::Relaxed);
-                            tracing::warn!(target = %prober.target.name, request_id = %request_id,
-                                "probe cut short by shutdown; not counted");
-                        }
-                    }
-                });
+        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+            metrics.skipped(SkipReason::Concurrency);
+            next = advance(next, now, &mut arrivals);
+            continue;
+        };
+        let rng = &mut arrivals.rng;
+        let request_id = Arc::new(format!(
+            "{}{:016x}",
+            target.request_id_prefix,
+            rng.random::<u64>()
+        ));
+        let prompt = target.prompts.next(rng);
+        if let Some(budget) = &mut budget {
+            if !budget.try_spend(now, prompt.max_tokens) {
+                metrics.skipped(SkipReason::Budget);
+                next = advance(next, now, &mut arrivals);
+                continue;
             }
-            Err(_) => metrics.skipped(SkipReason::Concurrency),
         }
-        next += arrivals.next_gap();
-        if now.saturating_duration_since(next) > MAX_CATCH_UP {
-            next = now;
+        let (prober, sinks, ctx) = (Arc::clone(&prober), sinks.clone(), ctx.clone());
+        ctx.probes.clone().spawn(async move {
+            let _permit = permit;
+            let _in_flight = sinks.metrics.in_flight();
+            let probe = prober.probe(&request_id, &prompt, &ctx.abort).await;
+            match probe.outcome {
+                Outcome::Finished(result) => {
+                    report::log_probe(&prober.target, &request_id, &result, &probe.record);
+                    sinks.metrics.record(&request_id, &result);
+                    sinks
+                        .status
+                        .push(ProbeSummary::new(&request_id, &result, &prober.target));
+                    ctx.recorded.fetch_add(1, Ordering::Relaxed);
+                }
+                Outcome::Cut => {
+                    ctx.cut.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(target = %prober.target.name, request_id = %request_id,
+                        "probe cut short by shutdown; not counted");
+                }
+            }
+        });
+        next = advance(next, now, &mut arrivals);
+    }
+}
+
+/// The next arrival after `next`, restarting the schedule from `now` if it fell behind.
+fn advance(next: Instant, now: Instant, arrivals: &mut Arrivals) -> Instant {
+    let next = next + arrivals.next_gap();
+    if now.saturating_duration_since(next) > MAX_CATCH_UP {
+        now
+    } else {
+        next
+    }
+}
+
+/// `max_output_tokens_per_hour`: the max_tokens of probes sent in the last hour. Counting
+/// what was asked for (not what came back) keeps the bound strict before answers arrive.
+#[derive(Debug)]
+struct Budget {
+    per_hour: u64,
+    spent: std::collections::VecDeque<(Instant, u64)>,
+    total: u64,
+}
+
+impl Budget {
+    const WINDOW: Duration = Duration::from_secs(3600);
+
+    fn new(per_hour: u64) -> Self {
+        Self {
+            per_hour,
+            spent: std::collections::VecDeque::new(),
+            total: 0,
         }
+    }
+
+    fn try_spend(&mut self, now: Instant, tokens: u32) -> bool {
+        while let Some(&(at, n)) = self.spent.front() {
+            if now.saturating_duration_since(at) < Self::WINDOW {
+                break;
+            }
+            self.total -= n;
+            self.spent.pop_front();
+        }
+        let tokens = u64::from(tokens);
+        if self.total + tokens > self.per_hour {
+            return false;
+        }
+        self.total += tokens;
+        self.spent.push_back((now, tokens));
+        true
     }
 }
 

@@ -1,8 +1,9 @@
-//! Shutdown: one handle that fans out to every task.
+//! Shutdown: one handle that fans out to every task; and the process's signals.
 //!
 //! The first SIGTERM/SIGINT begins a graceful shutdown: schedulers stop, /readyz fails, and
 //! in-flight probes may finish within the grace period. A second signal (or the end of the
-//! grace period) cuts them. Tests use the same handle without signals.
+//! grace period) cuts them. SIGHUP asks for a configuration reload. Tests use the same
+//! handles without signals.
 
 use tokio_util::sync::CancellationToken;
 
@@ -36,16 +37,25 @@ impl Shutdown {
         &self.immediate
     }
 
-    /// Route SIGTERM and SIGINT to this handle until the process exits.
-    pub fn listen_for_signals(&self) -> std::io::Result<()> {
+    /// Route SIGTERM and SIGINT to this handle, and SIGHUP to `reload`, until the process
+    /// exits. Without a `reload`, SIGHUP is logged and ignored (not the default: exit).
+    pub fn listen_for_signals(&self, reload: Option<crate::ReloadTrigger>) -> std::io::Result<()> {
         use futures_util::StreamExt;
-        use signal_hook::consts::{SIGINT, SIGTERM};
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
-        let mut signals = signal_hook_tokio::Signals::new([SIGTERM, SIGINT])?;
+        let mut signals = signal_hook_tokio::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
         let this = self.clone();
         tokio::spawn(async move {
             while let Some(signal) = signals.next().await {
-                if this.graceful.is_cancelled() {
+                if signal == SIGHUP {
+                    match &reload {
+                        Some(reload) => {
+                            tracing::info!("SIGHUP: reloading the configuration");
+                            reload.trigger();
+                        }
+                        None => tracing::warn!("SIGHUP ignored: nothing to reload"),
+                    }
+                } else if this.graceful.is_cancelled() {
                     tracing::warn!(signal, "second signal: stopping in-flight probes now");
                     this.now();
                 } else {

@@ -197,7 +197,8 @@ async fn random_faults_keep_the_books_balanced() {
     use inferprobe::sim::Fault;
     let faults = Fault::ALL
         .iter()
-        .filter(|f| !matches!(f, Fault::Stall | Fault::TtftStall))
+        // Faults that hold a probe until its timeouts would only slow this test down.
+        .filter(|f| !matches!(f, Fault::Stall | Fault::TtftStall | Fault::Endless | Fault::Drip))
         .map(|&f| (f, 0.06))
         .collect();
     let sim = start_sim(SimConfig {

@@ -262,10 +262,13 @@ pub fn plan(args: &BenchArgs) -> Result<Plan, ConfigError> {
 /// Run the benchmark until done or until `shutdown` (then summarize what finished).
 pub async fn run(args: &BenchArgs, plan: Plan, shutdown: &Shutdown) -> anyhow::Result<BenchReport> {
     let target = Arc::clone(&plan.target);
-    let prober = Arc::new(Prober::new(Arc::clone(&target))?);
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let target_metrics = metrics.target(&target);
+    let prober = Arc::new(Prober::new(
+        Arc::clone(&target),
+        target_metrics.connections(),
+    )?);
     let mut rng = StdRng::seed_from_u64(args.seed);
     let n = args.num_prompts.unwrap_or(if args.duration.is_some() {
         usize::MAX

@@ -6,6 +6,7 @@
 //! Errors name the key path (`targets[1].rate`) and the source (file or env variable).
 
 mod fields;
+mod operations;
 mod prompts;
 mod raw;
 mod validate;
@@ -24,7 +25,7 @@ use crate::backend::BackendKind;
 use crate::prompt::PromptSource;
 use crate::validation::Validation;
 
-pub use raw::{RawConfig, RawDuration, RawTarget, RawValidation};
+pub use raw::{RawConfig, RawDuration, RawSlo, RawTarget, RawValidation};
 pub use validate::validate;
 
 /// Top-level keys that may be set from the environment.
@@ -44,7 +45,14 @@ pub struct Config {
     pub seed: Option<u64>,
     /// How long in-flight probes may run on after a shutdown signal.
     pub shutdown_grace: Duration,
+    /// Check the config file for changes this often (opt-in).
+    pub watch: Option<Duration>,
+    /// Probes per target kept for the status page.
+    pub status_page_probes: usize,
     pub targets: Vec<Arc<Target>>,
+    /// The configuration as loaded (targets with their defaults applied), secrets and
+    /// sensitive headers redacted: what `/config` serves.
+    pub redacted: serde_json::Value,
 }
 
 #[derive(Debug)]
@@ -83,6 +91,53 @@ pub struct Target {
     pub limits: Limits,
     pub validation: Validation,
     pub options: BackendOptions,
+    pub slo: Option<Slo>,
+    pub connection: ConnectionMode,
+    pub tls: TlsOptions,
+    /// Skip arrivals (reason `budget`) once this many max_tokens were sent in the last hour.
+    pub max_output_tokens_per_hour: Option<u64>,
+    /// Changes whenever anything about the target changes, API key and TLS files
+    /// included: a reload restarts exactly the targets whose fingerprint changed.
+    pub fingerprint: u64,
+}
+
+/// Thresholds a successful probe must meet to count as good, and the objective.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Slo {
+    pub ttft: Option<Duration>,
+    pub tpot: Option<Duration>,
+    /// Every gap between tokens must be within this.
+    pub itl: Option<Duration>,
+    pub e2el: Option<Duration>,
+    /// Target fraction of good probes, e.g. 0.99.
+    pub objective: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectionMode {
+    /// Keep-alive connections from a pool, as most clients do.
+    Reuse,
+    /// A new connection for every probe, so connection setup (and TLS) is inside TTFT.
+    Fresh,
+}
+
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// Extra trusted roots (PEM), on top of the system's.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Client certificate chain and key (PEM) for mutual TLS.
+    pub identity_pem: Option<Secret>,
+    pub insecure_skip_verify: bool,
+}
+
+impl fmt::Debug for TlsOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsOptions")
+            .field("ca", &self.ca_pem.is_some())
+            .field("client_certificate", &self.identity_pem.is_some())
+            .field("insecure_skip_verify", &self.insecure_skip_verify)
+            .finish()
+    }
 }
 
 /// Settings only some wire formats use.

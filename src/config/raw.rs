@@ -15,6 +15,14 @@ pub struct RawConfig {
     pub shutdown_grace: Option<RawDuration>,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Label name → environment variable, e.g. `node = "NODE_NAME"` (Kubernetes downward API).
+    #[serde(default)]
+    pub labels_from_env: BTreeMap<String, String>,
+    /// Reload when the config file changes (checked every `watch_interval`).
+    pub watch_config: Option<bool>,
+    pub watch_interval: Option<RawDuration>,
+    /// Probes per target kept for the status page.
+    pub status_page_probes: Option<u64>,
     #[serde(default)]
     pub defaults: RawTarget,
     #[serde(default)]
@@ -79,6 +87,26 @@ pub struct RawTarget {
     pub audio_tone_hz: Option<f64>,
     pub audio_language: Option<String>,
     pub anthropic_version: Option<String>,
+
+    pub slo: Option<RawSlo>,
+    /// `reuse` (pooled keep-alive connections) or `fresh` (a new connection per probe).
+    pub connection: Option<String>,
+    pub tls_ca_file: Option<String>,
+    pub tls_client_cert_file: Option<String>,
+    pub tls_client_key_file: Option<String>,
+    pub insecure_skip_verify: Option<bool>,
+    pub max_output_tokens_per_hour: Option<u64>,
+}
+
+/// Latency thresholds and the objective (e.g. 0.99) a target is held to.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawSlo {
+    pub ttft: Option<RawDuration>,
+    pub tpot: Option<RawDuration>,
+    pub itl: Option<RawDuration>,
+    pub e2el: Option<RawDuration>,
+    pub objective: Option<f64>,
 }
 
 /// Checks on every successful response (`validation` category when one fails).
@@ -154,6 +182,13 @@ impl RawTarget {
             audio_tone_hz,
             audio_language,
             anthropic_version,
+            slo,
+            connection,
+            tls_ca_file,
+            tls_client_cert_file,
+            tls_client_key_file,
+            insecure_skip_verify,
+            max_output_tokens_per_hour,
         );
         // One secret source: a target that names its own key must not also inherit the
         // other kind from defaults (that would be reported as a conflict it never wrote).

@@ -413,3 +413,129 @@ fn display_names_key_reason_and_source() {
         "invalid configuration at `targets[0].rate`: 0 must be > 0 (from TOML file config.toml)"
     );
 }
+
+#[test]
+fn operations_settings_are_checked() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "slo = { ttft = \"0s\" }",
+            "targets[0].slo.ttft",
+            "greater than zero",
+        ),
+        (
+            "slo = { objective = 1.0 }",
+            "targets[0].slo.objective",
+            "between 0 and 1",
+        ),
+        (
+            "slo = { tpot = \"soon\" }",
+            "targets[0].slo.tpot",
+            "not a duration",
+        ),
+        (
+            "connection = \"sometimes\"",
+            "targets[0].connection",
+            "`reuse` or `fresh`",
+        ),
+        (
+            "max_output_tokens_per_hour = 0",
+            "targets[0].max_output_tokens_per_hour",
+            "between 1",
+        ),
+        (
+            "tls_client_key_file = \"k.pem\"",
+            "targets[0].tls_client_cert_file",
+            "set both",
+        ),
+        (
+            "backend = \"openai-embeddings\"\nslo = { ttft = \"1s\" }",
+            "targets[0].slo",
+            "only an e2el",
+        ),
+    ];
+    for (line, key, reason) in cases {
+        let err = error_for(&format!("{MINIMAL}{line}\n"));
+        assert_eq!(err.key, *key, "for `{line}`: {err}");
+        assert!(err.reason.contains(reason), "for `{line}`: {err}");
+    }
+    let err = error_for(&format!(
+        "labels_from_env = {{ node = \"SURELY_UNSET_VAR\" }}\n{MINIMAL}"
+    ));
+    assert_eq!(err.key, "labels_from_env.node");
+    assert!(err.reason.contains("SURELY_UNSET_VAR"));
+    let err = error_for(&format!(
+        "labels = {{ node = \"a\" }}\nlabels_from_env = {{ node = \"X\" }}\n{MINIMAL}"
+    ));
+    assert_eq!(err.key, "labels_from_env.node");
+}
+
+#[test]
+fn labels_from_env_watch_and_slo_are_applied() {
+    Jail::expect_with(|jail| {
+        jail.set_env("NODE_NAME", "node-3");
+        jail.create_file(
+            "config.toml",
+            &format!(
+                "watch_config = true\nlabels_from_env = {{ node = \"NODE_NAME\" }}\n{MINIMAL}slo = {{ ttft = \"250ms\", e2el = 5 }}\nconnection = \"fresh\"\n"
+            ),
+        )?;
+        let config = load_in(jail).unwrap();
+        assert_eq!(config.watch, Some(Duration::from_secs(5)));
+        let t = &config.targets[0];
+        assert_eq!(t.labels, vec![("node".to_owned(), "node-3".to_owned())]);
+        let slo = t.slo.unwrap();
+        assert_eq!(
+            (slo.ttft, slo.e2el, slo.objective),
+            (
+                Some(Duration::from_millis(250)),
+                Some(Duration::from_secs(5)),
+                0.99
+            )
+        );
+        assert_eq!(t.connection, ConnectionMode::Fresh);
+        Ok(())
+    });
+}
+
+#[test]
+fn fingerprints_change_with_anything_that_defines_a_target() {
+    Jail::expect_with(|jail| {
+        let fingerprint = |jail: &mut Jail, extra: &str| {
+            jail.create_file("config.toml", &format!("{MINIMAL}{extra}\n"))
+                .unwrap();
+            load_in(jail).unwrap().targets[0].fingerprint
+        };
+        jail.set_env("KEY", "one");
+        let base = fingerprint(jail, "api_key_env = \"KEY\"");
+        assert_eq!(base, fingerprint(jail, "api_key_env = \"KEY\""), "stable");
+        jail.set_env("KEY", "two");
+        assert_ne!(
+            base,
+            fingerprint(jail, "api_key_env = \"KEY\""),
+            "a rotated key restarts the target"
+        );
+        assert_ne!(base, fingerprint(jail, "api_key_env = \"KEY\"\nrate = 3"));
+        Ok(())
+    });
+}
+
+#[test]
+fn the_config_view_redacts_credentials_but_not_token_counts() {
+    Jail::expect_with(|jail| {
+        jail.create_file(
+            "config.toml",
+            &format!(
+                "{MINIMAL}headers = {{ \"X-Api-Key\" = \"s3\", \"x-team\" = \"ml\", Cookie = \"c\" }}\nextra_body = {{ max_tokens = 5, auth = {{ refresh_token = \"t\" }} }}\n"
+            ),
+        )?;
+        let view = load_in(jail).unwrap().redacted;
+        let t = &view["targets"][0];
+        assert_eq!(t["headers"]["X-Api-Key"], "[redacted]");
+        assert_eq!(t["headers"]["Cookie"], "[redacted]");
+        assert_eq!(t["headers"]["x-team"], "ml");
+        assert_eq!(t["extra_body"]["max_tokens"], 5);
+        assert_eq!(t["extra_body"]["auth"]["refresh_token"], "[redacted]");
+        assert!(t.get("temperature").is_none(), "unset keys are left out");
+        Ok(())
+    });
+}

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::fields::{api_key, check_labels, duration, endpoint_url, headers, in_range, timeouts};
+use super::operations::{budget, connection, env_labels, fingerprint, redacted, slo, tls};
 use super::prompts::{Loaded, backend_options, prompt_source, validation};
 use super::{Config, ConfigError, Limits, RawConfig, RawTarget, Target};
 use crate::backend::BackendKind;
@@ -43,6 +44,34 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
         DEFAULT_SHUTDOWN_GRACE,
     )?;
     check_labels("labels", &raw.labels)?;
+    check_labels("labels_from_env", &raw.labels_from_env)?;
+    if let Some(both) = raw
+        .labels
+        .keys()
+        .find(|k| raw.labels_from_env.contains_key(*k))
+    {
+        return Err(ConfigError::new(
+            format!("labels_from_env.{both}"),
+            "is also a static label; set it in one place",
+        ));
+    }
+    let mut global_labels = raw.labels.clone();
+    global_labels.extend(env_labels(&raw.labels_from_env)?);
+    let watch = match raw.watch_config {
+        Some(true) => Some(duration(
+            "watch_interval",
+            raw.watch_interval.as_ref(),
+            Duration::from_secs(5),
+        )?)
+        .filter(|d| !d.is_zero()),
+        _ => None,
+    };
+    let status_page_probes = in_range(
+        "status_page_probes",
+        raw.status_page_probes.unwrap_or(50),
+        1,
+        10_000,
+    )? as usize;
     if raw.defaults.name.is_some() {
         return Err(ConfigError::new(
             "defaults.name",
@@ -58,14 +87,12 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
     let mut names = HashSet::new();
     let mut loaded = Loaded::default();
     let mut targets = Vec::with_capacity(raw.targets.len());
+    let mut merged = Vec::with_capacity(raw.targets.len());
     for (i, target) in raw.targets.iter().enumerate() {
         let key = format!("targets[{i}]");
-        let target = validate_target(
-            &key,
-            target.clone().inherit(&raw.defaults),
-            &raw.labels,
-            &mut loaded,
-        )?;
+        let inherited = target.clone().inherit(&raw.defaults);
+        merged.push(inherited.clone());
+        let target = validate_target(&key, inherited, &global_labels, &mut loaded)?;
         if !names.insert(target.name.clone()) {
             return Err(ConfigError::new(
                 format!("{key}.name"),
@@ -78,7 +105,10 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
         listen,
         seed: raw.seed,
         shutdown_grace,
+        watch,
+        status_page_probes,
         targets,
+        redacted: redacted(raw, &merged),
     })
 }
 
@@ -129,6 +159,20 @@ fn validate_target(
     let prompts = prompt_source(&at, &t, &model, loaded)?;
     let validation = validation(&at, &t, backend, prompts.tokenizer.is_some())?;
     let options = backend_options(&at, &t)?;
+    let slo = slo(&at, &t)?;
+    if let Some(slo) = &slo {
+        if !backend.streams() && (slo.ttft.is_some() || slo.tpot.is_some() || slo.itl.is_some()) {
+            return Err(ConfigError::new(
+                at("slo"),
+                format!("{backend} responses are not streamed: only an e2el threshold applies"),
+            ));
+        }
+    }
+    let connection = connection(&at, &t)?;
+    let tls = tls(&at, &t)?;
+    let max_output_tokens_per_hour = budget(&at, &t)?;
+    let api_key = api_key(&at, t.api_key_env.as_deref(), t.api_key_file.as_deref())?;
+    let fingerprint = fingerprint(&t, global_labels, api_key.as_ref(), &tls);
 
     let rate = t.rate.unwrap_or(DEFAULT_RATE);
     if !(rate.is_finite() && rate > 0.0 && rate <= MAX_RATE) {
@@ -195,7 +239,6 @@ fn validate_target(
         ));
     }
 
-    let api_key = api_key(&at, t.api_key_env.as_deref(), t.api_key_file.as_deref())?;
     // Anthropic sends its key in x-api-key, so an Authorization header does not clash.
     let bearer = api_key.is_some() && backend != BackendKind::Anthropic;
     let headers = headers(&at, t.headers.clone().unwrap_or_default(), bearer)?;
@@ -262,5 +305,10 @@ fn validate_target(
         limits,
         validation,
         options,
+        slo,
+        connection,
+        tls,
+        max_output_tokens_per_hour,
+        fingerprint,
     })
 }

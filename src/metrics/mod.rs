@@ -8,10 +8,12 @@
 mod expose;
 mod family;
 mod process;
+mod target;
 
+use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::exemplar::HistogramWithExemplars;
@@ -19,12 +21,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::config::Target;
-use crate::error::{ErrorCategory, ProbeError};
-use crate::record::Measurement;
+use crate::config::{Slo, Target};
+use crate::error::ErrorCategory;
 
 pub use expose::Format;
 pub use family::{LabeledFamily, TargetLabels};
+pub use target::{InFlight, TargetMetrics, is_good};
 
 /// Buckets equal to vLLM's server-side histograms, so client and server views line up.
 pub const TTFT_BUCKETS: &[f64] = &[
@@ -50,16 +52,58 @@ pub const TOKEN_COUNT_BUCKETS: &[f64] = &[
 pub enum SkipReason {
     /// `max_concurrency` probes were already in flight.
     Concurrency,
+    /// `max_output_tokens_per_hour` was spent.
+    Budget,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 1] = [SkipReason::Concurrency];
+    pub const ALL: [SkipReason; 2] = [SkipReason::Concurrency, SkipReason::Budget];
 
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Concurrency => "concurrency",
+            Self::Budget => "budget",
         }
     }
+}
+
+/// A bucket bound as a label, encoded exactly as the histograms encode `le`, so rules can
+/// join an SLO threshold to its bucket.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Le(pub f64);
+
+impl Eq for Le {}
+
+impl PartialOrd for Le {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Le {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+impl prometheus_client::encoding::EncodeLabelValue for Le {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelValueEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+}
+
+/// `defaults` with `threshold` added as an exact bound.
+fn with_bound(defaults: &[f64], threshold: Option<std::time::Duration>) -> Vec<f64> {
+    let mut buckets = defaults.to_vec();
+    if let Some(t) = threshold {
+        buckets.push(t.as_secs_f64());
+    }
+    buckets.sort_by(f64::total_cmp);
+    buckets.dedup();
+    buckets
 }
 
 impl prometheus_client::encoding::EncodeLabelValue for SkipReason {
@@ -77,6 +121,11 @@ type LatencyHistogram = HistogramWithExemplars<Exemplar>;
 type F64Gauge = Gauge<f64, AtomicU64>;
 /// A target's labels plus one more, e.g. `category="dns"`.
 type WithLabel<V> = (TargetLabels, [(&'static str, V); 1]);
+/// A target's labels plus `slo="ttft"` and the threshold's `le`.
+type SloLabels = (
+    TargetLabels,
+    ([(&'static str, &'static str); 1], [(&'static str, Le); 1]),
+);
 
 #[derive(Clone, Debug)]
 pub struct Metrics {
@@ -95,6 +144,12 @@ pub struct Metrics {
     good_requests: LabeledFamily<TargetLabels, Counter>,
     last_success: LabeledFamily<TargetLabels, F64Gauge>,
     schedule_lag: LabeledFamily<TargetLabels, Histogram>,
+    connections: LabeledFamily<TargetLabels, Counter>,
+    slo_objective: LabeledFamily<TargetLabels, F64Gauge>,
+    slo_threshold: LabeledFamily<SloLabels, F64Gauge>,
+    /// The SLO each target's histograms were built with: a changed threshold changes the
+    /// buckets, so the series must be rebuilt rather than reattached.
+    slos: Arc<Mutex<HashMap<TargetLabels, Option<Slo>>>>,
     config_reload_successful: Gauge,
     config_reload_success_time: F64Gauge,
     /// Recording a probe holds this shared; encoding holds it exclusively. So every scrape
@@ -125,6 +180,10 @@ impl Metrics {
             good_requests: LabeledFamily::default(),
             last_success: LabeledFamily::default(),
             schedule_lag: LabeledFamily::default(),
+            connections: LabeledFamily::default(),
+            slo_objective: LabeledFamily::default(),
+            slo_threshold: LabeledFamily::default(),
+            slos: Arc::default(),
             config_reload_successful: Gauge::default(),
             config_reload_success_time: F64Gauge::default(),
             snapshot: Arc::default(),
@@ -211,6 +270,22 @@ impl Metrics {
             Unit::Seconds,
             m.schedule_lag.clone(),
         );
+        r.register(
+            "connections_opened",
+            "New connections opened by the probe's HTTP client (the rest of the requests reused one)",
+            m.connections.clone(),
+        );
+        r.register(
+            "slo_objective",
+            "The fraction of probes that must be good, per target with an SLO",
+            m.slo_objective.clone(),
+        );
+        r.register_with_unit(
+            "slo_threshold",
+            "An SLO latency threshold; `le` is the matching histogram bucket bound",
+            Unit::Seconds,
+            m.slo_threshold.clone(),
+        );
         let build_info = LabeledFamily::<TargetLabels, Gauge>::default();
         build_info
             .get_or_insert(
@@ -250,20 +325,56 @@ impl Metrics {
         }
     }
 
-    /// Create (or reattach to) the series of one target.
-    pub fn target(&self, target: &Target) -> TargetMetrics {
+    /// A target's label set: `target`, `model`, `backend`, then its static labels.
+    pub fn labels_of(target: &Target) -> TargetLabels {
         let mut pairs = vec![
             ("target".to_owned(), target.name.clone()),
             ("model".to_owned(), target.model.clone()),
             ("backend".to_owned(), target.backend.as_str().to_owned()),
         ];
         pairs.extend(target.labels.iter().cloned());
-        let labels = TargetLabels::new(pairs);
+        TargetLabels::new(pairs)
+    }
+
+    /// Create (or reattach to) the series of one target. Reattaching keeps counters going
+    /// across a restart of the target; a changed SLO rebuilds them (new buckets).
+    pub fn target(&self, target: &Target) -> TargetMetrics {
+        let labels = Self::labels_of(target);
+        let slo = target.slo;
+        {
+            let mut slos = self.slos.lock().unwrap_or_else(|e| e.into_inner());
+            if slos.get(&labels).is_some_and(|old| *old != slo) {
+                self.remove_series(&labels);
+            }
+            slos.insert(labels.clone(), slo);
+        }
         let l = || labels.clone();
-        let latency =
-            |buckets: &'static [f64]| move || LatencyHistogram::new(buckets.iter().copied());
+        let threshold = |f: fn(&Slo) -> Option<std::time::Duration>| slo.as_ref().and_then(f);
+        let latency = |defaults: &'static [f64], bound: Option<std::time::Duration>| {
+            move || LatencyHistogram::new(with_bound(defaults, bound).into_iter())
+        };
         let counts = || Histogram::new(TOKEN_COUNT_BUCKETS.iter().copied());
+        if let Some(slo) = &slo {
+            self.slo_objective
+                .get_or_insert(l(), F64Gauge::default)
+                .set(slo.objective);
+            let thresholds = [
+                ("ttft", slo.ttft),
+                ("tpot", slo.tpot),
+                ("itl", slo.itl),
+                ("e2el", slo.e2el),
+            ];
+            for (name, value) in thresholds {
+                if let Some(value) = value {
+                    let key = (l(), ([("slo", name)], [("le", Le(value.as_secs_f64()))]));
+                    self.slo_threshold
+                        .get_or_insert(key, F64Gauge::default)
+                        .set(value.as_secs_f64());
+                }
+            }
+        }
         TargetMetrics {
+            slo,
             requests: self.requests.get_or_insert(l(), Counter::default),
             errors: ErrorCategory::ALL.map(|c| {
                 self.errors
@@ -274,10 +385,18 @@ impl Metrics {
                     .get_or_insert((l(), [("reason", r)]), Counter::default)
             }),
             in_flight: self.in_flight.get_or_insert(l(), Gauge::default),
-            ttft: self.ttft.get_or_insert(l(), latency(TTFT_BUCKETS)),
-            tpot: self.tpot.get_or_insert(l(), latency(TOKEN_LATENCY_BUCKETS)),
-            itl: self.itl.get_or_insert(l(), latency(TOKEN_LATENCY_BUCKETS)),
-            e2el: self.e2el.get_or_insert(l(), latency(E2EL_BUCKETS)),
+            ttft: self
+                .ttft
+                .get_or_insert(l(), latency(TTFT_BUCKETS, threshold(|s| s.ttft))),
+            tpot: self
+                .tpot
+                .get_or_insert(l(), latency(TOKEN_LATENCY_BUCKETS, threshold(|s| s.tpot))),
+            itl: self
+                .itl
+                .get_or_insert(l(), latency(TOKEN_LATENCY_BUCKETS, threshold(|s| s.itl))),
+            e2el: self
+                .e2el
+                .get_or_insert(l(), latency(E2EL_BUCKETS, threshold(|s| s.e2el))),
             output_tokens: self.output_tokens.get_or_insert(l(), counts),
             prompt_tokens: self.prompt_tokens.get_or_insert(l(), counts),
             output_tokens_total: self
@@ -291,99 +410,48 @@ impl Metrics {
             schedule_lag: self
                 .schedule_lag
                 .get_or_insert(l(), || Histogram::new(exponential_buckets(0.0001, 4.0, 10))),
+            connections: self.connections.get_or_insert(l(), Counter::default),
             labels,
             snapshot: Arc::clone(&self.snapshot),
         }
     }
-}
 
-/// One target's series, resolved once so recording a probe takes no map lookups.
-#[derive(Clone, Debug)]
-pub struct TargetMetrics {
-    labels: TargetLabels,
-    requests: Counter,
-    errors: [Counter; ErrorCategory::ALL.len()],
-    skipped: [Counter; SkipReason::ALL.len()],
-    in_flight: Gauge,
-    ttft: LatencyHistogram,
-    tpot: LatencyHistogram,
-    itl: LatencyHistogram,
-    e2el: LatencyHistogram,
-    output_tokens: Histogram,
-    prompt_tokens: Histogram,
-    output_tokens_total: Counter,
-    prompt_tokens_total: Counter,
-    good_requests: Counter,
-    last_success: F64Gauge,
-    schedule_lag: Histogram,
-    snapshot: Arc<RwLock<()>>,
-}
-
-impl TargetMetrics {
-    pub fn labels(&self) -> &TargetLabels {
-        &self.labels
+    /// Remove every series of a target (it was removed from the configuration).
+    pub fn remove_target(&self, labels: &TargetLabels) {
+        self.slos
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(labels);
+        self.remove_series(labels);
     }
 
-    /// Record one finished probe, atomically with respect to scrapes.
-    pub fn record(&self, request_id: &Arc<String>, outcome: &Result<Measurement, ProbeError>) {
-        let _shared = self.snapshot.read().unwrap_or_else(|e| e.into_inner());
-        match outcome {
-            Ok(m) => {
-                let exemplar = || Some([("request_id", Arc::clone(request_id))]);
-                if let Some(ttft) = m.ttft {
-                    self.ttft.observe(ttft.as_secs_f64(), exemplar(), None);
-                }
-                if let Some(tpot) = m.tpot {
-                    self.tpot.observe(tpot.as_secs_f64(), exemplar(), None);
-                }
-                for &(gap, count) in &m.itl {
-                    for _ in 0..count {
-                        self.itl.observe(gap.as_secs_f64(), exemplar(), None);
-                    }
-                }
-                self.e2el.observe(m.e2el.as_secs_f64(), exemplar(), None);
-                if let Some(count) = m.output_tokens {
-                    self.output_tokens.observe(count.value() as f64);
-                    self.output_tokens_total.inc_by(count.value());
-                }
-                if let Some(prompt) = m.prompt_tokens {
-                    self.prompt_tokens.observe(prompt as f64);
-                    self.prompt_tokens_total.inc_by(prompt);
-                }
-                self.good_requests.inc();
-                self.last_success.set(unix_now());
-            }
-            Err(e) => {
-                self.errors[e.category() as usize].inc();
-            }
+    fn remove_series(&self, labels: &TargetLabels) {
+        let _exclusive = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
+        self.requests.remove(labels);
+        self.errors.retain(|(l, _)| l != labels);
+        self.skipped.retain(|(l, _)| l != labels);
+        self.in_flight.remove(labels);
+        for family in [&self.ttft, &self.tpot, &self.itl, &self.e2el] {
+            family.remove(labels);
         }
-        self.requests.inc();
-    }
-
-    pub fn skipped(&self, reason: SkipReason) {
-        self.skipped[reason as usize].inc();
-    }
-
-    pub fn schedule_lag(&self, lag: Duration) {
-        self.schedule_lag.observe(lag.as_secs_f64());
-    }
-
-    /// Count a probe in flight until the guard drops.
-    pub fn in_flight(&self) -> InFlight {
-        self.in_flight.inc();
-        InFlight(self.in_flight.clone())
-    }
-}
-
-pub struct InFlight(Gauge);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.dec();
+        for family in [&self.output_tokens, &self.prompt_tokens, &self.schedule_lag] {
+            family.remove(labels);
+        }
+        for family in [
+            &self.output_tokens_total,
+            &self.prompt_tokens_total,
+            &self.good_requests,
+            &self.connections,
+        ] {
+            family.remove(labels);
+        }
+        self.last_success.remove(labels);
+        self.slo_objective.remove(labels);
+        self.slo_threshold.retain(|(l, _)| l != labels);
     }
 }
 
-fn unix_now() -> f64 {
+pub(crate) fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())

@@ -2,7 +2,8 @@ use std::time::Duration;
 
 use super::*;
 use crate::config::{RawConfig, RawTarget, validate};
-use crate::record::TokenCount;
+use crate::error::ProbeError;
+use crate::record::{Measurement, TokenCount};
 
 fn target(name: &str) -> Arc<Target> {
     let raw = RawConfig {

@@ -33,10 +33,14 @@ pub enum Fault {
     NoDone,
     /// HTTP 200 `text/event-stream` with an empty body.
     Empty,
+    /// Tokens forever, one every ITL (bounded only by the client).
+    Endless,
+    /// The normal response, one byte per drip interval.
+    Drip,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 12] = [
         Self::Http429,
         Self::Http500,
         Self::Http401,
@@ -47,6 +51,8 @@ impl Fault {
         Self::MalformedJson,
         Self::NoDone,
         Self::Empty,
+        Self::Endless,
+        Self::Drip,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -61,6 +67,8 @@ impl Fault {
             Self::MalformedJson => "malformed_json",
             Self::NoDone => "no_done",
             Self::Empty => "empty",
+            Self::Endless => "endless",
+            Self::Drip => "drip",
         }
     }
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::stream;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::combinators::BoxBody;
+use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use rand::SeedableRng;
@@ -28,10 +28,10 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 pub use faults::{FAULT_HEADER, Fault};
-pub use plan::{Action, Step, stream_plan};
+pub use plan::{Action, Step, stream_plan, stream_steps};
 pub use request::{Dialect, SimRequest};
 
-type Body = BoxBody<Bytes, std::io::Error>;
+type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
 const MAX_REQUEST_BYTES: usize = 4 << 20;
 
@@ -74,6 +74,18 @@ pub struct SimConfig {
     /// Length of the vectors `/v1/embeddings` returns.
     #[arg(long, default_value_t = 16)]
     pub embedding_dimensions: u32,
+    /// The `drip` fault sends one byte per this interval.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub drip_interval: Duration,
+    /// Serve HTTPS with this certificate chain (PEM)...
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// ...and this private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Require client certificates signed by this CA (PEM): mutual TLS.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_client_ca: Option<std::path::PathBuf>,
 }
 
 impl Default for SimConfig {
@@ -91,6 +103,10 @@ impl Default for SimConfig {
             stall: Duration::from_secs(3600),
             seed: None,
             embedding_dimensions: 16,
+            drip_interval: Duration::from_secs(1),
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
         }
     }
 }
@@ -121,16 +137,61 @@ pub async fn serve(
         Some(seed) => StdRng::seed_from_u64(seed),
         None => rand::make_rng(),
     };
+    let tls = tls_acceptor(&config)?;
     let shared = Arc::new(Shared {
         config,
         rng: Mutex::new(rng),
     });
-    crate::server::serve_with(listener, stop, Duration::from_secs(1), move |req| {
+    crate::server::serve_with(listener, stop, Duration::from_secs(1), tls, move |req| {
         let shared = Arc::clone(&shared);
         async move { handle(req, &shared).await }
     })
     .await;
     Ok(())
+}
+
+/// HTTPS for TLS tests: the configured certificate, and client certificates required when
+/// a client CA is given.
+fn tls_acceptor(config: &SimConfig) -> Result<Option<tokio_rustls::TlsAcceptor>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) else {
+        return Ok(None);
+    };
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(Iterator::collect)
+        .map_err(|e| format!("{}: {e}", cert.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder = match &config.tls_client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in
+                CertificateDer::pem_file_iter(ca).map_err(|e| format!("{}: {e}", ca.display()))?
+            {
+                roots
+                    .add(cert.map_err(|e| e.to_string())?)
+                    .map_err(|e| e.to_string())?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .map_err(|e| e.to_string())?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut server = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| e.to_string())?;
+    server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Some(tokio_rustls::TlsAcceptor::from(Arc::new(server))))
 }
 
 async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body>, Infallible> {
@@ -152,6 +213,13 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
         .headers()
         .get(FAULT_HEADER)
         .map(|v| v.to_str().unwrap_or("").parse::<Fault>());
+    // Like some real servers, echo the credential in the 401 message: the probe must
+    // scrub it from everything it logs and shows.
+    let credential = ["authorization", "x-api-key"]
+        .iter()
+        .find_map(|h| req.headers().get(*h).and_then(|v| v.to_str().ok()))
+        .unwrap_or("none")
+        .to_owned();
     let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -200,15 +268,16 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
             ));
         }
         Some(Fault::Http401) => {
-            return Ok(error(StatusCode::UNAUTHORIZED, "simulated invalid API key"));
+            let message = format!("simulated invalid API key: {credential}");
+            return Ok(error(StatusCode::UNAUTHORIZED, &message));
         }
         _ => {}
     }
     if !request.stream {
         return Ok(whole(&request, &shared.config, fault, arrival).await);
     }
-    let steps = shared.with_rng(|rng| stream_plan(&request, &shared.config, fault, rng));
-    let frames = stream::unfold(steps.into_iter(), move |mut steps| async move {
+    let steps = shared.with_rng(|rng| stream_steps(&request, &shared.config, fault, rng));
+    let frames = stream::unfold(steps, move |mut steps| async move {
         let step = steps.next()?;
         sleep_until(arrival + step.at).await;
         let frame = match step.action {
@@ -217,7 +286,7 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
         };
         Some((frame, steps))
     });
-    let mut response = Response::new(BodyExt::boxed(StreamBody::new(frames)));
+    let mut response = Response::new(BodyExt::boxed_unsync(StreamBody::new(frames)));
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -257,7 +326,7 @@ async fn whole(
         Some(Fault::NoDone | Fault::Empty) => String::new(),
         Some(Fault::Reset) => {
             let failing = stream::once(async { Err(std::io::Error::other("simulated connection reset")) });
-            return Response::new(BodyExt::boxed(StreamBody::new(failing)));
+            return Response::new(BodyExt::boxed_unsync(StreamBody::new(failing)));
         }
         _ => body.to_string(),
     };
@@ -270,7 +339,9 @@ async fn whole(
 }
 
 fn full(bytes: Bytes) -> Body {
-    Full::new(bytes).map_err(|never| match never {}).boxed()
+    Full::new(bytes)
+        .map_err(|never| match never {})
+        .boxed_unsync()
 }
 
 fn json_response(status: StatusCode, value: serde_json::Value) -> Response<Body> {

@@ -80,7 +80,7 @@ pub fn stream_plan(
     };
     let usage = config.usage && req.include_usage;
     let ctx = Ctx {
-        req,
+        req: req.clone(),
         id: format!("sim-{:016x}", rand::random::<u64>()),
         created: SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -158,6 +158,52 @@ pub fn stream_plan(
         }
     }
     steps
+}
+
+/// The writes of a streamed response, lazily: `endless` never ends and `drip` spreads the
+/// normal response over one byte per interval.
+pub fn stream_steps(
+    req: &SimRequest,
+    config: &SimConfig,
+    fault: Option<Fault>,
+    rng: &mut impl Rng,
+) -> Box<dyn Iterator<Item = Step> + Send> {
+    match fault {
+        Some(Fault::Endless) => {
+            let plan = stream_plan(req, config, None, rng);
+            let preamble: Vec<Step> = plan.into_iter().take_while(|s| s.at.is_zero()).collect();
+            let ctx = Ctx {
+                req: req.clone(),
+                id: "sim-endless".into(),
+                created: 0,
+                usage: false,
+                continuous: false,
+            };
+            let r = render::renderer(req.dialect);
+            let (ttft, itl) = (config.ttft, config.itl);
+            let tokens = (0u64..).map(move |i| Step {
+                at: ttft + itl * i as u32,
+                action: Action::Send(Bytes::from(r.chunk(&ctx, &text(i, 1), i + 1, None))),
+            });
+            Box::new(preamble.into_iter().chain(tokens))
+        }
+        Some(Fault::Drip) => {
+            let bytes: Vec<u8> = stream_plan(req, config, None, rng)
+                .into_iter()
+                .filter_map(|s| match s.action {
+                    Action::Send(bytes) => Some(bytes),
+                    Action::Reset => None,
+                })
+                .flat_map(|b| b.to_vec())
+                .collect();
+            let (ttft, drip) = (config.ttft, config.drip_interval);
+            Box::new(bytes.into_iter().enumerate().map(move |(i, byte)| Step {
+                at: ttft + drip * i as u32,
+                action: Action::Send(Bytes::copy_from_slice(&[byte])),
+            }))
+        }
+        _ => Box::new(stream_plan(req, config, fault, rng).into_iter()),
+    }
 }
 
 /// A non-streamed response: its delay and JSON body (completions, chat, embeddings).

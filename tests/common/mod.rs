@@ -72,7 +72,42 @@ pub async fn start_daemon(toml: &str) -> Daemon {
     }
 }
 
+/// The daemon with a config file it reloads (SIGHUP-equivalent: [`Daemon::reload`]).
+pub async fn start_reloadable(path: &std::path::Path) -> Daemon {
+    let path = path.to_owned();
+    let watched = path.clone();
+    let loader: inferprobe::Loader =
+        std::sync::Arc::new(move || config::load(Some(&path), &config::Overrides::default()));
+    let config = loader().unwrap_or_else(|e| panic!("test config: {e}"));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = Shutdown::new();
+    let handle = tokio::spawn(inferprobe::run_reloadable(
+        listener,
+        config,
+        loader,
+        inferprobe::ReloadTrigger::new(),
+        Some(watched),
+        shutdown.clone(),
+    ));
+    Daemon {
+        addr,
+        shutdown,
+        handle,
+    }
+}
+
 impl Daemon {
+    /// `POST /-/reload`: status and body.
+    pub async fn reload(&self) -> (u16, String) {
+        let response = reqwest::Client::new()
+            .post(format!("http://{}/-/reload", self.addr))
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
     pub async fn get(&self, path: &str, accept: Option<&str>) -> reqwest::Response {
         let mut req = reqwest::Client::new().get(format!("http://{}{path}", self.addr));
         if let Some(accept) = accept {

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use super::request::{Dialect, SimRequest};
 
 /// Per-response values every renderer may use.
-pub struct Ctx<'a> {
-    pub req: &'a SimRequest,
+pub struct Ctx {
+    pub req: SimRequest,
     pub id: String,
     pub created: u64,
     /// Usage at the end (the request asked and the simulator allows it).
@@ -23,14 +23,14 @@ pub struct Ctx<'a> {
     pub continuous: bool,
 }
 
-impl Ctx<'_> {
+impl Ctx {
     pub fn usage_json(&self, completion: u64) -> Value {
         let prompt = self.req.prompt_tokens;
         json!({ "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion })
     }
 }
 
-pub trait Render {
+pub trait Render: Sync {
     /// Events written on arrival, before the first token.
     fn preamble(&self, ctx: &Ctx) -> Vec<String>;
     /// One chunk of `text`; `tokens` is the cumulative count including it. `finish` is

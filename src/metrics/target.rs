@@ -1,0 +1,123 @@
+//! One target's series, resolved once so recording a probe takes no map lookups, and the
+//! rule that makes a success "good" (within every configured SLO threshold).
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+
+use super::{F64Gauge, LatencyHistogram, SkipReason, TargetLabels, unix_now};
+use crate::config::Slo;
+use crate::error::{ErrorCategory, ProbeError};
+use crate::record::Measurement;
+
+#[derive(Clone, Debug)]
+pub struct TargetMetrics {
+    pub(super) labels: TargetLabels,
+    pub(super) slo: Option<Slo>,
+    pub(super) requests: Counter,
+    pub(super) errors: [Counter; ErrorCategory::ALL.len()],
+    pub(super) skipped: [Counter; SkipReason::ALL.len()],
+    pub(super) in_flight: Gauge,
+    pub(super) ttft: LatencyHistogram,
+    pub(super) tpot: LatencyHistogram,
+    pub(super) itl: LatencyHistogram,
+    pub(super) e2el: LatencyHistogram,
+    pub(super) output_tokens: Histogram,
+    pub(super) prompt_tokens: Histogram,
+    pub(super) output_tokens_total: Counter,
+    pub(super) prompt_tokens_total: Counter,
+    pub(super) good_requests: Counter,
+    pub(super) last_success: F64Gauge,
+    pub(super) schedule_lag: Histogram,
+    pub(super) connections: Counter,
+    pub(super) snapshot: Arc<RwLock<()>>,
+}
+
+/// Within every threshold the SLO sets. A threshold on something the probe did not
+/// produce (TPOT of a one-token answer) is met; every ITL gap must be within `itl`.
+pub fn is_good(slo: &Slo, m: &Measurement) -> bool {
+    let within = |value: Option<Duration>, limit: Option<Duration>| match (value, limit) {
+        (Some(value), Some(limit)) => value <= limit,
+        _ => true,
+    };
+    within(m.ttft, slo.ttft)
+        && within(m.tpot, slo.tpot)
+        && within(Some(m.e2el), slo.e2el)
+        && slo
+            .itl
+            .is_none_or(|limit| m.itl.iter().all(|&(gap, _)| gap <= limit))
+}
+
+impl TargetMetrics {
+    pub fn labels(&self) -> &TargetLabels {
+        &self.labels
+    }
+
+    /// Record one finished probe, atomically with respect to scrapes.
+    pub fn record(&self, request_id: &Arc<String>, outcome: &Result<Measurement, ProbeError>) {
+        let _shared = self.snapshot.read().unwrap_or_else(|e| e.into_inner());
+        match outcome {
+            Ok(m) => {
+                let exemplar = || Some([("request_id", Arc::clone(request_id))]);
+                if let Some(ttft) = m.ttft {
+                    self.ttft.observe(ttft.as_secs_f64(), exemplar(), None);
+                }
+                if let Some(tpot) = m.tpot {
+                    self.tpot.observe(tpot.as_secs_f64(), exemplar(), None);
+                }
+                for &(gap, count) in &m.itl {
+                    for _ in 0..count {
+                        self.itl.observe(gap.as_secs_f64(), exemplar(), None);
+                    }
+                }
+                self.e2el.observe(m.e2el.as_secs_f64(), exemplar(), None);
+                if let Some(count) = m.output_tokens {
+                    self.output_tokens.observe(count.value() as f64);
+                    self.output_tokens_total.inc_by(count.value());
+                }
+                if let Some(prompt) = m.prompt_tokens {
+                    self.prompt_tokens.observe(prompt as f64);
+                    self.prompt_tokens_total.inc_by(prompt);
+                }
+                if self.slo.as_ref().is_none_or(|slo| is_good(slo, m)) {
+                    self.good_requests.inc();
+                }
+                self.last_success.set(unix_now());
+            }
+            Err(e) => {
+                self.errors[e.category() as usize].inc();
+            }
+        }
+        self.requests.inc();
+    }
+
+    pub fn skipped(&self, reason: SkipReason) {
+        self.skipped[reason as usize].inc();
+    }
+
+    pub fn schedule_lag(&self, lag: Duration) {
+        self.schedule_lag.observe(lag.as_secs_f64());
+    }
+
+    /// The counter of new connections (each pool miss), for the HTTP client to bump.
+    pub fn connections(&self) -> Counter {
+        self.connections.clone()
+    }
+
+    /// Count a probe in flight until the guard drops.
+    pub fn in_flight(&self) -> InFlight {
+        self.in_flight.inc();
+        InFlight(self.in_flight.clone())
+    }
+}
+
+pub struct InFlight(Gauge);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}

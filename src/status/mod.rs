@@ -1,0 +1,150 @@
+//! The status page at `/`: recent probes per target and what they add up to.
+//!
+//! Schedulers push a short summary of every finished probe into a bounded ring per target;
+//! the page ([`page`]) renders the rings on request. Nothing here is on the probes' timing
+//! path beyond one short lock per finished probe.
+
+mod page;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use crate::config::{Slo, Target};
+use crate::error::{ErrorCategory, ProbeError};
+use crate::metrics::is_good;
+use crate::record::Measurement;
+use crate::report::redact;
+
+pub use page::render;
+
+/// One finished probe, as the page shows it.
+#[derive(Clone, Debug)]
+pub struct ProbeSummary {
+    pub at: SystemTime,
+    pub request_id: Arc<String>,
+    pub ttft: Option<Duration>,
+    pub e2el: Option<Duration>,
+    pub output_tokens: Option<u64>,
+    /// `None` for a success.
+    pub error: Option<(ErrorCategory, String)>,
+    /// A success within every SLO threshold.
+    pub good: bool,
+}
+
+impl ProbeSummary {
+    /// The summary of a finished probe of `target` (whose API key is scrubbed from errors).
+    pub fn new(
+        request_id: &Arc<String>,
+        outcome: &Result<Measurement, ProbeError>,
+        target: &Target,
+    ) -> Self {
+        let request_id = Arc::clone(request_id);
+        let at = SystemTime::now();
+        match outcome {
+            Ok(m) => Self {
+                at,
+                request_id,
+                ttft: m.ttft,
+                e2el: Some(m.e2el),
+                output_tokens: m.output_tokens.map(|c| c.value()),
+                error: None,
+                good: target.slo.as_ref().is_none_or(|slo| is_good(slo, m)),
+            },
+            Err(e) => Self {
+                at,
+                request_id,
+                ttft: None,
+                e2el: None,
+                output_tokens: None,
+                error: Some((e.category(), redact(&crate::error::chain(e), target))),
+                good: false,
+            },
+        }
+    }
+}
+
+/// One target's recent probes.
+#[derive(Debug)]
+pub struct TargetStatus {
+    pub name: String,
+    pub backend: &'static str,
+    pub model: String,
+    pub url: String,
+    pub rate: f64,
+    pub slo: Option<Slo>,
+    probes: Mutex<VecDeque<ProbeSummary>>,
+    capacity: usize,
+}
+
+impl TargetStatus {
+    pub fn push(&self, probe: ProbeSummary) {
+        let mut probes = self.probes.lock().unwrap_or_else(|e| e.into_inner());
+        if probes.len() == self.capacity {
+            probes.pop_front();
+        }
+        probes.push_back(probe);
+    }
+
+    /// Oldest first.
+    pub fn probes(&self) -> Vec<ProbeSummary> {
+        self.probes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+}
+
+/// Every target's ring, by name.
+#[derive(Debug, Default)]
+pub struct Board {
+    targets: RwLock<BTreeMap<String, Arc<TargetStatus>>>,
+}
+
+impl Board {
+    /// The ring of `target`: kept across a restart of the target (same name), new otherwise.
+    pub fn attach(&self, target: &Target, capacity: usize) -> Arc<TargetStatus> {
+        let mut targets = self.targets.write().unwrap_or_else(|e| e.into_inner());
+        let kept = targets
+            .get(&target.name)
+            .map(|old| old.probes())
+            .unwrap_or_default();
+        let status = Arc::new(TargetStatus {
+            name: target.name.clone(),
+            backend: target.backend.as_str(),
+            model: target.model.clone(),
+            url: redacted_url(&target.url),
+            rate: target.rate,
+            slo: target.slo,
+            probes: Mutex::new(kept.into_iter().rev().take(capacity).rev().collect()),
+            capacity,
+        });
+        targets.insert(target.name.clone(), Arc::clone(&status));
+        status
+    }
+
+    pub fn detach(&self, name: &str) {
+        self.targets
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+    }
+
+    pub fn targets(&self) -> Vec<Arc<TargetStatus>> {
+        self.targets
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
+/// The URL without its query (which may carry tokens on some gateways).
+fn redacted_url(url: &url::Url) -> String {
+    let mut url = url.clone();
+    url.set_query(None);
+    url.to_string()
+}

@@ -1,0 +1,188 @@
+//! Runs one scheduler per target and applies a new configuration target by target.
+//!
+//! A target whose fingerprint is unchanged keeps running untouched. An added target starts,
+//! a removed one stops and its series disappear from /metrics, a changed one restarts
+//! alone: its series continue when its labels (and SLO buckets) are the same, and are
+//! replaced when they are not. Probes already in flight when their target stops finish
+//! and are recorded (into series that may no longer be exported).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{Config, Target};
+use crate::metrics::{Metrics, TargetLabels};
+use crate::probe::Prober;
+use crate::scheduler::{self, Context, Sinks};
+use crate::status::Board;
+
+struct Running {
+    target: Arc<Target>,
+    labels: TargetLabels,
+    stop: CancellationToken,
+}
+
+/// What an apply changed, by target name.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub restarted: Vec<String>,
+    pub unchanged: usize,
+}
+
+impl std::fmt::Display for Changes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} added {:?}, {} removed {:?}, {} restarted {:?}, {} unchanged",
+            self.added.len(),
+            self.added,
+            self.removed.len(),
+            self.removed,
+            self.restarted.len(),
+            self.restarted,
+            self.unchanged
+        )
+    }
+}
+
+pub struct Supervisor {
+    metrics: Metrics,
+    board: Arc<Board>,
+    ctx: Context,
+    /// Cancelled at shutdown: stops every scheduler.
+    shutdown: CancellationToken,
+    schedulers: TaskTracker,
+    running: BTreeMap<String, Running>,
+}
+
+impl Supervisor {
+    pub fn new(
+        metrics: Metrics,
+        board: Arc<Board>,
+        ctx: Context,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self {
+            metrics,
+            board,
+            ctx,
+            shutdown,
+            schedulers: TaskTracker::new(),
+            running: BTreeMap::new(),
+        }
+    }
+
+    /// Make the running targets those of `config`. Every new or changed target's HTTP
+    /// client is built first: if one fails, nothing changes.
+    pub fn apply(&mut self, config: &Config) -> anyhow::Result<Changes> {
+        let mut changes = Changes::default();
+        let mut starting = Vec::new();
+        for target in &config.targets {
+            match self.running.get(&target.name) {
+                Some(running) if running.target.fingerprint == target.fingerprint => {
+                    changes.unchanged += 1;
+                }
+                previous => {
+                    let labels = Metrics::labels_of(target);
+                    let reattach = previous.is_some_and(|p| p.labels == labels);
+                    let metrics = self.metrics.target(target);
+                    match Prober::new(Arc::clone(target), metrics.connections()) {
+                        Ok(prober) => {
+                            starting.push((Arc::new(prober), metrics, previous.is_some()))
+                        }
+                        Err(e) => {
+                            if !reattach {
+                                self.metrics.remove_target(&labels);
+                            }
+                            for (prober, _, _) in &starting {
+                                self.forget_unstarted(&prober.target);
+                            }
+                            anyhow::bail!(
+                                "target {}: cannot build its HTTP client: {e}",
+                                target.name
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        let wanted: HashMap<&str, &Arc<Target>> = config
+            .targets
+            .iter()
+            .map(|t| (t.name.as_str(), t))
+            .collect();
+        let removed: Vec<String> = self
+            .running
+            .keys()
+            .filter(|name| !wanted.contains_key(name.as_str()))
+            .cloned()
+            .collect();
+        for name in removed {
+            if let Some(running) = self.running.remove(&name) {
+                running.stop.cancel();
+                self.metrics.remove_target(&running.labels);
+                self.board.detach(&name);
+                tracing::info!(target = %name, "target removed");
+                changes.removed.push(name);
+            }
+        }
+        for (prober, metrics, restart) in starting {
+            let target = Arc::clone(&prober.target);
+            if let Some(old) = self.running.remove(&target.name) {
+                old.stop.cancel();
+                if old.labels != *metrics.labels() {
+                    self.metrics.remove_target(&old.labels);
+                }
+            }
+            let status = self.board.attach(&target, config.status_page_probes);
+            let stop = self.shutdown.child_token();
+            let seed = scheduler::target_seed(config.seed, &target.name);
+            tracing::info!(
+                target = %target.name,
+                backend = %target.backend,
+                url = %target.url,
+                model = %target.model,
+                rate = target.rate,
+                "{}",
+                if restart { "target restarted" } else { "probing" }
+            );
+            self.running.insert(
+                target.name.clone(),
+                Running {
+                    target: Arc::clone(&target),
+                    labels: metrics.labels().clone(),
+                    stop: stop.clone(),
+                },
+            );
+            let sinks = Sinks { metrics, status };
+            self.schedulers
+                .spawn(scheduler::run(prober, sinks, seed, stop, self.ctx.clone()));
+            if restart {
+                changes.restarted.push(target.name.clone());
+            } else {
+                changes.added.push(target.name.clone());
+            }
+        }
+        Ok(changes)
+    }
+
+    /// Undo `metrics.target` for a prepared target that will not start.
+    fn forget_unstarted(&self, target: &Target) {
+        let labels = Metrics::labels_of(target);
+        if !self.running.values().any(|r| r.labels == labels) {
+            self.metrics.remove_target(&labels);
+        }
+    }
+
+    /// Stop every scheduler and wait for them (probes in flight are drained separately).
+    pub async fn stop(&mut self) {
+        self.shutdown.cancel();
+        self.schedulers.close();
+        self.schedulers.wait().await;
+        self.running.clear();
+    }
+}

@@ -198,7 +198,12 @@ async fn random_faults_keep_the_books_balanced() {
     let faults = Fault::ALL
         .iter()
         // Faults that hold a probe until its timeouts would only slow this test down.
-        .filter(|f| !matches!(f, Fault::Stall | Fault::TtftStall | Fault::Endless | Fault::Drip))
+        .filter(|f| {
+            !matches!(
+                f,
+                Fault::Stall | Fault::TtftStall | Fault::Endless | Fault::Drip
+            )
+        })
         .map(|&f| (f, 0.06))
         .collect();
     let sim = start_sim(SimConfig {

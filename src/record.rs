@@ -68,12 +68,31 @@ impl TokenCount {
 }
 
 /// What the response said beyond timing: its text and labels, for validation and logs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ResponseInfo {
     /// The output text (bounded by the response size limit).
     pub text: String,
     pub model: Option<String>,
     pub finish_reason: Option<String>,
+    /// The server's own account of the request, when it sends one (llama.cpp `timings`).
+    pub server_timings: Option<ServerTimings>,
+}
+
+/// llama.cpp's per-request `timings`: what the server measured on its side.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Deserialize)]
+pub struct ServerTimings {
+    /// Prompt tokens served from the prompt cache, and those processed (cache excluded).
+    #[serde(default)]
+    pub cache_n: Option<u64>,
+    #[serde(default)]
+    pub prompt_n: Option<u64>,
+    #[serde(default)]
+    pub prompt_ms: Option<f64>,
+    /// Tokens generated, and the mean time per generated token.
+    #[serde(default)]
+    pub predicted_n: Option<u64>,
+    #[serde(default)]
+    pub predicted_per_token_ms: Option<f64>,
 }
 
 /// What a non-streamed response body carried.

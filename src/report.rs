@@ -22,6 +22,8 @@ pub fn log_probe(
             output_tokens = ?m.output_tokens,
             prompt_tokens = m.prompt_tokens,
             itl_observations = m.itl_observations(),
+            server_prompt_ms = record.response.server_timings.and_then(|t| t.prompt_ms),
+            server_tpot_ms = record.response.server_timings.and_then(|t| t.predicted_per_token_ms),
             "probe ok"
         ),
         Err(e) => {

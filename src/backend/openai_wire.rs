@@ -16,7 +16,7 @@ use super::{StreamEvent, StreamParser};
 use crate::config::Target;
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
-use crate::record::{Chunk, ResponseInfo};
+use crate::record::{Chunk, ResponseInfo, ServerTimings};
 use crate::sse::SseEvent;
 
 /// Fields both OpenAI text endpoints take. The caller adds the prompt or messages, then
@@ -56,6 +56,8 @@ struct WireChunk<'a> {
     message: Option<Value>,
     #[serde(default, borrow)]
     model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    timings: Option<ServerTimings>,
 }
 
 #[derive(Deserialize)]
@@ -152,6 +154,9 @@ impl StreamParser for OpenAiStreamParser {
             if info.model.as_deref() != Some(&*model) {
                 info.model = Some(model.into_owned());
             }
+        }
+        if chunk.timings.is_some() {
+            info.server_timings = chunk.timings;
         }
         for choice in &chunk.choices {
             info.text.push_str(choice.text().unwrap_or(""));

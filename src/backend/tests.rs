@@ -477,6 +477,23 @@ fn openai_parser_fills_response_info() {
             text: "ok".into(),
             model: Some("served".into()),
             finish_reason: Some("stop".into()),
+            server_timings: None,
         }
+    );
+}
+
+#[test]
+fn llama_cpp_timings_are_kept() {
+    let sse = concat!(
+        "data: {\"choices\":[{\"text\":\" a\",\"index\":0,\"finish_reason\":\"length\"}],\"usage\":{\"completion_tokens\":1,\"prompt_tokens\":3},",
+        "\"timings\":{\"cache_n\":0,\"prompt_n\":3,\"prompt_ms\":1.5,\"predicted_n\":1,\"predicted_ms\":0.2,\"predicted_per_token_ms\":0.2}}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let (_, info) = run(BackendKind::OpenAi, sse, false);
+    let timings = info.server_timings.unwrap();
+    assert_eq!((timings.prompt_n, timings.prompt_ms), (Some(3), Some(1.5)));
+    assert_eq!(
+        (timings.predicted_n, timings.predicted_per_token_ms),
+        (Some(1), Some(0.2))
     );
 }

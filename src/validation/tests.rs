@@ -18,6 +18,7 @@ fn response(text: &str, finish: Option<&str>, model: Option<&str>) -> ResponseIn
         text: text.into(),
         finish_reason: finish.map(str::to_owned),
         model: model.map(str::to_owned),
+        server_timings: None,
     }
 }
 

@@ -1,0 +1,257 @@
+//! Against a real inference server: llama.cpp's `llama-server` with a tiny random-weight
+//! model (scripts/real-server/setup.sh builds both). Ignored by `cargo test`; run with
+//!     cargo test --test real_server -- --ignored
+//! (.ci/run does). Paths come from LLAMA_SERVER and TINY_GGUF, else target/real-server/.
+//!
+//! Checked per probe against the server's own account (`timings`): output tokens equal
+//! the server's count whether or not the server sends usage; prompt tokens equal the
+//! server's (cached + processed); TTFT is at least the server's prompt time plus at most
+//! MARGIN of transport and scheduling; TPOT is within TPOT_MARGIN of the server's time per
+//! generated token. Across a bench run, output tokens equal the server's
+//! `llamacpp:tokens_predicted_total`. A context overflow is a real HTTP 400: `http_4xx`.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use inferprobe::Shutdown;
+use inferprobe::bench::{self, BenchArgs};
+use inferprobe::probe::{Outcome, Prober};
+use prometheus_client::metrics::counter::Counter;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use tokio_util::sync::CancellationToken;
+
+/// Request transit, queueing and the first token's sampling, on a busy 2-core machine.
+const MARGIN_MS: f64 = 25.0;
+/// Per-token difference between what the client sees and what the server timed.
+const TPOT_MARGIN_MS: f64 = 1.0;
+
+fn paths() -> (PathBuf, PathBuf) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/real-server");
+    let server =
+        std::env::var_os("LLAMA_SERVER").map_or(root.join("bin/llama-server"), PathBuf::from);
+    let model = std::env::var_os("TINY_GGUF").map_or(root.join("tiny.gguf"), PathBuf::from);
+    assert!(
+        server.exists() && model.exists(),
+        "run scripts/real-server/setup.sh first (missing {} or {})",
+        server.display(),
+        model.display()
+    );
+    (server, model)
+}
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start_server(context: u32) -> Server {
+    let (binary, model) = paths();
+    let port = common::closed_port().await;
+    let child = Command::new(binary)
+        .args([
+            "-m",
+            model.to_str().unwrap(),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ])
+        .args([
+            "-c",
+            &context.to_string(),
+            "-np",
+            "4",
+            "-t",
+            "2",
+            "--alias",
+            "tiny",
+            "--metrics",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Owned by the guard at once: it is killed and reaped on every path, panics included.
+    let server = Server {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    for _ in 0..200 {
+        if let Ok(r) = reqwest::get(format!("{}/health", server.url)).await {
+            if r.status().is_success() {
+                return server;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("llama-server did not become healthy");
+}
+
+fn target(
+    url: &str,
+    backend: &str,
+    include_usage: bool,
+    extra: &str,
+) -> Arc<inferprobe::config::Target> {
+    let toml = format!(
+        "[[targets]]\nname = \"t\"\nbackend = \"{backend}\"\nurl = \"{url}\"\nmodel = \"tiny\"\ninput_tokens = 48\noutput_tokens = 32\ninclude_usage = {include_usage}\n{extra}\n"
+    );
+    Arc::clone(&common::parse_config(&toml).unwrap().targets[0])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs llama-server: scripts/real-server/setup.sh"]
+async fn probe_measurements_agree_with_the_servers_own_timings() {
+    let server = start_server(4096).await;
+    let mut worst_ttft_gap: f64 = 0.0;
+    let mut worst_tpot_gap: f64 = 0.0;
+    for (backend, include_usage) in [
+        ("openai", true),
+        ("openai", false),
+        ("openai-chat", true),
+        ("openai-chat", false),
+    ] {
+        let target = target(&server.url, backend, include_usage, "");
+        let prober = Prober::new(Arc::clone(&target), Counter::default()).unwrap();
+        let mut rng = StdRng::seed_from_u64(1);
+        for i in 0..15 {
+            let prompt = target.prompts.next(&mut rng);
+            let report = prober
+                .probe(&format!("real-{i}"), &prompt, &CancellationToken::new())
+                .await;
+            let Outcome::Finished(Ok(m)) = report.outcome else {
+                panic!("{backend} usage={include_usage}: {:?}", report.outcome);
+            };
+            let case = format!("{backend} usage={include_usage} probe {i}");
+            let timings = report
+                .record
+                .response
+                .server_timings
+                .unwrap_or_else(|| panic!("{case}: no timings"));
+            let output = m.output_tokens.unwrap();
+            assert_eq!(
+                Some(output.value()),
+                timings.predicted_n,
+                "{case}: {output:?}"
+            );
+            assert!(output.is_exact() || !include_usage, "{case}");
+            if let Some(prompt_tokens) = m.prompt_tokens {
+                let server = timings.cache_n.unwrap_or(0) + timings.prompt_n.unwrap_or(0);
+                assert_eq!(prompt_tokens, server, "{case}: prompt tokens");
+            }
+            let ttft = m.ttft.unwrap().as_secs_f64() * 1e3;
+            let prompt_ms = timings.prompt_ms.unwrap();
+            assert!(
+                ttft >= prompt_ms,
+                "{case}: TTFT {ttft} ms < server prompt time {prompt_ms} ms"
+            );
+            worst_ttft_gap = worst_ttft_gap.max(ttft - prompt_ms);
+            let tpot = m.tpot.unwrap().as_secs_f64() * 1e3;
+            let server_tpot = timings.predicted_per_token_ms.unwrap();
+            worst_tpot_gap = worst_tpot_gap.max((tpot - server_tpot).abs());
+        }
+    }
+    println!(
+        "worst TTFT - server prompt time: {worst_ttft_gap:.3} ms; worst |TPOT - server TPOT|: {worst_tpot_gap:.3} ms"
+    );
+    assert!(
+        worst_ttft_gap <= MARGIN_MS,
+        "TTFT exceeds the server's prompt time by {worst_ttft_gap} ms"
+    );
+    assert!(
+        worst_tpot_gap <= TPOT_MARGIN_MS,
+        "TPOT differs from the server's by {worst_tpot_gap} ms"
+    );
+}
+
+/// The sum of a counter in llama-server's /metrics.
+async fn server_counter(url: &str, name: &str) -> f64 {
+    let text = reqwest::get(format!("{url}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    bench: BenchArgs,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs llama-server: scripts/real-server/setup.sh"]
+async fn output_tokens_agree_with_the_servers_counters() {
+    let server = start_server(4096).await;
+    for backend in ["openai", "openai-chat"] {
+        let before = server_counter(&server.url, "llamacpp:tokens_predicted_total").await;
+        let args = Cli::parse_from([
+            "bench",
+            "--url",
+            &server.url,
+            "--backend",
+            backend,
+            "--model",
+            "tiny",
+            "--num-prompts",
+            "30",
+            "--request-rate",
+            "20",
+            "--input-tokens",
+            "40",
+            "--output-tokens",
+            "24",
+            "--quiet",
+        ])
+        .bench;
+        let report = bench::run(&args, bench::plan(&args).unwrap(), &Shutdown::new())
+            .await
+            .unwrap();
+        let after = server_counter(&server.url, "llamacpp:tokens_predicted_total").await;
+        assert_eq!(report.summary.failed, 0, "{}", report.text);
+        assert_eq!(
+            report.summary.total_output as f64,
+            after - before,
+            "{backend}: probe vs server token totals"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs llama-server: scripts/real-server/setup.sh"]
+async fn a_context_overflow_is_a_real_http_4xx() {
+    let server = start_server(256).await;
+    let toml = format!(
+        "[[targets]]\nname = \"long\"\nurl = \"{}\"\nmodel = \"tiny\"\nrate = 10\ninput_tokens = 800\noutput_tokens = 8\n",
+        server.url
+    );
+    let daemon = common::start_daemon(&toml).await;
+    let s = daemon
+        .wait_for(Duration::from_secs(20), |s| s.requests("long") >= 3.0)
+        .await;
+    daemon.stop().await;
+    assert_eq!(
+        s.errors("long", "http_4xx"),
+        s.requests("long"),
+        "{}",
+        s.text
+    );
+}

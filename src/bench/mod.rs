@@ -322,6 +322,7 @@ pub async fn run(args: &BenchArgs, plan: Plan, shutdown: &Shutdown) -> anyhow::R
             };
             metrics.record(&request_id, &outcome);
             Some(RequestResult {
+                request_id: request_id.to_string(),
                 start: sent - start,
                 queued: sent - arrived,
                 error: outcome

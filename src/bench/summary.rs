@@ -15,6 +15,7 @@ use crate::record::Measurement;
 /// One request of the run.
 #[derive(Debug)]
 pub struct RequestResult {
+    pub request_id: String,
     /// When it was sent (after any client-side queueing), from the start of the run.
     pub start: Duration,
     /// Waiting for a `max_concurrency` slot.

@@ -86,6 +86,11 @@ pub struct SimConfig {
     /// Require client certificates signed by this CA (PEM): mutual TLS.
     #[arg(long, requires = "tls_cert")]
     pub tls_client_ca: Option<std::path::PathBuf>,
+    /// Append, per streamed response, when the request arrived and when each token chunk
+    /// was handed to the connection (JSON lines, wall-clock nanoseconds): ground truth for
+    /// the fidelity benchmark.
+    #[arg(long)]
+    pub timeline_file: Option<std::path::PathBuf>,
 }
 
 impl Default for SimConfig {
@@ -107,6 +112,7 @@ impl Default for SimConfig {
             tls_cert: None,
             tls_key: None,
             tls_client_ca: None,
+            timeline_file: None,
         }
     }
 }
@@ -114,6 +120,35 @@ impl Default for SimConfig {
 struct Shared {
     config: SimConfig,
     rng: Mutex<StdRng>,
+    timeline: Option<Arc<Mutex<std::io::BufWriter<std::fs::File>>>>,
+}
+
+/// One response's ground truth, written as a JSON line when the response ends (or is
+/// dropped because the client went away).
+struct Timeline {
+    out: Arc<Mutex<std::io::BufWriter<std::fs::File>>>,
+    request_id: String,
+    arrival_ns: u128,
+    token_sends_ns: Vec<u128>,
+}
+
+fn wall_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+impl Drop for Timeline {
+    fn drop(&mut self) {
+        use std::io::Write;
+        let line = json!({
+            "request_id": self.request_id,
+            "arrival_ns": self.arrival_ns.to_string(),
+            "token_sends_ns": self.token_sends_ns.iter().map(u128::to_string).collect::<Vec<_>>(),
+        });
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    }
 }
 
 impl Shared {
@@ -138,9 +173,21 @@ pub async fn serve(
         None => rand::make_rng(),
     };
     let tls = tls_acceptor(&config)?;
+    let timeline = match &config.timeline_file {
+        None => None,
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            Some(Arc::new(Mutex::new(std::io::BufWriter::new(file))))
+        }
+    };
     let shared = Arc::new(Shared {
         config,
         rng: Mutex::new(rng),
+        timeline,
     });
     crate::server::serve_with(listener, stop, Duration::from_secs(1), tls, move |req| {
         let shared = Arc::clone(&shared);
@@ -196,6 +243,13 @@ fn tls_acceptor(config: &SimConfig) -> Result<Option<tokio_rustls::TlsAcceptor>,
 
 async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body>, Infallible> {
     let arrival = Instant::now();
+    let arrival_ns = wall_ns();
+    let request_id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
     let dialect = match (req.method(), req.uri().path()) {
         (&Method::GET, "/health") => {
             return Ok(json_response(StatusCode::OK, json!({"status": "ok"})));
@@ -277,15 +331,27 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
         return Ok(whole(&request, &shared.config, fault, arrival).await);
     }
     let steps = shared.with_rng(|rng| stream_steps(&request, &shared.config, fault, rng));
-    let frames = stream::unfold(steps, move |mut steps| async move {
-        let step = steps.next()?;
-        sleep_until(arrival + step.at).await;
-        let frame = match step.action {
-            Action::Send(bytes) => Ok(Frame::data(bytes)),
-            Action::Reset => Err(std::io::Error::other("simulated connection reset")),
-        };
-        Some((frame, steps))
+    let timeline = shared.timeline.as_ref().map(|out| Timeline {
+        out: Arc::clone(out),
+        request_id,
+        arrival_ns,
+        token_sends_ns: Vec::new(),
     });
+    let frames = stream::unfold(
+        (steps, timeline),
+        move |(mut steps, mut timeline)| async move {
+            let step = steps.next()?;
+            sleep_until(arrival + step.at).await;
+            if let (true, Some(timeline)) = (step.token, &mut timeline) {
+                timeline.token_sends_ns.push(wall_ns());
+            }
+            let frame = match step.action {
+                Action::Send(bytes) => Ok(Frame::data(bytes)),
+                Action::Reset => Err(std::io::Error::other("simulated connection reset")),
+            };
+            Some((frame, (steps, timeline)))
+        },
+    );
     let mut response = Response::new(BodyExt::boxed_unsync(StreamBody::new(frames)));
     let headers = response.headers_mut();
     headers.insert(

@@ -37,6 +37,8 @@ pub struct Step {
     /// Offset from the request's arrival.
     pub at: Duration,
     pub action: Action,
+    /// This write carries output tokens (for the ground-truth timeline).
+    pub token: bool,
 }
 
 /// The output length the simulator will produce for `req`.
@@ -57,6 +59,7 @@ fn send(steps: &mut Vec<Step>, at: Duration, text: String) {
     steps.push(Step {
         at,
         action: Action::Send(Bytes::from(text)),
+        token: false,
     });
 }
 
@@ -124,6 +127,7 @@ pub fn stream_plan(
                     steps.push(Step {
                         at: t,
                         action: Action::Reset,
+                        token: false,
                     });
                     return steps;
                 }
@@ -184,6 +188,7 @@ pub fn stream_steps(
             let tokens = (0u64..).map(move |i| Step {
                 at: ttft + itl * i as u32,
                 action: Action::Send(Bytes::from(r.chunk(&ctx, &text(i, 1), i + 1, None))),
+                token: true,
             });
             Box::new(preamble.into_iter().chain(tokens))
         }
@@ -200,6 +205,7 @@ pub fn stream_steps(
             Box::new(bytes.into_iter().enumerate().map(move |(i, byte)| Step {
                 at: ttft + drip * i as u32,
                 action: Action::Send(Bytes::copy_from_slice(&[byte])),
+                token: false,
             }))
         }
         _ => Box::new(stream_plan(req, config, fault, rng).into_iter()),

@@ -6,6 +6,7 @@ const MS: Duration = Duration::from_millis(1);
 fn success(start_ms: u64, ttft_ms: u64, itl_ms: u64, tokens: u64) -> RequestResult {
     let n = tokens as u32;
     RequestResult {
+        request_id: String::new(),
         start: MS * start_ms as u32,
         queued: Duration::ZERO,
         outcome: Ok(Measurement {
@@ -24,6 +25,7 @@ fn success(start_ms: u64, ttft_ms: u64, itl_ms: u64, tokens: u64) -> RequestResu
 
 fn failure(category: ErrorCategory) -> RequestResult {
     RequestResult {
+        request_id: String::new(),
         start: Duration::ZERO,
         queued: Duration::ZERO,
         outcome: Err(category),

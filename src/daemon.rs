@@ -120,9 +120,13 @@ async fn serve(
         server_stop.clone(),
     ));
     tracing::info!(%address, "serving /, /metrics, /healthz, /readyz, /config, /-/reload");
+    // The config file and the files it reads (API keys, TLS): kept current across reloads.
+    let watched_files = Arc::new(std::sync::RwLock::new(Vec::new()));
     if let (Some(interval), Some(path)) = (config.watch, watched) {
+        set_watched(&watched_files, &path, &config);
+        let files = Arc::clone(&watched_files);
         tokio::spawn(watch(
-            path,
+            files,
             interval,
             trigger.clone(),
             shutdown.graceful().clone(),
@@ -139,8 +143,17 @@ async fn serve(
         };
         let Some(loader) = &loader else { continue };
         let result = reload(loader, &mut supervisor, &metrics, &state, config.listen);
-        if let Ok(new_grace) = &result {
-            grace = *new_grace;
+        if let Ok(new) = &result {
+            grace = new.shutdown_grace;
+            // The guard must be gone before set_watched takes the write lock.
+            let config_file = watched_files
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .first()
+                .cloned();
+            if let Some(path) = config_file {
+                set_watched(&watched_files, &path, new);
+            }
         }
         if let Some(respond) = respond {
             let _ = respond.send(result.map(|_| ()));
@@ -154,6 +167,18 @@ async fn serve(
     Ok(report)
 }
 
+/// The config file first, then the files the configuration reads.
+fn set_watched(
+    files: &std::sync::RwLock<Vec<PathBuf>>,
+    config_file: &std::path::Path,
+    config: &Config,
+) {
+    let mut files = files.write().unwrap_or_else(|e| e.into_inner());
+    *files = std::iter::once(config_file.to_owned())
+        .chain(config.files.iter().cloned())
+        .collect();
+}
+
 /// Load and apply a new configuration; on any error keep the running one.
 fn reload(
     loader: &Loader,
@@ -161,7 +186,7 @@ fn reload(
     metrics: &Metrics,
     state: &State,
     listen: std::net::SocketAddr,
-) -> Result<Duration, String> {
+) -> Result<Config, String> {
     let outcome = loader()
         .map_err(|e| {
             tracing::error!(key = %e.key, reason = %e.reason, "reload failed; keeping the running configuration: {e}");
@@ -174,7 +199,7 @@ fn reload(
                 }
                 tracing::info!(%changes, "configuration reloaded");
                 state.set_config(config.redacted.clone());
-                Ok(config.shutdown_grace)
+                Ok(config)
             }
             Err(e) => {
                 tracing::error!("reload failed; keeping the running configuration: {e:#}");
@@ -185,9 +210,24 @@ fn reload(
     outcome
 }
 
-/// Trigger a reload when the file's contents change.
-async fn watch(path: PathBuf, interval: Duration, trigger: ReloadTrigger, stop: CancellationToken) {
-    let read = || std::fs::read(&path).ok();
+/// Trigger a reload when the contents of a watched file change (Kubernetes swaps a
+/// Secret's files by symlink, so contents, not modification times, are compared).
+async fn watch(
+    files: Arc<std::sync::RwLock<Vec<PathBuf>>>,
+    interval: Duration,
+    trigger: ReloadTrigger,
+    stop: CancellationToken,
+) {
+    let read = || {
+        let files = files.read().unwrap_or_else(|e| e.into_inner()).clone();
+        files
+            .into_iter()
+            .map(|path| {
+                let contents = std::fs::read(&path).ok();
+                (path, contents)
+            })
+            .collect::<Vec<_>>()
+    };
     let mut last = read();
     loop {
         tokio::select! {
@@ -196,7 +236,11 @@ async fn watch(path: PathBuf, interval: Duration, trigger: ReloadTrigger, stop: 
         }
         let now = read();
         if now != last {
-            tracing::info!(path = %path.display(), "config file changed");
+            let changed = now
+                .iter()
+                .find(|f| !last.contains(f))
+                .map(|(p, _)| p.display().to_string());
+            tracing::info!(file = changed.unwrap_or_default(), "watched file changed");
             last = now;
             trigger.trigger();
         }

@@ -214,6 +214,17 @@ impl ProbeError {
     }
 }
 
+/// The server closed the connection before any response head: on a pooled connection,
+/// the keep-alive race (the server closed it as the request went out), which a client
+/// retries on a new connection.
+pub fn closed_before_response(err: &reqwest::Error) -> bool {
+    !err.is_connect()
+        && causes(err).any(|e| {
+            e.downcast_ref::<hyper::Error>()
+                .is_some_and(|h| h.is_incomplete_message() || h.is_canceled())
+        })
+}
+
 /// Walk an error's source chain (looking through `io::Error` wrappers) for a cause of type `T`.
 fn has_cause<T: StdError + 'static>(err: &(dyn StdError + 'static)) -> bool {
     causes(err).any(|e| e.is::<T>())

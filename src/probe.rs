@@ -44,6 +44,8 @@ pub struct ProbeReport {
 
 enum Stop {
     Failed(ProbeError),
+    /// The server closed the connection before responding (see [`Prober::probe`]).
+    Closed(ProbeError),
     Cut,
 }
 
@@ -80,18 +82,31 @@ impl Prober {
         prompt: &Prompt,
         abort: &CancellationToken,
     ) -> ProbeReport {
-        let request = self.build_request(request_id, prompt);
-        let mut record = RequestRecord::new(Instant::now());
-        let result = match request {
-            Ok(request) => self.exchange(request, &mut record, abort).await,
-            Err(e) => Err(Stop::Failed(ProbeError::from_transport(e, false))),
-        };
-        let outcome = match result {
-            Ok(()) => Outcome::Finished(self.judge(prompt, &record)),
-            Err(Stop::Failed(e)) => Outcome::Finished(Err(e)),
-            Err(Stop::Cut) => Outcome::Cut,
-        };
-        ProbeReport { record, outcome }
+        // A pooled connection the server closed just as the request went out (keep-alive
+        // timeouts; llama.cpp closes after every stream) is the probe's artefact, not the
+        // endpoint's: retry once, timed from the retry's own t0. A server that closes
+        // every connection before answering fails the retry too.
+        let mut retried = false;
+        loop {
+            let request = self.build_request(request_id, prompt);
+            let mut record = RequestRecord::new(Instant::now());
+            let result = match request {
+                Ok(request) => self.exchange(request, &mut record, abort).await,
+                Err(e) => Err(Stop::Failed(ProbeError::from_transport(e, false))),
+            };
+            let outcome = match result {
+                Ok(()) => Outcome::Finished(self.judge(prompt, &record)),
+                Err(Stop::Closed(e)) if !retried => {
+                    tracing::debug!(target = %self.target.name, request_id, error = %e,
+                        "connection closed before the response; retrying on a new connection");
+                    retried = true;
+                    continue;
+                }
+                Err(Stop::Failed(e) | Stop::Closed(e)) => Outcome::Finished(Err(e)),
+                Err(Stop::Cut) => Outcome::Cut,
+            };
+            return ProbeReport { record, outcome };
+        }
     }
 
     /// Everything before t0: the body is built and serialized here, off the clock.
@@ -151,7 +166,13 @@ impl Prober {
         let mut response = tokio::select! {
             biased;
             () = abort.cancelled() => return Err(Stop::Cut),
-            r = self.client.execute(request) => r.map_err(|e| ProbeError::from_transport(e, false))?,
+            r = self.client.execute(request) => match r {
+                Ok(response) => response,
+                Err(e) if crate::error::closed_before_response(&e) => {
+                    return Err(Stop::Closed(ProbeError::from_transport(e, false)));
+                }
+                Err(e) => return Err(ProbeError::from_transport(e, false).into()),
+            },
             () = sleep_until(deadline) => return Err(expired.into()),
         };
         let response_at = Instant::now();

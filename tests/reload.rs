@@ -189,3 +189,37 @@ async fn a_fixed_configuration_says_it_cannot_reload() {
     assert_eq!(get.status(), 405);
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_key_file_reloads_by_itself() {
+    let sim = start_sim(SimConfig::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("api-key");
+    std::fs::write(&key, "sk-old\n").unwrap();
+    let path = dir.path().join("config.toml");
+    let extra = format!("api_key_file = \"{}\"", key.display());
+    write_with(
+        &path,
+        "watch_config = true\nwatch_interval = \"100ms\"",
+        &target("keyed", &sim.url(), &extra),
+    );
+    let daemon = start_reloadable(&path).await;
+    let reloaded_at = |s: &Scrape| {
+        s.sum(
+            "inferprobe_config_last_reload_success_timestamp_seconds",
+            &[],
+        )
+    };
+    let before = daemon
+        .wait_for(Duration::from_secs(10), |s| s.requests("keyed") >= 1.0)
+        .await;
+    tokio::time::sleep(Duration::from_millis(1100)).await; // the timestamp has second resolution at best
+    std::fs::write(&key, "sk-new\n").unwrap(); // as the kubelet updates a mounted Secret
+    let after = daemon
+        .wait_for(Duration::from_secs(10), |s| {
+            reloaded_at(s) > reloaded_at(&before)
+        })
+        .await;
+    assert_eq!(reload_ok(&after), 1.0);
+    daemon.stop().await;
+}

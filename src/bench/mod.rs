@@ -105,7 +105,7 @@ pub struct BenchArgs {
     /// Write the JSON result here.
     #[arg(long)]
     pub result_file: Option<PathBuf>,
-    /// Include per-request lists (lengths, TTFTs, ITLs, texts, errors) in the result.
+    /// Include per-request lists (ids, lengths, TTFTs, ITLs, texts, errors) in the result.
     #[arg(long)]
     pub save_detailed: bool,
     /// Write the metrics exposition of the run here (what the daemon would export).
@@ -433,6 +433,15 @@ fn result_json(
         fn ok(r: &RequestResult) -> Option<&Measurement> {
             r.outcome.as_ref().ok()
         }
+        out.insert(
+            "request_ids".into(),
+            json!(
+                results
+                    .iter()
+                    .map(|r| r.request_id.as_str())
+                    .collect::<Vec<_>>()
+            ),
+        );
         out.insert(
             "input_lens".into(),
             json!(results.iter().map(|r| r.input_tokens).collect::<Vec<_>>()),

@@ -150,11 +150,16 @@ pub fn stream_plan(
             "stop"
         });
         sent += size;
-        send(
-            &mut steps,
-            t,
-            r.chunk(&ctx, &text(sent - size, size), sent, finish),
-        );
+        steps.push(Step {
+            at: t,
+            action: Action::Send(Bytes::from(r.chunk(
+                &ctx,
+                &text(sent - size, size),
+                sent,
+                finish,
+            ))),
+            token: true,
+        });
     }
     if fault != Some(Fault::NoDone) {
         for event in r.epilogue(&ctx, sent) {

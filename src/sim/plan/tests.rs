@@ -85,6 +85,15 @@ fn chat_timeline_role_chunk_first_then_tokens_on_schedule() {
     assert_eq!(usage["choices"], json("[]"));
     assert_eq!(usage["usage"]["completion_tokens"], 3);
     assert_eq!(steps[5].1.as_deref(), Some("[DONE]"));
+    let token_writes: Vec<bool> = plan(&request(true, 3, false), &config(), None)
+        .iter()
+        .map(|s| s.token)
+        .collect();
+    assert_eq!(
+        token_writes,
+        [false, true, true, true, false, false],
+        "the ground-truth timeline records the token chunks, not role, usage or [DONE]"
+    );
 }
 
 #[test]

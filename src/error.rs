@@ -91,7 +91,10 @@ impl ErrorCategory {
             429 => Self::RateLimited,
             400..=499 => Self::Http4xx,
             500..=599 => Self::Http5xx,
-            // 1xx/3xx: redirects are not followed (a probe must hit the configured endpoint).
+            // Redirects are not followed (a probe must measure the endpoint it was given, and
+            // OpenAI's SDK does not follow them either): the endpoint answered with something
+            // other than a response the probe can use.
+            300..=399 => Self::InvalidResponse,
             _ => Self::Other,
         }
     }
@@ -138,6 +141,13 @@ pub enum ProbeError {
     RequestTimeout(Duration),
     #[error("HTTP {status}: {body}")]
     Status { status: StatusCode, body: String },
+    /// A 3xx, which is not followed. `location` is scheme, host and path only: a query may
+    /// carry a token.
+    #[error("HTTP {status}: a redirect to {location}; redirects are not followed")]
+    Redirect {
+        status: StatusCode,
+        location: String,
+    },
     #[error("stream interrupted: {0}")]
     StreamInterrupted(String),
     #[error("error event in a 2xx stream: {0}")]
@@ -166,6 +176,7 @@ impl ProbeError {
             Self::StallTimeout(_) => ErrorCategory::StallTimeout,
             Self::RequestTimeout(_) => ErrorCategory::RequestTimeout,
             Self::Status { status, .. } => ErrorCategory::from_status(*status),
+            Self::Redirect { .. } => ErrorCategory::InvalidResponse,
             Self::StreamInterrupted(_) => ErrorCategory::StreamInterrupted,
             Self::StreamErrorEvent(_) => ErrorCategory::StreamErrorEvent,
             Self::InvalidResponse(_) => ErrorCategory::InvalidResponse,
@@ -176,6 +187,29 @@ impl ProbeError {
         }
     }
 
+    /// A redirect that was not followed. Only the scheme, host, port and path of where it
+    /// pointed are kept (resolved against the request's `url`): a query or userinfo may
+    /// carry a token, and this goes to the log.
+    pub fn redirect(
+        status: StatusCode,
+        location: Option<&http::HeaderValue>,
+        url: &url::Url,
+    ) -> Self {
+        let target = location
+            .and_then(|value| value.to_str().ok())
+            .and_then(|text| url.join(text).ok());
+        let location = match target {
+            Some(to) => {
+                let port = to.port().map(|p| format!(":{p}")).unwrap_or_default();
+                let host = to.host_str().unwrap_or("");
+                crate::backend::snippet(&format!("{}://{host}{port}{}", to.scheme(), to.path()))
+            }
+            None if location.is_none() => "(no Location header)".into(),
+            None => "(an unreadable Location)".into(),
+        };
+        Self::Redirect { status, location }
+    }
+
     /// Classify a transport error from reqwest by the types in its source chain.
     ///
     /// `after_headers` tells a body read apart from the request phase: once a response
@@ -183,6 +217,20 @@ impl ProbeError {
     pub fn from_transport(err: reqwest::Error, after_headers: bool) -> Self {
         let err = err.without_url(); // URLs may carry credentials; never log them.
         if after_headers || err.is_body() || err.is_decode() {
+            // Only the Content-Encoding decoder (gzip) sits between hyper and the probe: a
+            // body failure with no hyper::Error in its chain came from decoding, not from
+            // the connection. A compressed stream that merely stops early (UnexpectedEof)
+            // was cut short like any other; one that does not decode (corrupt data, bytes
+            // after the end) is bytes the server should not have sent.
+            if !has_cause::<hyper::Error>(&err)
+                && !err.is_timeout()
+                && io_kind(&err) != Some(std::io::ErrorKind::UnexpectedEof)
+            {
+                return Self::InvalidResponse(format!(
+                    "the response body does not decode: {}",
+                    chain(&err)
+                ));
+            }
             return Self::StreamInterrupted(chain(&err));
         }
         if err.is_connect() {
@@ -290,12 +338,43 @@ mod tests {
             (404, ErrorCategory::Http4xx),
             (500, ErrorCategory::Http5xx),
             (503, ErrorCategory::Http5xx),
-            (302, ErrorCategory::Other),
+            (302, ErrorCategory::InvalidResponse),
+            (307, ErrorCategory::InvalidResponse),
+            (101, ErrorCategory::Other),
         ];
         for (code, want) in cases {
             let status = StatusCode::from_u16(code).unwrap();
             assert_eq!(ErrorCategory::from_status(status), want, "status {code}");
         }
+    }
+
+    #[test]
+    fn a_redirect_names_where_it_pointed_without_query_or_credentials() {
+        let url = url::Url::parse("http://gw.example:8000/v1/chat/completions").unwrap();
+        let status = StatusCode::TEMPORARY_REDIRECT;
+        let location = |text: &'static str| http::HeaderValue::from_static(text);
+        let err = ProbeError::redirect(
+            status,
+            Some(&location("https://u:pw@idp.example/login?token=s3cret#x")),
+            &url,
+        );
+        assert_eq!(err.category(), ErrorCategory::InvalidResponse);
+        assert_eq!(
+            err.to_string(),
+            "HTTP 307 Temporary Redirect: a redirect to https://idp.example/login; \
+             redirects are not followed"
+        );
+        let relative = ProbeError::redirect(status, Some(&location("/v2/x?k=1")), &url);
+        assert!(
+            relative
+                .to_string()
+                .contains("to http://gw.example:8000/v2/x;")
+        );
+        let none = ProbeError::redirect(status, None, &url);
+        assert!(none.to_string().contains("(no Location header)"));
+        let bad = http::HeaderValue::from_bytes(b"/caf\xe9").unwrap();
+        let bad = ProbeError::redirect(status, Some(&bad), &url);
+        assert!(bad.to_string().contains("(an unreadable Location)"));
     }
 
     #[test]

@@ -179,6 +179,12 @@ impl Prober {
         record.response_at = Some(response_at);
 
         let status = response.status();
+        if status.is_redirection() {
+            // The client follows no redirect (see client.rs); say so in the log line rather
+            // than leaving a bare "HTTP 307".
+            let location = response.headers().get(http::header::LOCATION);
+            return Err(ProbeError::redirect(status, location, response.url()).into());
+        }
         if !status.is_success() {
             let body = read_capped(response, deadlines.total).await;
             return Err(ProbeError::Status {

@@ -2,6 +2,7 @@
 //! reads the exposition the way Prometheus would (over HTTP).
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod hostile;
 pub mod replay;
 
 use std::collections::BTreeMap;

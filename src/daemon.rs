@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ConfigError};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, RuntimeCollector};
 use crate::scheduler::Context;
 use crate::server::{self, ReloadRequest, State};
 use crate::shutdown::Shutdown;
@@ -87,6 +87,9 @@ async fn serve(
 ) -> anyhow::Result<DrainReport> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
+    registry.register_collector(Box::new(RuntimeCollector::new(
+        tokio::runtime::Handle::current(),
+    )));
     let board = Arc::new(Board::default());
     let ctx = Context {
         probes: TaskTracker::new(),
@@ -114,11 +117,7 @@ async fn serve(
     ));
     let server_stop = CancellationToken::new();
     let address = listener.local_addr()?;
-    let server = tokio::spawn(server::serve(
-        listener,
-        Arc::clone(&state),
-        server_stop.clone(),
-    ));
+    let server = server::spawn(listener, Arc::clone(&state), server_stop.clone())?;
     tracing::info!(%address, "serving /, /metrics, /healthz, /readyz, /config, /-/reload");
     // The config file and the files it reads (API keys, TLS): kept current across reloads.
     let watched_files = Arc::new(std::sync::RwLock::new(Vec::new()));
@@ -163,7 +162,7 @@ async fn serve(
     supervisor.stop().await;
     let report = drain(&ctx, &shutdown, grace).await;
     server_stop.cancel();
-    let _ = server.await;
+    server.join().await;
     Ok(report)
 }
 

@@ -103,7 +103,10 @@ pub async fn run(
             match probe.outcome {
                 Outcome::Finished(result) => {
                     report::log_probe(&prober.target, &request_id, &result, &probe.record);
-                    sinks.metrics.record(&request_id, &result);
+                    sinks
+                        .metrics
+                        .record_without_blocking(&request_id, &result)
+                        .await;
                     sinks
                         .status
                         .push(ProbeSummary::new(&request_id, &result, &prober.target));

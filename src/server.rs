@@ -1,15 +1,19 @@
 //! The daemon's HTTP endpoints: `/` (status page), `/metrics`, `/healthz`, `/readyz`,
 //! `/config` (the running configuration, redacted) and `POST /-/reload`.
 //!
-//! Read-only but for the reload request, which is handed to the daemon's loop: handlers
-//! render state the probes write; nothing here can slow a probe down except CPU. Headers must arrive within a short timeout, so slow or idle clients cannot
-//! hold connections forever. On shutdown the listener closes and open connections finish
-//! their current request.
+//! Read-only but for the reload request, which is handed to the daemon's loop. The server
+//! runs on its own thread and single-threaded runtime ([`spawn`]), off the probing runtime:
+//! a burst of scrapes or a flood of clients costs CPU on a thread the OS schedules beside the
+//! probe workers, never in front of a probe task waiting to stamp a token's arrival.
+//! Abuse is bounded: headers (and the next request on an idle keep-alive connection) must
+//! arrive within a timeout, at most [`MAX_CONNECTIONS`] are served at once (the rest wait
+//! in the listen backlog), and concurrent scrapes share one encoding. On shutdown the
+//! listener closes and open connections finish their current request.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
@@ -22,7 +26,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use prometheus_client::registry::Registry;
 use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{Format, Metrics};
@@ -33,6 +37,9 @@ pub type ReloadRequest = Option<oneshot::Sender<Result<(), String>>>;
 
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// Connections served at once by the daemon: far more than any set of scrapers needs,
+/// few enough that slow or stuck clients cannot exhaust memory or file descriptors.
+pub const MAX_CONNECTIONS: usize = 1024;
 
 /// What the endpoints show.
 #[derive(Debug)]
@@ -43,6 +50,8 @@ pub struct State {
     config: RwLock<Value>,
     reloads: Option<mpsc::Sender<ReloadRequest>>,
     ready: AtomicBool,
+    /// The latest encoding per format and when it began (see [`exposition`]).
+    expositions: Mutex<[Option<(Instant, Bytes)>; 2]>,
 }
 
 impl State {
@@ -62,6 +71,7 @@ impl State {
             config: RwLock::new(config),
             reloads,
             ready: AtomicBool::new(false),
+            expositions: Mutex::default(),
         }
     }
 
@@ -74,22 +84,77 @@ impl State {
     }
 }
 
+/// The endpoints' thread; [`Self::join`] waits for it after `stop` was cancelled.
+#[derive(Debug)]
+pub struct ServerThread(std::thread::JoinHandle<()>);
+
+impl ServerThread {
+    pub async fn join(self) {
+        let thread = self.0;
+        if let Ok(Err(_)) = tokio::task::spawn_blocking(move || thread.join()).await {
+            tracing::error!("the HTTP server thread panicked");
+        }
+    }
+}
+
+/// Serve the daemon's endpoints on a thread of their own until `stop` is cancelled.
+pub fn spawn(
+    listener: TcpListener,
+    state: Arc<State>,
+    stop: CancellationToken,
+) -> std::io::Result<ServerThread> {
+    // A listener belongs to the runtime that registered it: hand over the socket itself.
+    let listener = listener.into_std()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let thread = std::thread::Builder::new()
+        .name("inferprobe-http".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                match TcpListener::from_std(listener) {
+                    Ok(listener) => serve(listener, state, stop).await,
+                    Err(e) => tracing::error!(error = %e, "cannot serve the HTTP endpoints"),
+                }
+            });
+        })?;
+    Ok(ServerThread(thread))
+}
+
 /// Serve the daemon's endpoints until `stop` is cancelled.
 pub async fn serve(listener: TcpListener, state: Arc<State>, stop: CancellationToken) {
-    serve_with(listener, stop, CLOSE_GRACE, None, move |req| {
+    let options = ServeOptions {
+        close_grace: CLOSE_GRACE,
+        tls: None,
+        max_connections: MAX_CONNECTIONS,
+        http1_only: true,
+    };
+    serve_with(listener, stop, options, move |req| {
         let state = Arc::clone(&state);
         async move { Ok::<_, Infallible>(handle(&req, &state).await) }
     })
     .await;
 }
 
+/// How [`serve_with`] treats its connections.
+pub(crate) struct ServeOptions {
+    /// On stop, how long open connections may take to finish.
+    pub close_grace: Duration,
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Connections served at once; the next accept waits for one to close.
+    pub max_connections: usize,
+    /// Plain HTTP/1.1. Scrapers and browsers speak it without TLS, and it makes the header
+    /// read timeout bound a connection from its first byte: detecting HTTP/2 would first
+    /// wait, without any timeout, for a preface an idle client never sends.
+    pub http1_only: bool,
+}
+
 /// The accept loop shared by the daemon and the simulator: HTTP/1 and HTTP/2, optional
-/// TLS, a header read timeout, and on `stop` a graceful close bounded by `close_grace`.
+/// TLS, a header read timeout, a connection cap, and on `stop` a graceful close.
 pub(crate) async fn serve_with<F, Fut, B>(
     listener: TcpListener,
     stop: CancellationToken,
-    close_grace: Duration,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    options: ServeOptions,
     handler: F,
 ) where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
@@ -99,13 +164,32 @@ pub(crate) async fn serve_with<F, Fut, B>(
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let mut builder = Builder::new(TokioExecutor::new());
+    if options.http1_only {
+        builder = builder.http1_only();
+    }
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT);
     let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
+    let ServeOptions {
+        close_grace,
+        tls,
+        max_connections,
+        ..
+    } = options;
+    let slots = Arc::new(Semaphore::new(
+        max_connections.clamp(1, Semaphore::MAX_PERMITS),
+    ));
     loop {
+        let slot = tokio::select! {
+            () = stop.cancelled() => break,
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+        };
         let stream = tokio::select! {
             () = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -130,6 +214,7 @@ pub(crate) async fn serve_with<F, Fut, B>(
             tls.clone(),
         );
         tokio::spawn(async move {
+            let _slot = slot;
             let result = match tls {
                 None => {
                     let conn = builder.serve_connection(TokioIo::new(stream), service_fn(handler));
@@ -180,7 +265,7 @@ async fn handle(req: &Request<Incoming>, state: &State) -> Response<Full<Bytes>>
                 .get(header::ACCEPT)
                 .and_then(|v| v.to_str().ok());
             let format = Format::negotiate(accept);
-            match state.metrics.encode(&state.registry, format) {
+            match exposition(state, format).await {
                 Ok(body) => with_type(body, format.content_type()),
                 Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "encoding failed\n"),
             }
@@ -195,6 +280,33 @@ async fn handle(req: &Request<Incoming>, state: &State) -> Response<Full<Bytes>>
         _ if state.ready.load(Ordering::Relaxed) => text(StatusCode::OK, "ready\n"),
         _ => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
     }
+}
+
+/// The exposition for a scrape that arrived now. Scrapes that arrive together share one
+/// encoding: each first lets the other ready connections parse their requests, then takes
+/// the latest encoding if it began after the scrape arrived (so nothing older than the
+/// request is ever served), or encodes. A burst of 1,000 scrapes costs a couple of encodings.
+async fn exposition(state: &State, format: Format) -> Result<Bytes, std::fmt::Error> {
+    let arrived = Instant::now();
+    tokio::task::yield_now().await;
+    let slot = match format {
+        Format::OpenMetrics => 0,
+        Format::Text => 1,
+    };
+    let cached = || state.expositions.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((began, body)) = &cached()[slot] {
+        if *began >= arrived {
+            return Ok(body.clone());
+        }
+    }
+    let began = Instant::now();
+    let body = Bytes::from(state.metrics.encode(&state.registry, format)?);
+    let mut cache = cached();
+    // A concurrent encoding (on another runtime thread) may have begun later: keep the newer.
+    if cache[slot].as_ref().is_none_or(|(other, _)| *other < began) {
+        cache[slot] = Some((began, body.clone()));
+    }
+    Ok(body)
 }
 
 /// Hand the request to the daemon's loop and answer with its outcome, as Prometheus does:
@@ -224,8 +336,8 @@ async fn reload(state: &State) -> Response<Full<Bytes>> {
     }
 }
 
-fn with_type(body: String, content_type: &'static str) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body)));
+fn with_type(body: impl Into<Bytes>, content_type: &'static str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body.into()));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static(content_type),

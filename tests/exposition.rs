@@ -81,9 +81,16 @@ async fn promtool_check_metrics_reports_nothing() {
         "process_resident_memory_bytes",
         "process_open_fds",
         "process_start_time_seconds",
+        "inferprobe_runtime_alive_tasks",
+        "inferprobe_runtime_workers",
     ] {
         assert!(text.contains(&format!("\n{name}")), "missing {name}");
     }
+    // The probing runtime's tasks, though scrapes are served from another thread: at least
+    // the target's scheduler.
+    let scrape = common::Scrape::parse(text.clone());
+    assert!(scrape.sum("inferprobe_runtime_alive_tasks", &[]) >= 1.0);
+    assert_eq!(scrape.sum("inferprobe_runtime_workers", &[]), 2.0);
     assert!(
         text.contains(r#"quoted="a \"b\" \\ c""#),
         "label values are escaped"

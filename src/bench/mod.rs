@@ -320,7 +320,7 @@ pub async fn run(args: &BenchArgs, plan: Plan, shutdown: &Shutdown) -> anyhow::R
             let Outcome::Finished(outcome) = report.outcome else {
                 return None;
             };
-            metrics.record(&request_id, &outcome);
+            metrics.record_without_blocking(&request_id, &outcome).await;
             Some(RequestResult {
                 request_id: request_id.to_string(),
                 start: sent - start,

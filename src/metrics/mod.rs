@@ -8,6 +8,7 @@
 mod expose;
 mod family;
 mod process;
+mod runtime;
 mod target;
 
 use std::collections::HashMap;
@@ -26,6 +27,7 @@ use crate::error::ErrorCategory;
 
 pub use expose::Format;
 pub use family::{LabeledFamily, TargetLabels};
+pub use runtime::RuntimeCollector;
 pub use target::{InFlight, TargetMetrics, is_good};
 
 /// Buckets equal to vLLM's server-side histograms, so client and server views line up.

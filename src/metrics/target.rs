@@ -56,9 +56,40 @@ impl TargetMetrics {
         &self.labels
     }
 
-    /// Record one finished probe, atomically with respect to scrapes.
+    /// Record one finished probe, atomically with respect to scrapes. Blocks while a
+    /// scrape is encoding: from async code use [`Self::record_without_blocking`].
     pub fn record(&self, request_id: &Arc<String>, outcome: &Result<Measurement, ProbeError>) {
         let _shared = self.snapshot.read().unwrap_or_else(|e| e.into_inner());
+        self.apply(request_id, outcome.as_ref().map_err(ProbeError::category));
+    }
+
+    /// Record one finished probe without ever stalling an async worker thread. A scrape
+    /// holds the snapshot lock for a few milliseconds; a probe task that blocked on it would
+    /// stall every other probe task queued on the same worker, and their token instants
+    /// would be stamped late. So when the lock is busy the recording waits on a blocking-pool
+    /// thread instead.
+    pub async fn record_without_blocking(
+        &self,
+        request_id: &Arc<String>,
+        outcome: &Result<Measurement, ProbeError>,
+    ) {
+        if let Ok(_shared) = self.snapshot.try_read() {
+            return self.apply(request_id, outcome.as_ref().map_err(ProbeError::category));
+        }
+        let (metrics, request_id) = (self.clone(), Arc::clone(request_id));
+        let outcome = outcome.as_ref().cloned().map_err(ProbeError::category);
+        let recorded = tokio::task::spawn_blocking(move || {
+            let _shared = metrics.snapshot.read().unwrap_or_else(|e| e.into_inner());
+            metrics.apply(&request_id, outcome.as_ref().map_err(|&c| c));
+        })
+        .await;
+        if let Err(e) = recorded {
+            tracing::error!(error = %e, "a probe's recording did not run");
+        }
+    }
+
+    /// The recording itself; the caller holds the snapshot lock (shared).
+    fn apply(&self, request_id: &Arc<String>, outcome: Result<&Measurement, ErrorCategory>) {
         match outcome {
             Ok(m) => {
                 let exemplar = || Some([("request_id", Arc::clone(request_id))]);
@@ -87,8 +118,8 @@ impl TargetMetrics {
                 }
                 self.last_success.set(unix_now());
             }
-            Err(e) => {
-                self.errors[e.category() as usize].inc();
+            Err(category) => {
+                self.errors[category as usize].inc();
             }
         }
         self.requests.inc();

@@ -189,7 +189,14 @@ pub async fn serve(
         rng: Mutex::new(rng),
         timeline,
     });
-    crate::server::serve_with(listener, stop, Duration::from_secs(1), tls, move |req| {
+    let options = crate::server::ServeOptions {
+        close_grace: Duration::from_secs(1),
+        tls,
+        // A load generator's thousands of streams are the simulator's job.
+        max_connections: usize::MAX,
+        http1_only: false,
+    };
+    crate::server::serve_with(listener, stop, options, move |req| {
         let shared = Arc::clone(&shared);
         async move { handle(req, &shared).await }
     })

@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod hostile;
+pub mod process;
 pub mod replay;
 
 use std::collections::BTreeMap;

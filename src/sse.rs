@@ -9,6 +9,8 @@
 //! (a server bug to report as `invalid_response`), not replaced with U+FFFD; and a line or
 //! event larger than `max_event_bytes` is an error (`too_large`) so memory stays bounded.
 
+use std::sync::Arc;
+
 use memchr::memchr2;
 
 /// One dispatched event. `event` is `None` for the default type ("message").
@@ -16,7 +18,10 @@ use memchr::memchr2;
 pub struct SseEvent {
     pub event: Option<String>,
     pub data: String,
-    pub id: Option<String>,
+    /// The last event ID, shared (not copied) between the events it applies to: it persists
+    /// across events, so a copy per event would let one long `id:` line followed by many
+    /// tiny events multiply into `events × max_event_bytes` of memory.
+    pub id: Option<Arc<str>>,
 }
 
 impl SseEvent {
@@ -43,7 +48,7 @@ pub struct SseDecoder {
     line: Vec<u8>,
     data: String,
     event_type: Option<String>,
-    last_id: Option<String>,
+    last_id: Option<Arc<str>>,
     /// The previous chunk ended in CR: a LF starting the next chunk belongs to that CR.
     after_cr: bool,
     /// The UTF-8 BOM may only appear at the very start of the stream.
@@ -144,7 +149,7 @@ impl SseDecoder {
                     self.data.push('\n');
                 }
                 "event" => self.event_type = Some(value.to_owned()),
-                "id" if !value.contains('\0') => self.last_id = Some(value.to_owned()),
+                "id" if !value.contains('\0') => self.last_id = Some(value.into()),
                 _ => {} // `retry` and unknown fields do not affect events
             }
         }
@@ -215,6 +220,23 @@ mod tests {
         assert_eq!(events[0].id.as_deref(), Some("7"));
         assert_eq!(events[1].kind(), "message");
         assert_eq!(events[1].id.as_deref(), Some("7"), "last event id persists");
+    }
+
+    #[test]
+    fn a_long_last_event_id_is_shared_not_copied_per_event() {
+        // Found while writing the fuzz drivers; tests/fuzz_alloc.rs guards it too. With a
+        // String per event, a 32 KiB `id:` line then 1000 empty events (7 bytes each)
+        // held 32 MB, and one 64 KiB read of them 9000 copies.
+        let mut stream = format!("id: {}\n", "i".repeat(32 << 10)).into_bytes();
+        stream.extend(b"data:\n\n".repeat(1000));
+        let events = decode(&[&stream]).unwrap();
+        assert_eq!(events.len(), 1000);
+        let first = events[0].id.as_ref().unwrap();
+        assert!(
+            events
+                .iter()
+                .all(|e| Arc::ptr_eq(e.id.as_ref().unwrap(), first))
+        );
     }
 
     #[test]

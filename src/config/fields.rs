@@ -17,6 +17,14 @@ const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
     request: Duration::from_secs(120),
 };
 
+/// The longest timeout. Every probe adds its timeouts to its start instant, which panics
+/// past the clock's range: `request_timeout = 1e19` validated and then panicked every probe
+/// (found fuzzing the config loader). A day is far beyond any real request.
+const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// An API key is a line; a file far larger is not one.
+const MAX_API_KEY_BYTES: u64 = 64 << 10;
+
 /// Label names inferprobe itself puts on series.
 const RESERVED_LABELS: [&str; 7] = [
     "target", "model", "backend", "category", "reason", "le", "quantile",
@@ -86,9 +94,8 @@ pub(super) fn api_key(
                 format!("environment variable {var} is not set or not UTF-8"),
             )
         })?,
-        (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
-            ConfigError::new(at("api_key_file"), format!("cannot read {path}: {e}"))
-        })?,
+        (None, Some(path)) => super::read_text(std::path::Path::new(path), MAX_API_KEY_BYTES)
+            .map_err(|e| ConfigError::new(at("api_key_file"), e))?,
     };
     let value = value.trim();
     let field = if env.is_some() {
@@ -185,9 +192,18 @@ pub(super) fn timeouts(
 ) -> Result<Timeouts, ConfigError> {
     let explicit =
         |field: &str, raw: &Option<RawDuration>| -> Result<Option<Duration>, ConfigError> {
-            raw.as_ref()
-                .map(|raw| positive(&at(field), raw))
-                .transpose()
+            let Some(raw) = raw else { return Ok(None) };
+            let value = positive(&at(field), raw)?;
+            if value > MAX_TIMEOUT {
+                return Err(ConfigError::new(
+                    at(field),
+                    format!(
+                        "{value:?} is longer than {}",
+                        humantime::format_duration(MAX_TIMEOUT)
+                    ),
+                ));
+            }
+            Ok(Some(value))
         };
     let connect = explicit("connect_timeout", &t.connect_timeout)?;
     let ttft = explicit("ttft_timeout", &t.ttft_timeout)?;

@@ -256,6 +256,45 @@ pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Config, Config
     validate(&load_raw(path, overrides)?)
 }
 
+/// `text` as the whole configuration file, without the environment or flags: the entry
+/// point of the config fuzz target and property tests ([`load`] needs a file on disk and
+/// reads the process environment). Errors are the ones [`load`] gives, without a source.
+pub fn load_str(text: &str) -> Result<Config, ConfigError> {
+    let raw = Figment::from(Toml::string(text))
+        .extract()
+        .map_err(from_figment)?;
+    validate(&raw)
+}
+
+/// Read a file the configuration names: only a regular file (a device or a FIFO, such as
+/// `/dev/zero` or `/dev/stdin`, would hang the load or exhaust memory) of at most `limit`
+/// bytes. Symlinks are followed: Kubernetes mounts Secrets and ConfigMaps through them.
+pub(crate) fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let name = path.display();
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {name}: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read {name}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{name} is not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {name}: {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!("{name} is larger than {limit} bytes"));
+    }
+    Ok(bytes)
+}
+
+/// [`read_file`] for text.
+pub(crate) fn read_text(path: &Path, limit: u64) -> Result<String, String> {
+    String::from_utf8(read_file(path, limit)?)
+        .map_err(|_| format!("{} is not valid UTF-8", path.display()))
+}
+
 /// The merged, unvalidated configuration.
 pub fn load_raw(path: Option<&Path>, overrides: &Overrides) -> Result<RawConfig, ConfigError> {
     let mut figment = Figment::new();

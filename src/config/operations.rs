@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -58,8 +59,11 @@ pub(super) fn connection(at: At, t: &RawTarget) -> Result<ConnectionMode, Config
     }
 }
 
+/// A PEM bundle of a few hundred certificates is well under this.
+const MAX_TLS_FILE_BYTES: u64 = 4 << 20;
+
 fn read(key: String, path: &str) -> Result<Vec<u8>, ConfigError> {
-    std::fs::read(path).map_err(|e| ConfigError::new(key, format!("cannot read {path}: {e}")))
+    super::read_file(Path::new(path), MAX_TLS_FILE_BYTES).map_err(|e| ConfigError::new(key, e))
 }
 
 /// TLS files are read (and parsed) here, so a bad certificate fails `check` and a reload

@@ -173,6 +173,32 @@ fn invalid_values_name_their_key() {
         ("rate = 0", "targets[0].rate", "must be > 0"),
         ("rate = -1", "targets[0].rate", "must be > 0"),
         ("burstiness = 0", "targets[0].burstiness", "must be > 0"),
+        // Found fuzzing the config loader (tests/fuzz_drivers): these validated, then
+        // every probe panicked adding the timeout to its start instant.
+        (
+            "request_timeout = 1e19",
+            "targets[0].request_timeout",
+            "longer than 1day",
+        ),
+        (
+            "ttft_timeout = \"500000000000years\"",
+            "targets[0].ttft_timeout",
+            "longer than 1day",
+        ),
+        // Found fuzzing the config loader: these validated, then the scheduler panicked on
+        // the mean gap (rates) or could not build its gamma distribution (burstiness).
+        ("rate = 1e-300", "targets[0].rate", "below the lowest rate"),
+        ("rate = 5e-324", "targets[0].rate", "below the lowest rate"),
+        (
+            "burstiness = 1e-310",
+            "targets[0].burstiness",
+            "between 0.001 and 1000",
+        ),
+        (
+            "burstiness = 1e306",
+            "targets[0].burstiness",
+            "between 0.001 and 1000",
+        ),
         (
             "max_concurrency = 0",
             "targets[0].max_concurrency",
@@ -536,6 +562,51 @@ fn the_config_view_redacts_credentials_but_not_token_counts() {
         assert_eq!(t["extra_body"]["max_tokens"], 5);
         assert_eq!(t["extra_body"]["auth"]["refresh_token"], "[redacted]");
         assert!(t.get("temperature").is_none(), "unset keys are left out");
+        Ok(())
+    });
+}
+
+#[test]
+fn files_a_config_names_must_be_regular_and_bounded() {
+    Jail::expect_with(|jail| {
+        // A device would never end (/dev/zero) or block forever (/dev/stdin).
+        jail.create_file(
+            "config.toml",
+            &format!("{MINIMAL}api_key_file = \"/dev/zero\"\n"),
+        )?;
+        let err = load_in(jail).unwrap_err();
+        assert_eq!(err.key, "targets[0].api_key_file");
+        assert!(err.reason.contains("not a regular file"), "{err}");
+
+        jail.create_file("huge.key", &"k".repeat(100 << 10))?;
+        jail.create_file(
+            "config.toml",
+            &format!("{MINIMAL}api_key_file = \"huge.key\"\n"),
+        )?;
+        let err = load_in(jail).unwrap_err();
+        assert!(err.reason.contains("larger than"), "{err}");
+        assert!(!err.reason.contains("kkkk"), "never the contents: {err}");
+
+        // Kubernetes mounts Secrets through symlinks.
+        jail.create_file("real.key", "sk-linked\n")?;
+        std::os::unix::fs::symlink(jail.directory().join("real.key"), "linked.key")
+            .map_err(|e| e.to_string())?;
+        jail.create_file(
+            "config.toml",
+            &format!("{MINIMAL}api_key_file = \"linked.key\"\n"),
+        )?;
+        let config = load_in(jail).map_err(|e| e.to_string())?;
+        assert_eq!(
+            config.targets[0].api_key.as_ref().map(|k| k.expose()),
+            Some("sk-linked")
+        );
+
+        jail.create_file(
+            "config.toml",
+            &format!("{MINIMAL}tls_ca_file = \"/dev/zero\"\n"),
+        )?;
+        let err = load_in(jail).unwrap_err();
+        assert_eq!(err.key, "targets[0].tls_ca_file");
         Ok(())
     });
 }

@@ -29,6 +29,13 @@ const DEFAULT_LIMITS: Limits = Limits {
     max_events: 200_000,
 };
 const MAX_RATE: f64 = 1000.0; // a probe, not a load generator
+/// One probe per ~11.6 days on average. Below it the mean gap (1/rate) stops fitting a
+/// `Duration` (1e-300 made the scheduler panic converting it; 5e-324 made it infinite).
+const MIN_RATE: f64 = 1e-6;
+/// Gamma shapes beyond these are no longer a traffic pattern (coefficient of variation 32
+/// or 0.03), and at the extremes Gamma(shape, 1/(rate·shape)) cannot be built (its scale
+/// overflows or underflows), which left the target silently unscheduled.
+const BURSTINESS_RANGE: (f64, f64) = (1e-3, 1e3);
 
 pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
     let listen_text = raw.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
@@ -182,11 +189,26 @@ fn validate_target(
             format!("{rate} must be > 0 and <= {MAX_RATE} requests per second"),
         ));
     }
+    if rate < MIN_RATE {
+        return Err(ConfigError::new(
+            at("rate"),
+            format!(
+                "{rate} is below the lowest rate, {MIN_RATE} per second (a mean gap of 11.6 days)"
+            ),
+        ));
+    }
     let burstiness = t.burstiness.unwrap_or(1.0);
     if !(burstiness.is_finite() && burstiness > 0.0) {
         return Err(ConfigError::new(
             at("burstiness"),
             format!("{burstiness} must be > 0 (1 = Poisson arrivals)"),
+        ));
+    }
+    let (least, most) = BURSTINESS_RANGE;
+    if !(least..=most).contains(&burstiness) {
+        return Err(ConfigError::new(
+            at("burstiness"),
+            format!("{burstiness} must be between {least} and {most} (1 = Poisson arrivals)"),
         ));
     }
     let max_concurrency = in_range(

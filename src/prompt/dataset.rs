@@ -66,13 +66,16 @@ pub fn estimate_tokens(text: &str, counter: Option<&TokenCounter>) -> u64 {
     })
 }
 
+/// ShareGPT's largest public file is about 650 MB; it is parsed whole, in memory.
+const MAX_DATASET_BYTES: u64 = 2 << 30;
+
 pub fn load(
     path: &Path,
     format: DatasetFormat,
     counter: Option<&TokenCounter>,
 ) -> Result<Dataset, String> {
     let name = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {name}: {e}"))?;
+    let text = crate::config::read_text(path, MAX_DATASET_BYTES)?;
     let entries = match format {
         DatasetFormat::ShareGpt => sharegpt(&text, counter),
         DatasetFormat::Jsonl => jsonl(&text),

@@ -22,9 +22,13 @@ impl fmt::Debug for TokenCounter {
     }
 }
 
+/// Hugging Face's tokenizer.json files are tens of megabytes at most.
+const MAX_TOKENIZER_BYTES: u64 = 256 << 20;
+
 impl TokenCounter {
     pub fn load(path: &Path) -> Result<Self, String> {
-        let tokenizer = Tokenizer::from_file(path)
+        let bytes = crate::config::read_file(path, MAX_TOKENIZER_BYTES)?;
+        let tokenizer = Tokenizer::from_bytes(bytes)
             .map_err(|e| format!("cannot load tokenizer {}: {e}", path.display()))?;
         let counter = Self {
             tokenizer,

@@ -1,0 +1,14 @@
+//! `cargo fuzz run sse_decoder`: `drivers::sse_decoder` (tests/fuzz_drivers/mod.rs), with
+//! the heap bounded by a multiple of the input.
+#![no_main]
+
+use inferprobe_fuzz::{Capped, bounded_by_input, drivers};
+
+#[global_allocator]
+static ALLOCATOR: Capped = Capped;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    // Two decodes and the reference, each holding its events (~64 bytes per 7 input
+    // bytes at worst) and a line buffer; nothing is fixed-size beyond a few KiB.
+    bounded_by_input(data, 64, 64 << 10, drivers::sse_decoder);
+});

@@ -1,0 +1,159 @@
+"""Shared by bench/run.py and bench/soak.py: start the simulator and the daemon as child
+processes on 127.0.0.1, read their CPU and memory from /proc and wait4, and format figures."""
+
+import http.client
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# INFERPROBE_BIN picks another build (CI's short soak uses the debug binary `cargo test` built).
+BIN = Path(os.environ.get("INFERPROBE_BIN", ROOT / "target" / "release" / "inferprobe")).resolve()
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(port, path, headers=None, timeout=10.0):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def wait_until_up(port, path, proc, what, seconds=20.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"{what} exited with {proc.returncode}")
+        try:
+            if http_get(port, path, timeout=1.0)[0] == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    sys.exit(f"{what} did not answer {path} on 127.0.0.1:{port} within {seconds} s")
+
+
+class Proc:
+    """A child process whose CPU time and peak RSS are read from its own wait4 rusage,
+    so the simulator's cost never leaks into the probe's figures."""
+
+    def __init__(self, args, log):
+        self.log = open(log, "wb")
+        self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        self.rusage = None
+
+    @property
+    def pid(self):
+        return self.p.pid
+
+    def poll(self):
+        return self.p.poll()
+
+    def status_kib(self, key):
+        """A field of /proc/PID/status: kB for the Vm* fields, a count for Threads."""
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+        raise KeyError(key)
+
+    def open_fds(self):
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def cpu_seconds(self):
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+    def wait(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid, status, rusage = os.wait4(self.pid, os.WNOHANG)
+            if pid:
+                self.rusage = rusage
+                self.p.returncode = os.waitstatus_to_exitcode(status)
+                self.log.close()
+                return self.p.returncode
+            time.sleep(0.05)
+        self.p.kill()
+        return self.wait(5)
+
+    def stop(self):
+        if self.rusage is None:
+            self.p.terminate()
+            self.wait(30)
+
+    def cpu_total(self):
+        return self.rusage.ru_utime + self.rusage.ru_stime
+
+
+def simulator(work, name, *flags):
+    port = free_port()
+    proc = Proc([str(BIN), "simulate", "--listen", f"127.0.0.1:{port}", *flags], work / f"{name}.log")
+    wait_until_up(port, "/health", proc, "the simulator")
+    return proc, port
+
+
+def daemon(work, name, config):
+    path = work / f"{name}.toml"
+    path.write_text(config)
+    proc = Proc([str(BIN), "run", "--config", str(path)], work / f"{name}.log")
+    port = int(config.split('listen = "127.0.0.1:', 1)[1].split('"', 1)[0])
+    wait_until_up(port, "/readyz", proc, "the daemon")
+    return proc, port
+
+
+def metric_sum(exposition, name):
+    total = 0.0
+    for line in exposition.decode().splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def pct(values, p):
+    """Nearest-rank percentile."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, int(round(p / 100 * len(ordered) + 0.5)) - 1))
+    return ordered[rank]
+
+
+def ms(seconds):
+    return f"{seconds * 1000:.3f}"
+
+
+def mib(kib):
+    return f"{kib / 1024:.1f}"
+
+
+def machine():
+    cpu = "unknown CPU"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem = int(f.readline().split()[1]) / 2**20
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
+    return (f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB, Linux {platform.release()}; "
+            f"{rustc}; inferprobe {rev or 'unknown'}, {BIN.parent.name} build")

@@ -1,0 +1,379 @@
+#!/usr/bin/env python3
+"""Measures what inferprobe's numbers are worth and what they cost; writes bench/RESULTS.md.
+
+Run through bench/run.sh, which builds the release binary and the criterion benches first.
+Standard library only. Every server listens on 127.0.0.1; every loop is bounded in count
+and time. The simulator and the probe always run as separate processes.
+
+  fidelity   |measured - truth| for TTFT and ITL at 1, 100 and 1,000 concurrent streams,
+             against two truths: what the simulator recorded when it handed each token to
+             the connection (the probe's own error), and what was injected (the probe's
+             error plus the simulator falling behind its schedule on a saturated machine).
+  cost       CPU seconds per 1,000 streamed chunks; peak RSS with 1, 10 and 100 targets;
+             /metrics scrape time with 100 targets; RSS over 1 M probes at a high rate.
+  micro      the criterion benches in benches/event_path.rs.
+
+--quick shrinks every run (a smoke test of this script, not a measurement) and writes
+target/bench-quick/RESULTS.md instead.
+"""
+
+import argparse
+import datetime
+import http.client
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness import BIN, ROOT, Proc, daemon, free_port, http_get, machine, metric_sum, mib, ms, pct, simulator
+
+
+# ---------------------------------------------------------------------------- fidelity
+
+TTFT_S = 0.050
+ITL_S = 0.010
+OUTPUT_TOKENS = 32
+
+
+def fidelity(work, streams, requests):
+    """One bench run at `streams` concurrent streams, joined with the simulator's timeline."""
+    timeline = work / f"timeline-{streams}.jsonl"
+    sim, port = simulator(
+        work, f"sim-{streams}", "--ttft", f"{int(TTFT_S * 1000)}ms", "--itl",
+        f"{int(ITL_S * 1000)}ms", "--timeline-file", str(timeline),
+    )
+    result = work / f"result-{streams}.json"
+    started = time.monotonic()
+    probe = Proc(
+        [str(BIN), "bench", "--url", f"http://127.0.0.1:{port}", "--model", "sim",
+         "--backend", "openai-chat", "--input-tokens", "32", "--output-tokens", str(OUTPUT_TOKENS),
+         "--num-prompts", str(requests), "--max-concurrency", str(streams),
+         "--request-rate", "inf", "--save-detailed", "--quiet", "--result-file", str(result)],
+        work / f"bench-{streams}.log",
+    )
+    if probe.wait(timeout=900) != 0:
+        sys.exit(f"bench at {streams} streams failed: {(work / f'bench-{streams}.log').read_text()}")
+    wall = time.monotonic() - started
+    time.sleep(0.5)  # the simulator writes a response's line just after its last byte
+    sim.stop()
+
+    truth = {}
+    for line in timeline.read_text().splitlines():
+        row = json.loads(line)
+        truth[row["request_id"]] = (int(row["arrival_ns"]), [int(t) for t in row["token_sends_ns"]])
+    res = json.loads(result.read_text())
+
+    err = {k: [] for k in ("ttft_server", "ttft_injected", "itl_server", "itl_injected", "sim_itl", "sim_ttft")}
+    joined = failed = 0
+    chunks = 0
+    for i, rid in enumerate(res["request_ids"]):
+        if res["errors"][i] or rid not in truth:
+            failed += 1
+            continue
+        arrival, sends = truth[rid]
+        client_gaps = res["itls"][i]
+        if len(sends) != OUTPUT_TOKENS or len(client_gaps) != len(sends) - 1:
+            sys.exit(f"{rid}: {len(sends)} token sends, {len(client_gaps)} ITLs: join is wrong")
+        joined += 1
+        chunks += len(sends)
+        ttft = res["ttfts"][i]
+        server_ttft = (sends[0] - arrival) / 1e9
+        err["ttft_server"].append(abs(ttft - server_ttft))
+        err["ttft_injected"].append(abs(ttft - TTFT_S))
+        err["sim_ttft"].append(abs(server_ttft - TTFT_S))
+        for gap, (a, b) in zip(client_gaps, zip(sends, sends[1:])):
+            server_gap = (b - a) / 1e9
+            err["itl_server"].append(abs(gap - server_gap))
+            err["itl_injected"].append(abs(gap - ITL_S))
+            err["sim_itl"].append(abs(server_gap - ITL_S))
+    return {
+        "streams": streams,
+        "requests": requests,
+        "joined": joined,
+        "failed": failed,
+        "chunks": chunks,
+        "wall": wall,
+        "probe_cpu": probe.cpu_total(),
+        "sim_cpu": sim.cpu_total(),
+        "err": err,
+    }
+
+
+def fidelity_table(runs):
+    out = [
+        "| streams | truth | TTFT p50 | TTFT p99 | TTFT max | ITL p50 | ITL p99 | ITL max | samples (TTFT / ITL) |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in runs:
+        e = r["err"]
+        for truth, t, i in (
+            ("simulator's send times", "ttft_server", "itl_server"),
+            ("injected (50 ms / 10 ms)", "ttft_injected", "itl_injected"),
+        ):
+            out.append(
+                f"| {r['streams']:,} | {truth} | {ms(pct(e[t], 50))} | {ms(pct(e[t], 99))} | "
+                f"{ms(max(e[t]))} | {ms(pct(e[i], 50))} | {ms(pct(e[i], 99))} | {ms(max(e[i]))} | "
+                f"{len(e[t]):,} / {len(e[i]):,} |"
+            )
+    return "\n".join(out)
+
+
+def load_table(runs):
+    out = [
+        "| streams | requests (failed) | wall s | chunks/s | probe CPU s | simulator CPU s | both, cores of 2 | simulator late vs its schedule, ITL p99 ms |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in runs:
+        cores = (r["probe_cpu"] + r["sim_cpu"]) / r["wall"]
+        out.append(
+            f"| {r['streams']:,} | {r['requests']:,} ({r['failed']}) | {r['wall']:.1f} | "
+            f"{r['chunks'] / r['wall']:,.0f} | {r['probe_cpu']:.2f} | {r['sim_cpu']:.2f} | "
+            f"{cores:.2f} | {ms(pct(r['err']['sim_itl'], 99))} |"
+        )
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------- cost
+
+
+def chunk_cost(work, quick):
+    """Probe CPU per 1,000 chunks on long streams, where the per-request cost is amortised."""
+    sim, port = simulator(work, "sim-cost", "--ttft", "1ms", "--itl", "1ms")
+    requests = 100 if quick else 1000
+    probe = Proc(
+        [str(BIN), "bench", "--url", f"http://127.0.0.1:{port}", "--model", "sim",
+         "--output-tokens", "128", "--num-prompts", str(requests), "--max-concurrency", "10",
+         "--request-rate", "inf", "--quiet"],
+        work / "bench-cost.log",
+    )
+    if probe.wait(timeout=600) != 0:
+        sys.exit((work / "bench-cost.log").read_text())
+    sim.stop()
+    chunks = requests * 128
+    return {"requests": requests, "chunks": chunks, "cpu": probe.cpu_total(), "maxrss": probe.rusage.ru_maxrss}
+
+
+def targets_config(port, sim_port, n, rate, output_tokens, max_concurrency=4):
+    lines = [
+        f'listen = "127.0.0.1:{port}"',
+        "[defaults]",
+        f'url = "http://127.0.0.1:{sim_port}"',
+        'model = "meta-llama/Llama-3.1-8B-Instruct"',
+        "input_tokens = 128",
+        f"output_tokens = {output_tokens}",
+        f"max_concurrency = {max_concurrency}",
+        'slo = { ttft = "500ms", tpot = "50ms" }',
+    ]
+    backends = ["openai-chat", "openai", "openai-chat", "tgi", "anthropic"]
+    for i in range(n):
+        lines += ["[[targets]]", f'name = "target-{i:03}"', f'backend = "{backends[i % len(backends)]}"', f"rate = {rate}"]
+    return "\n".join(lines) + "\n"
+
+
+def footprint(work, n, seconds, scrape_times):
+    sim, sim_port = simulator(work, f"sim-targets-{n}", "--ttft", "50ms", "--itl", "10ms",
+                              "--fault", "http_500=0.01", "--fault", "reset=0.01")
+    port = free_port()
+    d, _ = daemon(work, f"daemon-{n}", targets_config(port, sim_port, n, 1.0, 64))
+    samples = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(1)
+        samples.append(d.status_kib("VmRSS"))
+    row = {"targets": n, "rss_median": statistics.median(samples[len(samples) // 2:]),
+           "hwm": d.status_kib("VmHWM")}
+    if scrape_times:
+        for fmt, accept in (("text 0.0.4", "text/plain"),
+                            ("OpenMetrics", "application/openmetrics-text;version=1.0.0")):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            times = []
+            for _ in range(scrape_times):
+                t0 = time.perf_counter()
+                conn.request("GET", "/metrics", headers={"Accept": accept})
+                body = conn.getresponse().read()
+                times.append(time.perf_counter() - t0)
+            conn.close()
+            series = sum(1 for l in body.decode().splitlines() if l and not l.startswith("#"))
+            row.setdefault("scrapes", []).append(
+                {"format": fmt, "p50": pct(times, 50), "p99": pct(times, 99), "max": max(times),
+                 "bytes": len(body), "samples": series, "n": len(times)})
+        row["probes"] = metric_sum(http_get(port, "/metrics")[1], "inferprobe_requests_total")
+    d.stop()
+    sim.stop()
+    return row
+
+
+def million(work, probes, cap_seconds):
+    """RSS while the daemon runs `probes` short probes at a high rate."""
+    sim, sim_port = simulator(work, "sim-soak", "--ttft", "1ms", "--itl", "1ms",
+                              "--fault", "http_500=0.005", "--fault", "reset=0.005")
+    port = free_port()
+    d, _ = daemon(work, "daemon-soak", targets_config(port, sim_port, 8, 1000.0, 4, max_concurrency=64))
+    started = time.monotonic()
+    rows = []  # (seconds, probes, rss kib, cpu s)
+    while time.monotonic() - started < cap_seconds:
+        time.sleep(2)
+        done = metric_sum(http_get(port, "/metrics")[1], "inferprobe_requests_total")
+        rows.append((time.monotonic() - started, done, d.status_kib("VmRSS"), d.cpu_seconds()))
+        if done >= probes:
+            break
+    exposition = http_get(port, "/metrics")[1]
+    tokens = metric_sum(exposition, "inferprobe_output_tokens_total")
+    skipped = metric_sum(exposition, "inferprobe_requests_skipped_total")
+    d.stop()
+    sim.stop()
+    # Flatness is judged after the first tenth of the run: allocator arenas, connection
+    # pools and histogram series are all in place by then.
+    after = [r for r in rows if r[1] >= rows[-1][1] / 10]
+    rss = [r[2] for r in after]
+    return {"probes": rows[-1][1], "seconds": rows[-1][0], "rss_start": rss[0], "rss_min": min(rss),
+            "rss_max": max(rss), "rss_end": rss[-1], "cpu": rows[-1][3], "tokens": tokens,
+            "skipped": skipped, "hwm": d.rusage.ru_maxrss, "samples": rows}
+
+
+# ---------------------------------------------------------------------------- micro
+
+
+def criterion_results():
+    out = []
+    base = ROOT / "target" / "criterion"
+    for bench in sorted(base.glob("*/*/new/benchmark.json")):
+        meta = json.loads(bench.read_text())
+        est = json.loads((bench.parent / "estimates.json").read_text())
+        median_ns = est["median"]["point_estimate"]
+        thr = meta.get("throughput") or {}
+        if "Bytes" in thr:
+            rate = f"{thr['Bytes'] / median_ns * 1e9 / 2**30:.2f} GiB/s"
+        elif "Elements" in thr:
+            rate = f"{thr['Elements'] / median_ns * 1e9 / 1e6:.2f} M events/s"
+        else:
+            rate = ""
+        out.append(f"| `{meta['full_id']}` | {median_ns / 1000:,.1f} µs | {rate} |")
+    return "\n".join(["| benchmark | median time per iteration | throughput |", "|---|---:|---:|", *out])
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="tiny runs; writes target/bench-quick/RESULTS.md")
+    ap.add_argument("--skip-micro", action="store_true", help="leave out the criterion table")
+    args = ap.parse_args()
+    if not BIN.exists():
+        sys.exit(f"{BIN} is missing: run bench/run.sh, which builds it")
+    q = args.quick
+    out_path = ROOT / ("target/bench-quick/RESULTS.md" if q else "bench/RESULTS.md")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+
+    with tempfile.TemporaryDirectory(prefix="inferprobe-bench-") as tmp:
+        work = Path(tmp)
+        plan = [(1, 20), (100, 200), (1000, 1000)] if q else [(1, 200), (100, 2000), (1000, 5000)]
+        runs = []
+        for streams, requests in plan:
+            print(f"fidelity: {streams} streams, {requests} requests", flush=True)
+            runs.append(fidelity(work, streams, requests))
+        print("cost: CPU per chunk", flush=True)
+        cost = chunk_cost(work, q)
+        fps = []
+        for n in (1, 10, 100):
+            print(f"cost: footprint with {n} targets", flush=True)
+            fps.append(footprint(work, n, 10 if q else 60, (20 if q else 200) if n == 100 else 0))
+        target = 20_000 if q else 1_000_000
+        print(f"cost: RSS over {target:,} probes", flush=True)
+        soak = million(work, target, 120 if q else 1200)
+
+    micro = "" if args.skip_micro else criterion_results()
+    write(out_path, runs, cost, fps, soak, micro, q)
+    print(f"wrote {out_path.relative_to(ROOT)}")
+
+
+def write(path, runs, cost, fps, soak, micro, quick):
+    at1000 = next(r for r in runs if r["streams"] == 1000)
+    p99_ttft = pct(at1000["err"]["ttft_server"], 99)
+    p99_itl = pct(at1000["err"]["itl_server"], 99)
+    scrape = next(r for r in fps if r["targets"] == 100)["scrapes"]
+    rss10 = next(r for r in fps if r["targets"] == 10)["hwm"]
+    drift = soak["rss_max"] - soak["rss_min"]
+    verdict = lambda ok: "**met**" if ok else "**missed**"
+    lines = [
+        "# inferprobe benchmark results",
+        "",
+        f"{'QUICK SMOKE RUN — not a measurement. ' if quick else ''}"
+        f"Measured {datetime.date.today().isoformat()} by `bash bench/run.sh` on {machine()}. "
+        "Simulator and probe run as separate processes on the same 2 cores, over 127.0.0.1.",
+        "",
+        "## Targets",
+        "",
+        "| target | figure | |",
+        "|---|---:|---|",
+        f"| fidelity: p99 error < 1 ms at 1,000 streams (vs the simulator's send times) | TTFT {ms(p99_ttft)} ms, ITL {ms(p99_itl)} ms | {verdict(max(p99_ttft, p99_itl) < 0.001)} |",
+        f"| peak RSS ≤ 25 MiB at 10 targets | {mib(rss10)} MiB | {verdict(rss10 <= 25 * 1024)} |",
+        f"| /metrics scrape < 10 ms at 100 targets (p99, OpenMetrics) | {ms(scrape[1]['p99'])} ms | {verdict(scrape[1]['p99'] < 0.010)} |",
+        f"| RSS flat within 2 MiB over {soak['probes']:,.0f} probes | {mib(drift)} MiB spread | {verdict(drift <= 2048 and soak['probes'] >= (20_000 if quick else 1_000_000))} |",
+        "",
+        "## Fidelity",
+        "",
+        f"`inferprobe simulate --ttft 50ms --itl 10ms --timeline-file …` streams {OUTPUT_TOKENS} tokens per "
+        "chat completion, one per chunk, and records (wall clock) when each request arrived and when it handed "
+        "each token chunk to the connection. `inferprobe bench --max-concurrency N --request-rate inf "
+        "--save-detailed` runs the probe's own measurement path; the two are joined on the request id. "
+        "Error is |measured − truth| in milliseconds, over every TTFT and every ITL gap of every request "
+        "(first wave included, so TTFT at N streams includes opening N connections at once).",
+        "",
+        "- *simulator's send times*: TTFT truth = first token send − request arrival at the server; ITL "
+        "truth = the gap between the two sends. This isolates the probe: what is left is request upload, "
+        "the kernel's loopback, and the probe's scheduling delay in reading the chunk.",
+        "- *injected*: the configured 50 ms / 10 ms. This adds the simulator's own lateness when the "
+        "machine is saturated, which is what a user of an overloaded server would also feel.",
+        "",
+        fidelity_table(runs),
+        "",
+        "Load during each run (CPU from each process's own rusage):",
+        "",
+        load_table(runs),
+        "",
+        "## Cost",
+        "",
+        f"- **CPU per 1,000 streamed chunks**: {cost['cpu'] / cost['chunks'] * 1000:.3f} CPU s "
+        f"({cost['requests']:,} chat streams × 128 tokens at 10 concurrent, 1 ms apart; whole `inferprobe bench` "
+        "process including start-up, request building and HTTP). At the fidelity runs' 32-token streams, where the "
+        "per-request cost weighs more: "
+        + ", ".join(f"{r['probe_cpu'] / r['chunks'] * 1000:.3f} s at {r['streams']:,} streams" for r in runs)
+        + ".",
+        f"- **Daemon at high rate**: {soak['cpu'] / soak['probes'] * 1000:.3f} CPU s per 1,000 probes of 4 tokens "
+        f"({soak['probes'] / soak['seconds']:,.0f} probes/s over 8 targets).",
+        "",
+        "Peak RSS of `inferprobe run` probing the simulator (1 probe/s per target, 64 tokens at 10 ms, 2% faults; "
+        f"{'10' if quick else '60'} s each; mixed backends):",
+        "",
+        "| targets | RSS, steady median | VmHWM (peak) |",
+        "|---:|---:|---:|",
+        *[f"| {r['targets']} | {mib(r['rss_median'])} MiB | {mib(r['hwm'])} MiB |" for r in fps],
+        "",
+        f"/metrics with 100 targets ({scrape[0]['n']} back-to-back scrapes per format over one keep-alive "
+        "connection, while probing):",
+        "",
+        "| format | p50 | p99 | max | bytes | samples |",
+        "|---|---:|---:|---:|---:|---:|",
+        *[f"| {s['format']} | {ms(s['p50'])} ms | {ms(s['p99'])} ms | {ms(s['max'])} ms | {s['bytes']:,} | {s['samples']:,} |" for s in scrape],
+        "",
+        f"RSS over {soak['probes']:,.0f} probes in {soak['seconds']:.0f} s (8 targets at 1,000/s each, 4 output "
+        f"tokens, 1% faults; {soak['skipped']:,.0f} arrivals skipped at max_concurrency 64): after the first "
+        f"tenth, RSS stayed between {mib(soak['rss_min'])} and {mib(soak['rss_max'])} MiB "
+        f"(first {mib(soak['rss_start'])}, last {mib(soak['rss_end'])}); peak {mib(soak['hwm'])} MiB.",
+        "",
+        "| probes | s | RSS MiB |",
+        "|---:|---:|---:|",
+        *[f"| {p:,.0f} | {t:.0f} | {mib(r)} |" for t, p, r, _ in soak["samples"][:: max(1, len(soak["samples"]) // 12)]],
+        "",
+    ]
+    if micro:
+        lines += ["## Micro-benchmarks (criterion, `cargo bench --bench event_path`)", "", micro, ""]
+    path.write_text("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Soak: the daemon probes the simulator at a high rate, with every kind of fault, for a
+bounded time, while it is scraped like Prometheus scrapes it and reloaded again and again.
+Every few seconds it samples the daemon's RSS, open file descriptors, threads and the tasks
+alive on its probing runtime (`inferprobe_runtime_alive_tasks`); they must stay flat.
+
+  python3 bench/soak.py --seconds 3600 --out bench/SOAK.md   # the long one (release build)
+  INFERPROBE_BIN=target/debug/inferprobe python3 bench/soak.py --seconds 60 --rate 40   # .ci/run
+
+Flat means: over the run after a warm-up, the median of the last third is within a small
+tolerance of the median of the first third (RSS 2 MiB, fds 16, threads 4, tasks 32; in-flight
+probes make fds and tasks move, a leak makes them climb). Also checked at the end:
+requests_total = successes + errors on every target. Exits non-zero on any failure.
+Needs the release binary (bench/run.sh or `cargo build --release`). Standard library only.
+"""
+
+import argparse
+import datetime
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness import BIN, ROOT, daemon, free_port, http_get, machine, metric_sum, mib, simulator
+
+TOLERANCE = {"rss_kib": 2048, "fds": 16, "threads": 4, "tasks": 32}
+FAULTS = ["reset", "http_500", "http_429", "error_event", "malformed_json", "no_done", "empty",
+          "stall", "ttft_stall"]
+
+
+def config(port, sim_port, variant, rate):
+    """Eight targets over four wire formats, two opening a connection per probe; `variant`
+    changes one target's rate so every reload restarts it (the restart path soaks too)."""
+    lines = [
+        f'listen = "127.0.0.1:{port}"',
+        "[defaults]",
+        f'url = "http://127.0.0.1:{sim_port}"',
+        'model = "soak"',
+        "input_tokens = 64",
+        "output_tokens = 16",
+        "max_concurrency = 64",
+        'ttft_timeout = "1s"',
+        'stall_timeout = "1s"',
+        'request_timeout = "5s"',
+        'slo = { ttft = "100ms", tpot = "20ms" }',
+    ]
+    targets = [("openai-chat", "reuse"), ("openai", "reuse"), ("tgi", "reuse"), ("anthropic", "reuse"),
+               ("openai-chat", "fresh"), ("openai-responses", "reuse"), ("openai-chat", "reuse"),
+               ("openai", "fresh")]
+    for i, (backend, connection) in enumerate(targets):
+        rate = rate + (variant if i == 0 else 0)
+        lines += ["[[targets]]", f'name = "soak-{i}"', f'backend = "{backend}"', f"rate = {rate}",
+                  f'connection = "{connection}"']
+        if backend in ("anthropic", "openai-responses"):
+            lines.append("ignore_eos = false")
+    return "\n".join(lines) + "\n"
+
+
+def sample(proc, port):
+    exposition = http_get(port, "/metrics")[1]
+    return {
+        "t": time.monotonic(),
+        "rss_kib": proc.status_kib("VmRSS"),
+        "fds": proc.open_fds(),
+        "threads": proc.status_kib("Threads"),
+        "tasks": metric_sum(exposition, "inferprobe_runtime_alive_tasks"),
+        "in_flight": metric_sum(exposition, "inferprobe_requests_in_flight"),
+        "probes": metric_sum(exposition, "inferprobe_requests_total"),
+        "errors": metric_sum(exposition, "inferprobe_request_errors_total"),
+    }
+
+
+def consistent(exposition):
+    """requests_total = successes + errors, per target (a scrape is one consistent snapshot)."""
+    lines = exposition.decode().splitlines()
+    bad = []
+    for i in range(8):
+        label = f'target="soak-{i}"'
+        pick = lambda name: sum(float(l.rsplit(" ", 1)[1]) for l in lines
+                                if l.startswith(name + "{") and label in l)
+        requests = pick("inferprobe_requests_total")
+        errors = pick("inferprobe_request_errors_total")
+        successes = pick("inferprobe_e2e_request_latency_seconds_count")
+        if requests != successes + errors:
+            bad.append(f"soak-{i}: {requests} requests != {successes} successes + {errors} errors")
+    return bad
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--every", type=float, default=2.0, help="seconds between samples")
+    ap.add_argument("--reload-every", type=float, default=10.0)
+    ap.add_argument("--rate", type=float, default=150.0, help="probes per second per target (8 targets)")
+    ap.add_argument("--out", type=Path, help="also write the Markdown report here")
+    args = ap.parse_args()
+    if not BIN.exists():
+        sys.exit(f"{BIN} is missing: cargo build --release (or set INFERPROBE_BIN)")
+
+    with tempfile.TemporaryDirectory(prefix="inferprobe-soak-") as tmp:
+        work = Path(tmp)
+        fault_flags = [f for name in FAULTS for f in ("--fault", f"{name}=0.004")]
+        sim, sim_port = simulator(work, "sim", "--ttft", "20ms", "--itl", "2ms", "--stall", "3s",
+                                  *fault_flags)
+        port = free_port()
+        d, _ = daemon(work, "daemon", config(port, sim_port, 0, args.rate))
+        cfg = work / "daemon.toml"
+        started = time.monotonic()
+        samples, reloads, variant = [], 0, 0
+        next_reload = started + args.reload_every
+        while time.monotonic() - started < args.seconds:
+            time.sleep(args.every)
+            if d.poll() is not None:
+                sys.exit(f"the daemon exited with {d.poll()}: {(work / 'daemon.log').read_text()[-2000:]}")
+            http_get(port, "/")  # the status page, as a person would look at it
+            samples.append(sample(d, port))
+            if time.monotonic() >= next_reload:
+                variant = 1 - variant
+                cfg.write_text(config(port, sim_port, variant, args.rate))
+                os.kill(d.pid, signal.SIGHUP)
+                reloads += 1
+                next_reload += args.reload_every
+        final = http_get(port, "/metrics")[1]
+        d.stop()
+        sim.stop()
+        log = (work / "daemon.log").read_text(errors="replace")
+
+    failures = consistent(final)
+    if log.count("configuration reloaded") != reloads:
+        failures.append(f"{reloads} reloads sent, {log.count('configuration reloaded')} logged")
+    if "panicked" in log:
+        failures.append("the daemon's log shows a panic")
+    warm = [s for s in samples if s["t"] - started >= max(10.0, args.seconds * 0.2)]
+    if len(warm) < 6:
+        sys.exit("too short to judge: run for at least 30 s")
+    third = len(warm) // 3
+    rows = []
+    for key, tol in TOLERANCE.items():
+        first = statistics.median(s[key] for s in warm[:third])
+        last = statistics.median(s[key] for s in warm[-third:])
+        peak = max(s[key] for s in warm)
+        ok = last - first <= tol
+        if not ok:
+            failures.append(f"{key} grew from {first} to {last} (tolerance {tol})")
+        rows.append((key, first, last, peak, tol, ok))
+
+    elapsed = samples[-1]["t"] - started
+    probes = samples[-1]["probes"]
+    fmt = lambda key, v: f"{mib(v)} MiB" if key == "rss_kib" else f"{v:,.0f}"
+    report = [
+        f"# Soak, {elapsed / 60:.1f} minutes",
+        "",
+        f"{datetime.date.today().isoformat()}, `python3 bench/soak.py --seconds {args.seconds:g}` on {machine()}.",
+        "",
+        f"{probes:,.0f} probes ({probes / elapsed:,.0f}/s over 8 targets of 5 wire formats, 2 with a new "
+        f"connection per probe), {samples[-1]['errors']:,.0f} failed on the simulator's injected faults "
+        f"({', '.join(FAULTS)}, 0.4% each); scraped and the status page fetched every {args.every:g} s; "
+        f"{reloads} reloads by SIGHUP, each restarting one target.",
+        "",
+        "| sampled | first third (median) | last third (median) | peak | allowed growth | |",
+        "|---|---:|---:|---:|---:|---|",
+        *[f"| {key} | {fmt(key, first)} | {fmt(key, last)} | {fmt(key, peak)} | {fmt(key, tol)} | "
+          f"{'flat' if ok else '**grew**'} |" for key, first, last, peak, tol, ok in rows],
+        "",
+        "Over time (every ~10% of the run):",
+        "",
+        "| minute | probes | RSS | fds | threads | tasks | in flight |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        *[f"| {(s['t'] - started) / 60:.1f} | {s['probes']:,.0f} | {mib(s['rss_kib'])} MiB | {s['fds']} | "
+          f"{s['threads']} | {s['tasks']:.0f} | {s['in_flight']:.0f} |"
+          for s in samples[:: max(1, len(samples) // 10)]],
+        "",
+        "Verdict: " + ("**flat**, counters consistent." if not failures else "**FAILED**: " + "; ".join(failures)),
+        "",
+    ]
+    text = "\n".join(report)
+    print(text)
+    if args.out:
+        (args.out if args.out.is_absolute() else ROOT / args.out).write_text(text)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -50,12 +50,14 @@ def wait_until_up(port, path, proc, what, seconds=20.0):
 
 
 class Proc:
-    """A child process whose CPU time and peak RSS are read from its own wait4 rusage,
+    """A child process whose CPU time is read from its own wait4 rusage (peak RSS from VmHWM:
+    Linux carries ru_maxrss across exec, so it would count the forking Python process),
     so the simulator's cost never leaks into the probe's figures."""
 
-    def __init__(self, args, log):
+    def __init__(self, args, log, env=None):
         self.log = open(log, "wb")
-        self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
+                                  env={**os.environ, **(env or {})})
         self.rusage = None
 
     @property
@@ -110,10 +112,10 @@ def simulator(work, name, *flags):
     return proc, port
 
 
-def daemon(work, name, config):
+def daemon(work, name, config, env=None):
     path = work / f"{name}.toml"
     path.write_text(config)
-    proc = Proc([str(BIN), "run", "--config", str(path)], work / f"{name}.log")
+    proc = Proc([str(BIN), "run", "--config", str(path)], work / f"{name}.log", env)
     port = int(config.split('listen = "127.0.0.1:', 1)[1].split('"', 1)[0])
     wait_until_up(port, "/readyz", proc, "the daemon")
     return proc, port
@@ -153,7 +155,7 @@ def machine():
                 break
     with open("/proc/meminfo") as f:
         mem = int(f.readline().split()[1]) / 2**20
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    rev = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
     return (f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB, Linux {platform.release()}; "
             f"{rustc}; inferprobe {rev or 'unknown'}, {BIN.parent.name} build")

@@ -1,0 +1,172 @@
+use super::*;
+use crate::error::ErrorCategory;
+
+const MS: Duration = Duration::from_millis(1);
+
+fn output() -> Chunk {
+    Chunk {
+        has_output: true,
+        ..Chunk::default()
+    }
+}
+
+fn with_usage(has_output: bool, completion: u64) -> Chunk {
+    Chunk {
+        has_output,
+        completion_tokens: Some(completion),
+        ..Chunk::default()
+    }
+}
+
+/// A record whose events arrive at the given millisecond offsets from t0.
+fn timeline(events: &[(u64, Chunk)], end_ms: u64, done: bool) -> RequestRecord {
+    let t0 = Instant::now();
+    let mut r = RequestRecord::new(t0);
+    for &(ms, chunk) in events {
+        r.on_chunk(t0 + MS * ms as u32, chunk);
+    }
+    r.end = Some(t0 + MS * end_ms as u32);
+    r.done = done;
+    r
+}
+
+#[test]
+fn role_only_chunk_is_not_the_first_token() {
+    let role = Chunk::default(); // {"delta":{"role":"assistant","content":""}}
+    let r = timeline(&[(5, role), (100, output()), (110, output())], 120, true);
+    assert!(r.has_token());
+    let m = r.measure(None).unwrap();
+    assert_eq!(m.ttft, Some(MS * 100));
+    assert_eq!(m.e2el, MS * 120);
+}
+
+#[test]
+fn one_gap_per_chunk_without_continuous_usage() {
+    let final_usage = with_usage(false, 6);
+    let events = [
+        (10, output()),
+        (30, output()),
+        (60, output()),
+        (61, final_usage),
+    ];
+    let m = timeline(&events, 62, true).measure(None).unwrap();
+    assert_eq!(m.itl, vec![(MS * 20, 1), (MS * 30, 1)]);
+    assert_eq!(
+        m.output_tokens,
+        Some(TokenCount::Usage(6)),
+        "final usage wins over events"
+    );
+    assert_eq!(m.tpot, Some(MS * 50 / 5));
+}
+
+#[test]
+fn continuous_usage_splits_a_k_token_gap_into_k_observations() {
+    let events = [
+        (1, with_usage(false, 0)), // role chunk with usage
+        (10, with_usage(true, 3)),
+        (40, with_usage(true, 6)),
+        (70, with_usage(true, 9)),
+        (71, with_usage(false, 9)), // final usage-only chunk: not a token
+    ];
+    let m = timeline(&events, 72, true).measure(None).unwrap();
+    assert_eq!(m.ttft, Some(MS * 10));
+    assert_eq!(m.itl, vec![(MS * 10, 3), (MS * 10, 3)]);
+    assert_eq!(m.itl_observations(), 6);
+    assert_eq!(m.output_tokens, Some(TokenCount::Usage(9)));
+    assert_eq!(m.tpot, Some(MS * 60 / 8));
+}
+
+#[test]
+fn itl_time_is_conserved_when_a_text_chunk_carries_no_new_token() {
+    let events = [
+        (10, with_usage(true, 1)),
+        (20, with_usage(true, 1)), // detokenizer flush: text, no new token
+        (40, with_usage(true, 2)),
+    ];
+    let m = timeline(&events, 41, true).measure(None).unwrap();
+    let total: Duration = m.itl.iter().map(|&(gap, n)| gap * n).sum();
+    assert_eq!(total, MS * 30);
+}
+
+#[test]
+fn event_count_is_the_fallback_token_count() {
+    let m = timeline(&[(10, output()), (20, output())], 21, true)
+        .measure(None)
+        .unwrap();
+    assert_eq!(m.output_tokens, Some(TokenCount::Events(2)));
+    assert_eq!(m.tpot, Some(MS * 10));
+}
+
+#[test]
+fn single_token_has_no_tpot_and_no_itl() {
+    let m = timeline(&[(10, output())], 11, true).measure(None).unwrap();
+    assert_eq!(m.tpot, None);
+    assert!(m.itl.is_empty());
+}
+
+#[test]
+fn no_token_is_empty_response_even_with_done() {
+    let err = timeline(&[(1, Chunk::default())], 2, true)
+        .measure(None)
+        .unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::EmptyResponse);
+}
+
+#[test]
+fn finish_reason_without_done_is_a_proper_end() {
+    let finish = Chunk {
+        finished: true,
+        ..output()
+    };
+    assert!(
+        timeline(&[(1, output()), (2, finish)], 3, false)
+            .measure(None)
+            .is_ok()
+    );
+}
+
+#[test]
+fn tokens_without_any_end_marker_are_interrupted() {
+    let err = timeline(&[(1, output()), (2, output())], 3, false)
+        .measure(None)
+        .unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::StreamInterrupted);
+}
+
+#[test]
+fn whole_bodies_have_no_ttft_and_count_tokens() {
+    let t0 = Instant::now();
+    let mut r = RequestRecord::new(t0);
+    r.end = Some(t0 + MS * 40);
+    r.whole = Some(WholeBody {
+        has_output: true,
+        output_tokens: Some(12),
+        prompt_tokens: Some(5),
+    });
+    let m = r.measure(None).unwrap();
+    assert_eq!((m.ttft, m.tpot, m.e2el), (None, None, MS * 40));
+    assert!(m.itl.is_empty());
+    assert_eq!(m.output_tokens, Some(TokenCount::Usage(12)));
+    assert_eq!(m.prompt_tokens, Some(5));
+
+    r.whole = Some(WholeBody {
+        has_output: true,
+        ..WholeBody::default()
+    });
+    assert_eq!(
+        r.measure(None).unwrap().output_tokens,
+        None,
+        "embeddings: no output tokens"
+    );
+    r.whole = Some(WholeBody::default());
+    let err = r.measure(None).unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::EmptyResponse);
+}
+
+#[test]
+fn implausible_usage_is_invalid_not_a_billion_observations() {
+    let err = timeline(&[(1, with_usage(true, u64::MAX))], 2, true)
+        .measure(None)
+        .unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::InvalidResponse);
+}

@@ -16,12 +16,14 @@ use prometheus_client::metrics::counter::Counter;
 use tokio::time::{Instant, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::{Backend, RequestBody, StreamEvent};
+use crate::backend::{Backend, RequestBody};
 use crate::config::{Target, Timeouts};
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
 use crate::record::{Measurement, RequestRecord};
-use crate::sse::{SseDecoder, SseError};
+
+mod stream;
+pub use stream::StreamReader;
 
 /// Error bodies and non-SSE bodies are read up to this size, for the log line.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -207,10 +209,7 @@ impl Prober {
             return Err(non_stream_error(&content_type, &body).into());
         }
 
-        let limits = self.target.limits;
-        let mut decoder = SseDecoder::new(limits.max_event_bytes);
-        let mut parser = self.backend.stream_parser();
-        let mut events = Vec::new();
+        let mut stream = StreamReader::new(self.backend.as_ref(), self.target.limits);
         let mut last_event = response_at;
         loop {
             let (deadline, expired) = deadlines.next(record, last_event);
@@ -222,42 +221,18 @@ impl Prober {
             };
             let now = Instant::now();
             let Some(bytes) = chunk else {
-                // An unterminated trailing event is dropped (as the SSE spec says); whether
-                // the stream ended properly is decided from what was dispatched.
-                record.end = Some(now);
-                if let Some(StreamEvent::Done(chunk)) = parser.on_eof() {
-                    record.on_chunk(now, chunk);
-                    record.done = true;
-                }
+                stream.end(now, record);
                 return Ok(());
             };
-            record.bytes += bytes.len() as u64;
-            if record.bytes > limits.max_response_bytes {
-                let max = limits.max_response_bytes;
-                return Err(ProbeError::TooLarge(format!("response exceeded {max} bytes")).into());
-            }
-            decoder.push(&bytes, &mut events).map_err(|e| match e {
-                SseError::InvalidUtf8 { .. } => ProbeError::InvalidResponse(e.to_string()),
-                SseError::TooLarge { .. } => ProbeError::TooLarge(e.to_string()),
-            })?;
-            if record.events + events.len() as u64 > limits.max_events {
-                let max = limits.max_events;
-                return Err(ProbeError::TooLarge(format!("response exceeded {max} events")).into());
-            }
-            for event in events.drain(..) {
-                record.events += 1;
+            let events_before = record.events;
+            let done = stream.read(now, &bytes, record)?;
+            if record.events > events_before {
                 last_event = now;
-                match parser.on_event(&event, &mut record.response)? {
-                    StreamEvent::Chunk(chunk) => record.on_chunk(now, chunk),
-                    StreamEvent::Done(chunk) => {
-                        record.on_chunk(now, chunk);
-                        record.done = true;
-                        record.end = Some(now);
-                        // Measurement is final; read the tail only to keep the connection.
-                        let _ = timeout_at(now + DRAIN_AFTER_DONE, drain(&mut response)).await;
-                        return Ok(());
-                    }
-                }
+            }
+            if done {
+                // Measurement is final; read the tail only to keep the connection.
+                let _ = timeout_at(now + DRAIN_AFTER_DONE, drain(&mut response)).await;
+                return Ok(());
             }
         }
     }

@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use figment::Figment;
 use figment::providers::{Format, Toml};
-use inferprobe::backend::{BackendKind, StreamEvent};
+use inferprobe::backend::BackendKind;
 use inferprobe::config::{self, RawConfig, Target};
 use inferprobe::error::{ErrorCategory, ProbeError};
+use inferprobe::probe::StreamReader;
 use inferprobe::prompt::Prompt;
 use inferprobe::record::{Measurement, RequestRecord, TokenCount};
 use inferprobe::scheduler::Arrivals;
@@ -293,44 +294,23 @@ pub fn backends(input: &[u8]) {
     }
 }
 
-/// The streaming loop of `Prober::exchange` without the network: one read per
-/// millisecond, its events stamped with its arrival.
+/// The probe's own stream reading (`StreamReader`, as `Prober::exchange` drives it) without
+/// the network: one read per millisecond, its events stamped with its arrival.
 fn read_stream(
     target: &Target,
     body: &[u8],
     class: u8,
     record: &mut RequestRecord,
 ) -> Result<(), ProbeError> {
-    let mut decoder = SseDecoder::new(target.limits.max_event_bytes);
-    let mut parser = target.backend.backend().stream_parser();
-    let mut events = Vec::new();
+    let mut stream = StreamReader::new(target.backend.backend().as_ref(), target.limits);
     let mut now = record.start;
     for read in reads(body, class) {
         now += Duration::from_millis(1);
-        record.bytes += read.len() as u64;
-        decoder.push(read, &mut events).map_err(|e| match e {
-            SseError::InvalidUtf8 { .. } => ProbeError::InvalidResponse(e.to_string()),
-            SseError::TooLarge { .. } => ProbeError::TooLarge(e.to_string()),
-        })?;
-        for event in events.drain(..) {
-            record.events += 1;
-            match parser.on_event(&event, &mut record.response)? {
-                StreamEvent::Chunk(chunk) => record.on_chunk(now, chunk),
-                StreamEvent::Done(chunk) => {
-                    record.on_chunk(now, chunk);
-                    record.done = true;
-                    record.end = Some(now);
-                    return Ok(());
-                }
-            }
+        if stream.read(now, read, record)? {
+            return Ok(());
         }
     }
-    now += Duration::from_millis(1);
-    record.end = Some(now);
-    if let Some(StreamEvent::Done(chunk)) = parser.on_eof() {
-        record.on_chunk(now, chunk);
-        record.done = true;
-    }
+    stream.end(now + Duration::from_millis(1), record);
     Ok(())
 }
 

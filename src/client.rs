@@ -9,8 +9,11 @@
 //! certificate for mutual TLS when configured, and skips verification only when told to
 //! (logged as a warning). With `connection = "fresh"` no connection is kept idle, so every
 //! probe pays connection setup inside its TTFT, as a new user does. A connector layer
-//! counts the connections actually opened, so dashboards can tell the two modes apart.
+//! counts the connections actually opened, so dashboards can tell the two modes apart, and
+//! tells each request whether it opened its connection or took one from the pool
+//! ([`execute`]): only a reused connection can lose the keep-alive race.
 
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -25,6 +28,28 @@ use crate::error::DnsError;
 /// Idle connections are kept this long, longer than the gap between probes at typical
 /// probe rates, so a warm connection is what most probes use (like a real client's pool).
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+tokio::task_local! {
+    /// Set when the connector is called on behalf of the request sent in this task.
+    static OPENED: Cell<bool>;
+}
+
+/// Send `request`; the flag says whether the request went out on a connection it opened
+/// (`true`) rather than one from the pool. The pool's connector runs inside the request's
+/// own future, so a task-local tells the two apart even with many probes sharing a client.
+/// (When a pooled connection frees up after a new one was started, the request takes the
+/// pooled one but still reads `true`: the conservative answer, since it forbids a retry.)
+pub async fn execute(
+    client: &reqwest::Client,
+    request: reqwest::Request,
+) -> (Result<reqwest::Response, reqwest::Error>, bool) {
+    OPENED
+        .scope(Cell::new(false), async {
+            let result = client.execute(request).await;
+            (result, OPENED.with(Cell::get))
+        })
+        .await
+}
 
 /// The client for `target`; `connections` counts every connection it opens.
 pub fn build(target: &Target, connections: Counter) -> Result<reqwest::Client, reqwest::Error> {
@@ -86,6 +111,8 @@ impl<S: tower_service::Service<R>, R> tower_service::Service<R> for Counted<S> {
 
     fn call(&mut self, request: R) -> S::Future {
         self.count.inc();
+        // Outside a probe (no scope) there is nobody to tell.
+        let _ = OPENED.try_with(|opened| opened.set(true));
         self.inner.call(request)
     }
 }

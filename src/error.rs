@@ -253,6 +253,18 @@ impl ProbeError {
         if has_cause::<rustls::Error>(&err) {
             return Self::Tls(Box::new(err));
         }
+        // Bytes came back that are not an HTTP response: a gRPC/h2c-only port (an HTTP/2
+        // GOAWAY frame), a TLS port spoken to in plaintext (a TLS alert), another protocol.
+        // The endpoint answered, with something the probe cannot use.
+        if causes(&err).any(|e| {
+            e.downcast_ref::<hyper::Error>()
+                .is_some_and(hyper::Error::is_parse)
+        }) {
+            return Self::InvalidResponse(format!(
+                "the server did not answer with HTTP: {}",
+                chain(&err)
+            ));
+        }
         // The connection was up but the peer closed or reset it before a full response
         // head arrived: the response was interrupted, not refused.
         if has_cause::<hyper::Error>(&err) || io_kind(&err).is_some() {

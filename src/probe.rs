@@ -17,8 +17,8 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Backend, RequestBody};
-use crate::config::{Target, Timeouts};
-use crate::error::ProbeError;
+use crate::config::{ConnectionMode, Target, Timeouts};
+use crate::error::{ProbeError, closed_before_response};
 use crate::prompt::Prompt;
 use crate::record::{Measurement, RequestRecord};
 
@@ -42,11 +42,15 @@ pub enum Outcome {
 pub struct ProbeReport {
     pub record: RequestRecord,
     pub outcome: Outcome,
+    /// The request was sent twice (the keep-alive race, see [`Prober::probe`]); only the
+    /// second attempt is in `record` and `outcome`.
+    pub retried: bool,
 }
 
 enum Stop {
     Failed(ProbeError),
-    /// The server closed the connection before responding (see [`Prober::probe`]).
+    /// The server closed a *reused* keep-alive connection before any response (see
+    /// [`Prober::probe`]).
     Closed(ProbeError),
     Cut,
 }
@@ -84,10 +88,11 @@ impl Prober {
         prompt: &Prompt,
         abort: &CancellationToken,
     ) -> ProbeReport {
-        // A pooled connection the server closed just as the request went out (keep-alive
-        // timeouts; llama.cpp closes after every stream) is the probe's artefact, not the
-        // endpoint's: retry once, timed from the retry's own t0. A server that closes
-        // every connection before answering fails the retry too.
+        // A reused keep-alive connection the server closed just as the request went out
+        // (keep-alive timeouts; llama.cpp closes after every stream) is the pool's artefact,
+        // not the endpoint's: retry once, timed from the retry's own t0, and count it. A
+        // connection the probe opened itself and the server dropped unanswered is the
+        // endpoint failing, and so is anything in `connection = "fresh"` mode: never retried.
         let mut retried = false;
         loop {
             let request = self.build_request(request_id, prompt);
@@ -96,18 +101,22 @@ impl Prober {
                 Ok(request) => self.exchange(request, &mut record, abort).await,
                 Err(e) => Err(Stop::Failed(ProbeError::from_transport(e, false))),
             };
-            let outcome = match result {
-                Ok(()) => Outcome::Finished(self.judge(prompt, &record)),
+            let (record, outcome) = match result {
+                Ok(()) => self.judge(prompt, record).await,
                 Err(Stop::Closed(e)) if !retried => {
                     tracing::debug!(target = %self.target.name, request_id, error = %e,
-                        "connection closed before the response; retrying on a new connection");
+                        "the server closed a reused connection before responding; retrying once");
                     retried = true;
                     continue;
                 }
-                Err(Stop::Failed(e) | Stop::Closed(e)) => Outcome::Finished(Err(e)),
-                Err(Stop::Cut) => Outcome::Cut,
+                Err(Stop::Failed(e) | Stop::Closed(e)) => (record, Outcome::Finished(Err(e))),
+                Err(Stop::Cut) => (record, Outcome::Cut),
             };
-            return ProbeReport { record, outcome };
+            return ProbeReport {
+                record,
+                outcome,
+                retried,
+            };
         }
     }
 
@@ -148,13 +157,26 @@ impl Prober {
         builder.build()
     }
 
-    /// The measurement of a completed exchange, then the configured response checks.
-    fn judge(&self, prompt: &Prompt, record: &RequestRecord) -> Result<Measurement, ProbeError> {
-        let measurement = record.measure(self.target.prompts.tokenizer.as_deref())?;
-        self.target
-            .validation
-            .check(prompt, &record.response, &measurement)?;
-        Ok(measurement)
+    /// The measurement of a completed exchange, then the configured response checks. With a
+    /// tokenizer (counting output a server did not count) this runs on the blocking pool:
+    /// encoding text on a runtime worker would delay the chunks other probes are timing.
+    async fn judge(&self, prompt: &Prompt, record: RequestRecord) -> (RequestRecord, Outcome) {
+        if !self.target.prompts.tokenizes() {
+            let result = judge(&self.target, prompt, &record);
+            return (record, Outcome::Finished(result));
+        }
+        let (target, prompt) = (Arc::clone(&self.target), prompt.clone());
+        let start = record.start;
+        let judged = tokio::task::spawn_blocking(move || {
+            let result = judge(&target, &prompt, &record);
+            (record, result)
+        });
+        match judged.await {
+            Ok((record, result)) => (record, Outcome::Finished(result)),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // The runtime is shutting down under us: nothing was measured.
+            Err(_) => (RequestRecord::new(start), Outcome::Cut),
+        }
     }
 
     async fn exchange(
@@ -168,12 +190,14 @@ impl Prober {
         let mut response = tokio::select! {
             biased;
             () = abort.cancelled() => return Err(Stop::Cut),
-            r = self.client.execute(request) => match r {
-                Ok(response) => response,
-                Err(e) if crate::error::closed_before_response(&e) => {
-                    return Err(Stop::Closed(ProbeError::from_transport(e, false)));
+            r = crate::client::execute(&self.client, request) => match r {
+                (Ok(response), _) => response,
+                (Err(e), opened) => {
+                    let reused = !opened && self.target.connection == ConnectionMode::Reuse;
+                    let race = reused && closed_before_response(&e);
+                    let error = ProbeError::from_transport(e, false);
+                    return Err(if race { Stop::Closed(error) } else { Stop::Failed(error) });
                 }
-                Err(e) => return Err(ProbeError::from_transport(e, false).into()),
             },
             () = sleep_until(deadline) => return Err(expired.into()),
         };
@@ -313,6 +337,18 @@ impl Deadlines {
     }
 }
 
+fn judge(
+    target: &Target,
+    prompt: &Prompt,
+    record: &RequestRecord,
+) -> Result<Measurement, ProbeError> {
+    let measurement = record.measure(target.prompts.tokenizer.as_deref())?;
+    target
+        .validation
+        .check(prompt, &record.response, &measurement)?;
+    Ok(measurement)
+}
+
 /// Read up to [`MAX_ERROR_BODY`] bytes before `deadline`; whatever arrived is returned.
 async fn read_capped(mut response: reqwest::Response, deadline: Instant) -> Vec<u8> {
     let mut body = Vec::new();
@@ -340,8 +376,8 @@ async fn drain(response: &mut reqwest::Response) {
 /// 200 JSON) or a response the probe cannot use.
 fn non_stream_error(content_type: &str, body: &[u8]) -> ProbeError {
     if let Ok(json) = serde_json::from_slice::<serde_json::Value>(body) {
-        if let Some(error) = json.get("error").filter(|e| !e.is_null()) {
-            return ProbeError::StreamErrorEvent(crate::backend::error_message(error));
+        if let Some(error) = crate::backend::json_error(&json) {
+            return error;
         }
     }
     ProbeError::InvalidResponse(format!(

@@ -70,8 +70,11 @@ impl TokenCount {
 /// What the response said beyond timing: its text and labels, for validation and logs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ResponseInfo {
-    /// The output text (bounded by the response size limit).
+    /// The answer's text (bounded by the response size limit): what validation checks.
     pub text: String,
+    /// Generated output that is not the answer's text: reasoning, refusals, tool calls.
+    /// Timed like the answer and counted by the tokenizer fallback; never validated.
+    pub other_text: String,
     pub model: Option<String>,
     pub finish_reason: Option<String>,
     /// The server's own account of the request, when it sends one (llama.cpp `timings`).
@@ -206,14 +209,66 @@ impl RequestRecord {
         if let Some(whole) = self.whole {
             return self.measure_whole(whole, end, tokenizer);
         }
+        // A stream without its end marker was cut, whether or not a token had arrived:
+        // "empty" is for a stream that ended properly with nothing in it.
+        if !(self.done || self.finished) {
+            let when = if self.has_token() {
+                "after its first token"
+            } else {
+                "before its first token"
+            };
+            return Err(ProbeError::StreamInterrupted(format!(
+                "the stream ended without [DONE] or a finish_reason, {when}"
+            )));
+        }
+        let tokens = self.timed_tokens()?;
+        let (Some(&(first, _)), Some(&(last, _))) = (tokens.first(), tokens.last()) else {
+            return Err(ProbeError::EmptyResponse);
+        };
+
+        let usage = self
+            .observations
+            .iter()
+            .rev()
+            .find_map(|o| o.completion_tokens);
+        let output_tokens = match usage {
+            Some(c) if c > MAX_PLAUSIBLE_TOKENS => return Err(implausible(c)),
+            Some(c) => TokenCount::Usage(c),
+            None => self
+                .count_text(tokenizer)
+                .unwrap_or(TokenCount::Events(tokens.len() as u64)),
+        };
+        let itl = tokens
+            .windows(2)
+            .map(|pair| {
+                let (prev, (at, k)) = (pair[0].0, pair[1]);
+                let k = u32::try_from(k).unwrap_or(u32::MAX);
+                ((at - prev) / k, k)
+            })
+            .collect();
+        // The tokens that arrived inside the timed span, attributed exactly as for ITL: not
+        // the billed count, which includes hidden reasoning and an EOS never streamed.
+        let timed: u64 = tokens.iter().map(|&(_, k)| k).sum();
+        let tpot = (timed > 1).then(|| (last - first).div_f64((timed - 1) as f64));
+        Ok(Measurement {
+            ttft: Some(first - self.start),
+            tpot,
+            itl,
+            e2el: end - self.start,
+            output_tokens: Some(output_tokens),
+            prompt_tokens: self.prompt_tokens,
+        })
+    }
+
+    /// `(arrival, tokens it carried)` for every token-carrying event: the rise of per-chunk
+    /// usage when the stream has it, else one per event.
+    fn timed_tokens(&self) -> Result<Vec<(Instant, u64)>, ProbeError> {
         let continuous = self
             .observations
             .iter()
             .find(|o| o.has_output)
             .is_some_and(|o| o.completion_tokens.is_some());
-
-        // (arrival, tokens this event carried) for every token-carrying event.
-        let mut tokens: Vec<(Instant, u64)> = Vec::with_capacity(self.observations.len());
+        let mut tokens = Vec::with_capacity(self.observations.len());
         let mut cumulative = 0u64;
         for o in &self.observations {
             let rise = match o.completion_tokens {
@@ -231,49 +286,17 @@ impl RequestRecord {
                 tokens.push((o.at, rise.max(1)));
             }
         }
-        let (Some(&(first, _)), Some(&(last, _))) = (tokens.first(), tokens.last()) else {
-            return Err(ProbeError::EmptyResponse);
-        };
-        if !(self.done || self.finished) {
-            return Err(ProbeError::StreamInterrupted(
-                "the stream ended without [DONE] or a finish_reason".into(),
-            ));
-        }
-
-        let usage = self
-            .observations
-            .iter()
-            .rev()
-            .find_map(|o| o.completion_tokens);
-        let output_tokens = match usage {
-            Some(c) if c > MAX_PLAUSIBLE_TOKENS => return Err(implausible(c)),
-            Some(c) => TokenCount::Usage(c),
-            None => self
-                .count_text(tokenizer)
-                .unwrap_or(TokenCount::Events(tokens.len() as u64)),
-        };
-        let n = output_tokens.value();
-        let itl = tokens
-            .windows(2)
-            .map(|pair| {
-                let (prev, (at, k)) = (pair[0].0, pair[1]);
-                let k = u32::try_from(k).unwrap_or(u32::MAX);
-                ((at - prev) / k, k)
-            })
-            .collect();
-        let tpot = (n > 1).then(|| (last - first).div_f64((n - 1) as f64));
-        Ok(Measurement {
-            ttft: Some(first - self.start),
-            tpot,
-            itl,
-            e2el: end - self.start,
-            output_tokens: Some(output_tokens),
-            prompt_tokens: self.prompt_tokens,
-        })
+        Ok(tokens)
     }
 
+    /// Every generated text counts: the answer, and reasoning and tool calls (timed like it).
     fn count_text(&self, tokenizer: Option<&TokenCounter>) -> Option<TokenCount> {
-        let count = tokenizer?.count(&self.response.text)?;
+        let tokenizer = tokenizer?;
+        let response = &self.response;
+        let mut count = tokenizer.count(&response.text)?;
+        if !response.other_text.is_empty() {
+            count += tokenizer.count(&response.other_text)?;
+        }
         Some(TokenCount::Tokenizer(count))
     }
 

@@ -4,14 +4,18 @@
 
 use crate::config::Target;
 use crate::error::ProbeError;
-use crate::record::{Measurement, RequestRecord};
+use crate::probe::ProbeReport;
+use crate::record::Measurement;
 
+/// `result` is the outcome inside `report`, already unpacked by the caller.
 pub fn log_probe(
     target: &Target,
     request_id: &str,
     result: &Result<Measurement, ProbeError>,
-    record: &RequestRecord,
+    report: &ProbeReport,
 ) {
+    let record = &report.record;
+    let retried = report.retried;
     match result {
         Ok(m) => tracing::debug!(
             target = %target.name,
@@ -22,6 +26,7 @@ pub fn log_probe(
             output_tokens = ?m.output_tokens,
             prompt_tokens = m.prompt_tokens,
             itl_observations = m.itl_observations(),
+            retried,
             server_prompt_ms = record.response.server_timings.and_then(|t| t.prompt_ms),
             server_tpot_ms = record.response.server_timings.and_then(|t| t.predicted_per_token_ms),
             "probe ok"
@@ -33,6 +38,7 @@ pub fn log_probe(
                 request_id,
                 category = %e.category(),
                 error = %cause,
+                retried,
                 "probe failed"
             );
             tracing::debug!(

@@ -19,14 +19,17 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::config::Target;
 use crate::metrics::{SkipReason, TargetMetrics};
 use crate::probe::{Outcome, Prober};
+use crate::prompt::{Draw, Prompt};
 use crate::report;
 use crate::status::{ProbeSummary, TargetStatus};
 
-/// If the loop wakes up this late (process paused, machine overloaded), the schedule
-/// restarts from now instead of firing every missed arrival at once.
-const MAX_CATCH_UP: Duration = Duration::from_secs(1);
+/// An arrival this far behind its time when the previous one was sent was swallowed by a
+/// pause (SIGSTOP, a frozen cgroup, a paused VM, a starved runtime): it is skipped, not
+/// sent in a burst. Below it, lateness is scheduling noise and is caught up as usual.
+const MAX_LATE: Duration = Duration::from_millis(50);
 
 /// What the schedulers share with the daemon.
 #[derive(Clone, Debug)]
@@ -57,7 +60,7 @@ pub async fn run(
 ) {
     let metrics = &sinks.metrics;
     let target = Arc::clone(&prober.target);
-    let mut arrivals = match Arrivals::new(target.rate, target.burstiness, seed) {
+    let arrivals = match Arrivals::new(target.rate, target.burstiness, seed) {
         Ok(arrivals) => arrivals,
         Err(e) => {
             tracing::error!(target = %target.name, error = %e, "cannot schedule arrivals");
@@ -66,32 +69,33 @@ pub async fn run(
     };
     let permits = Arc::new(Semaphore::new(target.max_concurrency));
     let mut budget = target.max_output_tokens_per_hour.map(Budget::new);
-    let mut next = Instant::now() + arrivals.start_offset();
+    let mut schedule = Schedule::new(arrivals, target.rate, Instant::now());
     loop {
         tokio::select! {
             biased;
             () = stop.cancelled() => return,
-            () = sleep_until(next) => {}
+            () = sleep_until(schedule.next()) => {}
         }
         let now = Instant::now();
-        let lag = now.saturating_duration_since(next);
-        metrics.schedule_lag(lag);
+        let due = schedule.fire(now);
+        metrics.schedule_lag(due.lag);
+        if due.missed > 0 {
+            metrics.skipped_many(SkipReason::Late, due.missed);
+        }
         let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
             metrics.skipped(SkipReason::Concurrency);
-            next = advance(next, now, &mut arrivals);
             continue;
         };
-        let rng = &mut arrivals.rng;
+        let rng = schedule.rng();
         let request_id = Arc::new(format!(
             "{}{:016x}",
             target.request_id_prefix,
             rng.random::<u64>()
         ));
-        let prompt = target.prompts.next(rng);
+        let draw = target.prompts.draw(rng);
         if let Some(budget) = &mut budget {
-            if !budget.try_spend(now, prompt.max_tokens) {
+            if !budget.try_spend(now, draw.max_tokens) {
                 metrics.skipped(SkipReason::Budget);
-                next = advance(next, now, &mut arrivals);
                 continue;
             }
         }
@@ -99,17 +103,23 @@ pub async fn run(
         ctx.probes.clone().spawn(async move {
             let _permit = permit;
             let _in_flight = sinks.metrics.in_flight();
+            let Some(prompt) = build_prompt(&prober.target, draw).await else {
+                return;
+            };
             let probe = prober.probe(&request_id, &prompt, &ctx.abort).await;
-            match probe.outcome {
+            if probe.retried {
+                sinks.metrics.retried();
+            }
+            match &probe.outcome {
                 Outcome::Finished(result) => {
-                    report::log_probe(&prober.target, &request_id, &result, &probe.record);
+                    report::log_probe(&prober.target, &request_id, result, &probe);
                     sinks
                         .metrics
-                        .record_without_blocking(&request_id, &result)
+                        .record_without_blocking(&request_id, result)
                         .await;
                     sinks
                         .status
-                        .push(ProbeSummary::new(&request_id, &result, &prober.target));
+                        .push(ProbeSummary::new(&request_id, result, &prober.target));
                     ctx.recorded.fetch_add(1, Ordering::Relaxed);
                 }
                 Outcome::Cut => {
@@ -119,17 +129,77 @@ pub async fn run(
                 }
             }
         });
-        next = advance(next, now, &mut arrivals);
     }
 }
 
-/// The next arrival after `next`, restarting the schedule from `now` if it fell behind.
-fn advance(next: Instant, now: Instant, arrivals: &mut Arrivals) -> Instant {
-    let next = next + arrivals.next_gap();
-    if now.saturating_duration_since(next) > MAX_CATCH_UP {
-        now
-    } else {
-        next
+/// The prompt of `draw`. A tokenizer's work (exact lengths) runs on the blocking pool, off
+/// the runtime workers that stamp other probes' chunks; `None` if the runtime shuts down.
+async fn build_prompt(target: &Arc<Target>, draw: Draw) -> Option<Prompt> {
+    if !target.prompts.tokenizes() {
+        return Some(target.prompts.build(draw));
+    }
+    let target = Arc::clone(target);
+    match tokio::task::spawn_blocking(move || target.prompts.build(draw)).await {
+        Ok(prompt) => Some(prompt),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => None,
+    }
+}
+
+/// When each arrival is due. An arrival is sent when its time comes, however late the
+/// loop woke for it (the lag is exported); if the *next* one is by then more than
+/// [`MAX_LATE`] overdue as well, a pause swallowed it: the arrivals that fell due during
+/// the pause are counted as missed and the schedule restarts from now. So a pause of any
+/// length ends with exactly one arrival, then a fresh gap, never a burst.
+#[derive(Debug)]
+pub struct Schedule {
+    arrivals: Arrivals,
+    rate: f64,
+    next: Instant,
+}
+
+/// One arrival that fell due.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Due {
+    /// How late it is sent.
+    pub lag: Duration,
+    /// Later arrivals a pause swallowed (estimated from the rate), not to be sent.
+    pub missed: u64,
+}
+
+impl Schedule {
+    /// The first arrival comes at a random offset within one mean gap of `now`.
+    pub fn new(mut arrivals: Arrivals, rate: f64, now: Instant) -> Self {
+        let next = now + arrivals.start_offset();
+        Self {
+            arrivals,
+            rate,
+            next,
+        }
+    }
+
+    /// When the next arrival is due.
+    pub fn next(&self) -> Instant {
+        self.next
+    }
+
+    /// The arrival due at [`Self::next`] is sent at `now`: move on to the one after.
+    pub fn fire(&mut self, now: Instant) -> Due {
+        let lag = now.saturating_duration_since(self.next);
+        self.next += self.arrivals.next_gap();
+        let behind = now.saturating_duration_since(self.next);
+        let mut missed = 0;
+        if behind > MAX_LATE {
+            missed = 1 + (behind.as_secs_f64() * self.rate) as u64;
+            self.next = now + self.arrivals.next_gap();
+        }
+        Due { lag, missed }
+    }
+
+    /// The RNG the arrivals are drawn from; it also draws prompts and request ids, so one
+    /// seed makes a whole run repeatable.
+    pub fn rng(&mut self) -> &mut StdRng {
+        &mut self.arrivals.rng
     }
 }
 

@@ -8,6 +8,9 @@
 //! Deviations from the browser algorithm, on purpose for a probe: invalid UTF-8 is an error
 //! (a server bug to report as `invalid_response`), not replaced with U+FFFD; and a line or
 //! event larger than `max_event_bytes` is an error (`too_large`) so memory stays bounded.
+//! And an `error:` field line, which the spec ignores, is kept as an `error` event with the
+//! line's value as its data: llama.cpp's server (before mid-2025) writes its in-stream
+//! errors as `error: {"code": …, "message": …}`, and a probe must not drop them.
 
 use std::sync::Arc;
 
@@ -149,6 +152,11 @@ impl SseDecoder {
                     self.data.push('\n');
                 }
                 "event" => self.event_type = Some(value.to_owned()),
+                "error" => {
+                    self.event_type = Some("error".to_owned());
+                    self.data.push_str(value);
+                    self.data.push('\n');
+                }
                 "id" if !value.contains('\0') => self.last_id = Some(value.into()),
                 _ => {} // `retry` and unknown fields do not affect events
             }
@@ -237,6 +245,19 @@ mod tests {
                 .iter()
                 .all(|e| Arc::ptr_eq(e.id.as_ref().unwrap(), first))
         );
+    }
+
+    #[test]
+    fn an_error_field_line_is_an_error_event() {
+        // llama.cpp's server before mid-2025: no `data:` prefix.
+        let stream = b"data: {\"a\":1}\n\nerror: {\"code\":500,\"message\":\"boom\"}\n\n";
+        let events = decode(&[stream]).unwrap();
+        assert_eq!(
+            data(&events),
+            ["{\"a\":1}", "{\"code\":500,\"message\":\"boom\"}"]
+        );
+        assert_eq!(events[0].kind(), "message");
+        assert_eq!(events[1].kind(), "error");
     }
 
     #[test]

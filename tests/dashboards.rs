@@ -30,6 +30,7 @@ const EXPORTED_SERIES: &[&str] = &[
     "inferprobe_good_requests_total",
     "inferprobe_last_success_timestamp_seconds",
     "inferprobe_connections_opened_total",
+    "inferprobe_request_retries_total",
     "inferprobe_slo_objective",
     "inferprobe_slo_threshold_seconds",
     "inferprobe_build_info",

@@ -208,6 +208,9 @@ async fn broken_streams_land_in_their_categories() {
 async fn error_statuses_and_redirects() {
     let (daemon, _server) = run_matrix(&[
         ("redirect", Some("invalid_response"), ""),
+        // A port that answers in another protocol answered, with nothing usable.
+        ("tls-alert", Some("invalid_response"), ""),
+        ("h2-goaway", Some("invalid_response"), ""),
         ("rate-limited", Some("rate_limited"), ""),
         ("unavailable", Some("http_5xx"), ""),
     ])
@@ -218,6 +221,7 @@ async fn error_statuses_and_redirects() {
     assert!(page.contains("redirects are not followed"), "{page}");
     assert!(page.contains(REDIRECT_PATH), "{page}");
     assert!(!page.contains(REDIRECT_SECRET), "{page}");
+    assert!(page.contains("did not answer with HTTP"), "{page}");
     daemon.stop().await;
 }
 
@@ -347,13 +351,18 @@ async fn a_pooled_connection_closed_before_the_response_is_retried() {
         &[("target", "close-idle")],
     );
     assert_eq!(opened, connections as f64);
+    let retries = s.sum(
+        "inferprobe_request_retries_total",
+        &[("target", "close-idle")],
+    );
+    assert_eq!(retries, dropped as f64, "every retry is counted");
     daemon.stop().await;
 }
 
-/// A server that closes every connection before answering fails the retry too: exactly
-/// two connections per probe, and `stream_interrupted`.
+/// A server that closes every connection before answering: each probe is on a connection
+/// it opened itself, so nothing is retried and every probe fails as `stream_interrupted`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_that_always_closes_gets_exactly_one_retry() {
+async fn a_server_that_always_closes_is_never_retried() {
     let server = Hostile::start().await;
     let toml = defaults() + &target("close-always", &server.url("close-always"), "");
     let daemon = start_daemon(&toml).await;
@@ -368,13 +377,52 @@ async fn a_server_that_always_closes_gets_exactly_one_retry() {
     let interrupted = s.errors("close-always", "stream_interrupted");
     assert_eq!(interrupted, requests, "{}", s.text);
     assert_eq!(s.all_errors("close-always"), requests);
-    assert_eq!(connections, 2 * requests as u64);
-    assert_eq!(received, 2 * requests as u64);
-    let opened = s.sum(
-        "inferprobe_connections_opened_total",
+    assert_eq!(connections, requests as u64);
+    assert_eq!(received, requests as u64);
+    let retries = s.sum(
+        "inferprobe_request_retries_total",
         &[("target", "close-always")],
     );
-    assert_eq!(opened, connections as f64);
+    assert_eq!(retries, 0.0);
     assert_eq!(daemon.get("/healthz", None).await.status(), 200);
     daemon.stop().await;
+}
+
+/// A replica that drops 30% of its (new) connections unanswered shows a 30% error ratio,
+/// not the ~9% a silent retry would leave, in both connection modes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_connections_count_as_failures() {
+    for mode in ["reuse", "fresh"] {
+        let server = Hostile::start().await;
+        let toml = defaults().replace("rate = 4", "rate = 25")
+            + &target(
+                "drop-30",
+                &server.url("drop-30"),
+                &format!("connection = \"{mode}\""),
+            );
+        let daemon = start_daemon(&toml).await;
+        daemon
+            .wait_for(Duration::from_secs(30), |s| s.requests("drop-30") >= 60.0)
+            .await;
+        let counts = || (server.requests("drop-30"), server.dropped());
+        let (s, (received, dropped)) = settled(&daemon, "drop-30", counts).await;
+        daemon.stop().await;
+        let requests = s.requests("drop-30");
+        let errors = s.all_errors("drop-30");
+        assert_eq!(received, requests as u64, "{mode}: one request per probe");
+        assert_eq!(
+            errors, dropped as f64,
+            "{mode}: every drop is a failure\n{}",
+            s.text
+        );
+        assert_eq!(errors, s.errors("drop-30", "stream_interrupted"));
+        let ratio = errors / requests;
+        // The server drops requests 1, 4, 7 of every ten: 30% up to the last partial ten.
+        assert!(
+            (0.25..=0.35).contains(&ratio),
+            "{mode}: error ratio {ratio}"
+        );
+        let retries = s.sum("inferprobe_request_retries_total", &[("target", "drop-30")]);
+        assert_eq!(retries, 0.0, "{mode}");
+    }
 }

@@ -9,7 +9,7 @@
 use http::{HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
-use super::{Backend, RequestSpec, StreamEvent, StreamParser, count_field, error_message};
+use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, count_field, error_message};
 use crate::config::{Secret, Target};
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
@@ -72,13 +72,14 @@ impl StreamParser for MessagesParser {
         event: &SseEvent,
         info: &mut ResponseInfo,
     ) -> Result<StreamEvent, ProbeError> {
-        let data = event.data.trim();
-        if data == "[DONE]" {
-            return Ok(StreamEvent::Done(Chunk::default())); // vLLM's Messages endpoint adds one
-        }
-        if data.is_empty() && event.kind() == "ping" {
+        if event.kind() == "ping" && event.data.trim().is_empty() {
             return Ok(StreamEvent::Chunk(Chunk::default()));
         }
+        let data = match super::payload(event)? {
+            // vLLM's Messages endpoint adds a [DONE].
+            Payload::Done => return Ok(StreamEvent::Done(Chunk::default())),
+            Payload::Json(data) => data,
+        };
         let object = super::json_object(data)?;
         let kind = object
             .get("type")
@@ -118,8 +119,9 @@ impl StreamParser for MessagesParser {
                     _ => "", // signature and citation deltas are not generated tokens
                 };
                 let text = delta.get(field).and_then(Value::as_str).unwrap_or("");
-                if field == "text" {
-                    info.text.push_str(text);
+                match field {
+                    "text" => info.text.push_str(text),
+                    _ => info.other_text.push_str(text),
                 }
                 StreamEvent::Chunk(Chunk {
                     has_output: !text.is_empty(),

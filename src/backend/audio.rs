@@ -11,7 +11,7 @@ use reqwest::multipart::{Form, Part};
 use serde_json::Value;
 
 use super::openai_wire::OpenAiStreamParser;
-use super::{Backend, RequestBody, RequestSpec, StreamEvent, StreamParser, count_field};
+use super::{Backend, Payload, RequestBody, RequestSpec, StreamEvent, StreamParser, count_field};
 use crate::config::Target;
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
@@ -76,7 +76,10 @@ impl StreamParser for TranscriptParser {
         event: &SseEvent,
         info: &mut ResponseInfo,
     ) -> Result<StreamEvent, ProbeError> {
-        let data = event.data.trim();
+        let data = match super::payload(event)? {
+            Payload::Done => return Ok(StreamEvent::Done(Chunk::default())),
+            Payload::Json(data) => data,
+        };
         // OpenAI's dialect names its events in `type`; anything else is vLLM's chat-like one.
         if !data.contains("\"transcript.text.") {
             return OpenAiStreamParser.on_event(event, info);

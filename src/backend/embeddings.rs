@@ -7,7 +7,7 @@
 use base64::Engine;
 use serde_json::{Map, Value};
 
-use super::{Backend, RequestSpec, StreamParser, count_field, error_message};
+use super::{Backend, RequestSpec, StreamParser, count_field};
 use crate::config::Target;
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
@@ -39,8 +39,8 @@ impl Backend for Embeddings {
     ) -> Result<WholeBody, ProbeError> {
         let value: Value = serde_json::from_slice(body)
             .map_err(|e| ProbeError::InvalidResponse(format!("bad JSON body: {e}")))?;
-        if let Some(error) = value.get("error").filter(|e| !e.is_null()) {
-            return Err(ProbeError::StreamErrorEvent(error_message(error)));
+        if let Some(error) = super::json_error(&value) {
+            return Err(error);
         }
         info.model = value
             .get("model")

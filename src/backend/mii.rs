@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Backend, RequestSpec, StreamParser, count_field, error_message, finish_body};
+use super::{Backend, RequestSpec, StreamParser, count_field, finish_body};
 use crate::config::Target;
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
@@ -38,14 +38,11 @@ impl Backend for DeepSpeedMii {
     ) -> Result<WholeBody, ProbeError> {
         let value: Value = serde_json::from_slice(body)
             .map_err(|e| ProbeError::InvalidResponse(format!("bad JSON body: {e}")))?;
+        if let Some(error) = super::json_error(&value) {
+            return Err(error);
+        }
         let mut whole = WholeBody::default();
         match &value {
-            Value::Object(map) if map.get("object").and_then(Value::as_str) == Some("error") => {
-                return Err(ProbeError::StreamErrorEvent(error_message(&value)));
-            }
-            Value::Object(map) if map.get("error").is_some_and(|e| !e.is_null()) => {
-                return Err(ProbeError::StreamErrorEvent(error_message(&map["error"])));
-            }
             Value::Object(map) if map.contains_key("choices") => {
                 let choice = map["choices"].get(0);
                 info.text = text_at(choice.and_then(|c| c.get("text")))?;

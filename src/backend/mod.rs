@@ -227,15 +227,60 @@ pub trait StreamParser: Send {
     }
 }
 
-/// `event: error` or a data payload that is an error object; shared by several formats.
-pub(crate) fn error_event(event: &SseEvent) -> Option<ProbeError> {
-    (event.kind() == "error").then(|| {
-        let message = serde_json::from_str::<Value>(&event.data)
-            .ok()
-            .map(|v| error_message(v.get("error").unwrap_or(&v)))
-            .unwrap_or_else(|| snippet(&event.data));
-        ProbeError::StreamErrorEvent(message)
-    })
+/// What an event's data is, once the steps every stream format shares have run.
+pub(crate) enum Payload<'a> {
+    /// The `[DONE]` sentinel (OpenAI's end marker; other formats tolerate it).
+    Done,
+    /// A payload that looks like a JSON object, trimmed: the format parses it.
+    Json(&'a str),
+}
+
+/// The first step of every stream parser, so a rule about the framing is written once:
+/// an error event (`event: error`, and llama.cpp's `error:` field lines, which the SSE
+/// decoder dispatches as such) fails the probe as `stream_error_event` whatever its data
+/// is; `[DONE]` ends the stream; anything else must be a JSON object.
+pub(crate) fn payload(event: &SseEvent) -> Result<Payload<'_>, ProbeError> {
+    if event.kind() == "error" {
+        let message = match serde_json::from_str::<Value>(&event.data) {
+            Ok(value) => {
+                let error = value
+                    .get("error")
+                    .filter(|e| !e.is_null())
+                    .unwrap_or(&value);
+                // Anthropic's class (`overloaded_error`) says more than its message.
+                match error.get("type").and_then(Value::as_str) {
+                    Some(class) if class != "error" => format!("{class}: {}", error_message(error)),
+                    _ => error_message(error),
+                }
+            }
+            Err(_) => snippet(event.data.trim()),
+        };
+        return Err(ProbeError::StreamErrorEvent(message));
+    }
+    let data = event.data.trim();
+    if data == "[DONE]" {
+        return Ok(Payload::Done);
+    }
+    if !data.starts_with('{') {
+        return Err(ProbeError::InvalidResponse(format!(
+            "event data is not a JSON object: {}",
+            snippet(data)
+        )));
+    }
+    Ok(Payload::Json(data))
+}
+
+/// The server's error, when a JSON body or event *is* one: `{"error": …}` (OpenAI, vLLM,
+/// TGI, Triton) or vLLM's older bare `{"object": "error", "message": …}`. The same error
+/// is the same category whether it came as an event or as a whole 200 body.
+pub(crate) fn json_error(value: &Value) -> Option<ProbeError> {
+    let map = value.as_object()?;
+    let message = match map.get("error") {
+        Some(error) if !error.is_null() => error_message(error),
+        _ if map.get("object").and_then(Value::as_str) == Some("error") => error_message(value),
+        _ => return None,
+    };
+    Some(ProbeError::StreamErrorEvent(message))
 }
 
 /// Parse an event's data as a JSON object, or fail as `invalid_response`.

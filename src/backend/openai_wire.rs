@@ -9,10 +9,9 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 use serde_json::{Map, Value};
 
-use super::{StreamEvent, StreamParser};
+use super::{Payload, StreamEvent, StreamParser};
 use crate::config::Target;
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
@@ -24,7 +23,8 @@ use crate::sse::SseEvent;
 pub(super) fn common_body(target: &Target, prompt: &Prompt) -> Map<String, Value> {
     let mut body = Map::new();
     body.insert("model".into(), Value::from(prompt.model.as_str()));
-    body.insert("max_tokens".into(), Value::from(prompt.max_tokens));
+    let limit = target.options.max_tokens_field;
+    body.insert(limit.into(), Value::from(prompt.max_tokens));
     body.insert("stream".into(), Value::Bool(true));
     if target.include_usage {
         let mut options = Map::new();
@@ -62,6 +62,8 @@ struct WireChunk<'a> {
 
 #[derive(Deserialize)]
 struct WireChoice<'a> {
+    #[serde(default)]
+    index: u64,
     #[serde(default, borrow)]
     text: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
@@ -73,15 +75,32 @@ struct WireChoice<'a> {
 #[derive(Deserialize)]
 struct WireDelta<'a> {
     #[serde(default, borrow)]
-    content: Option<Cow<'a, str>>,
+    content: Option<Content<'a>>,
     #[serde(default, borrow)]
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     reasoning: Option<Cow<'a, str>>,
-    #[serde(default)]
-    tool_calls: Option<Vec<IgnoredAny>>,
-    #[serde(default)]
-    function_call: Option<IgnoredAny>,
+    /// OpenAI: the model declined; the refusal text is generated output.
+    #[serde(default, borrow)]
+    refusal: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<WireToolCall<'a>>>,
+    #[serde(default, borrow)]
+    function_call: Option<WireFunction<'a>>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall<'a> {
+    #[serde(default, borrow)]
+    function: Option<WireFunction<'a>>,
+}
+
+#[derive(Deserialize)]
+struct WireFunction<'a> {
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    arguments: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -92,32 +111,113 @@ struct WireUsage {
     completion_tokens: Option<u64>,
 }
 
-fn non_empty(s: &Option<Cow<'_, str>>) -> bool {
-    s.as_deref().is_some_and(|s| !s.is_empty())
+/// `delta.content`: a string (everyone), or an array of typed parts (Mistral's reasoning
+/// models: `[{"type": "thinking", "thinking": [{"type": "text", "text": …}]}]`). The string
+/// form is the per-event path and stays borrowed; the rare array form is kept as JSON.
+enum Content<'a> {
+    Text(Cow<'a, str>),
+    Parts(Vec<Value>),
 }
 
-impl WireChoice<'_> {
-    /// Visible text of this choice (completions `text`, chat `content`).
-    fn text(&self) -> Option<&str> {
-        self.text
-            .as_deref()
-            .or_else(|| self.delta.as_ref().and_then(|d| d.content.as_deref()))
+impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = Content<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or an array of content parts")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Content::Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Content::Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Content::Text(Cow::Owned(v)))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Content::Text(Cow::Borrowed("")))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut parts = Vec::new();
+                while let Some(part) = seq.next_element()? {
+                    parts.push(part);
+                }
+                Ok(Content::Parts(parts))
+            }
+        }
+        deserializer.deserialize_any(Visit(std::marker::PhantomData))
     }
+}
 
-    fn has_output(&self) -> bool {
-        non_empty(&self.text)
-            || self.delta.as_ref().is_some_and(|d| {
-                non_empty(&d.content)
-                    || non_empty(&d.reasoning_content)
-                    || non_empty(&d.reasoning)
-                    || d.tool_calls.as_ref().is_some_and(|calls| !calls.is_empty())
-                    || d.function_call.is_some()
-            })
+/// The text of content parts: `text` parts are the answer, `thinking` parts (a string or
+/// nested text parts) are reasoning; other part types carry no generated text.
+fn part_texts(parts: &[Value], answer: &mut String, reasoning: &mut String) {
+    for part in parts {
+        match part.get("type").and_then(Value::as_str) {
+            Some("text") => answer.push_str(part.get("text").and_then(Value::as_str).unwrap_or("")),
+            Some("thinking") => match part.get("thinking") {
+                Some(Value::String(text)) => reasoning.push_str(text),
+                Some(Value::Array(inner)) => part_texts(inner, reasoning, &mut String::new()),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+}
+
+/// Finish reasons with which a server says it did *not* finish the answer: vLLM and SGLang
+/// end an aborted request (`abort`) or an engine failure (`error`) this way, then `[DONE]`.
+const ABORTED: [&str; 2] = ["abort", "error"];
+
+impl WireChoice<'_> {
+    /// Append this choice's generated text to `info`: the answer to `text`, reasoning,
+    /// refusals and tool calls to `other_text`. Whether any was non-empty: a token arrived.
+    fn read_output(&self, info: &mut ResponseInfo) -> bool {
+        let (before, other_before) = (info.text.len(), info.other_text.len());
+        if let Some(text) = &self.text {
+            info.text.push_str(text);
+        }
+        let mut tool_call = false;
+        if let Some(delta) = &self.delta {
+            match &delta.content {
+                Some(Content::Text(text)) => info.text.push_str(text),
+                Some(Content::Parts(parts)) => {
+                    part_texts(parts, &mut info.text, &mut info.other_text);
+                }
+                None => {}
+            }
+            let other = [&delta.reasoning_content, &delta.reasoning, &delta.refusal];
+            for text in other.into_iter().flatten() {
+                info.other_text.push_str(text);
+            }
+            let calls = delta
+                .tool_calls
+                .iter()
+                .flatten()
+                .filter_map(|c| c.function.as_ref());
+            for function in calls.chain(&delta.function_call) {
+                for text in [&function.name, &function.arguments].into_iter().flatten() {
+                    info.other_text.push_str(text);
+                }
+            }
+            // A tool call's first delta (id and type, no text yet) starts generated output.
+            tool_call = delta.tool_calls.as_ref().is_some_and(|c| !c.is_empty())
+                || delta.function_call.is_some();
+        }
+        tool_call || info.text.len() > before || info.other_text.len() > other_before
     }
 }
 
 /// The parser for both OpenAI streaming endpoints (they differ only in the choice shape,
 /// and reading both shapes costs nothing).
+///
+/// Only choice 0 is measured: a probe times one stream, and `n > 1` (choices interleaved in
+/// one stream) is refused at configuration time. Choices of a higher index are ignored.
 #[derive(Debug, Default)]
 pub(super) struct OpenAiStreamParser;
 
@@ -127,19 +227,10 @@ impl StreamParser for OpenAiStreamParser {
         event: &SseEvent,
         info: &mut ResponseInfo,
     ) -> Result<StreamEvent, ProbeError> {
-        if let Some(error) = super::error_event(event) {
-            return Err(error);
-        }
-        let data = event.data.trim();
-        if data == "[DONE]" {
-            return Ok(StreamEvent::Done(Chunk::default()));
-        }
-        if !data.starts_with('{') {
-            return Err(ProbeError::InvalidResponse(format!(
-                "event data is not a JSON object: {}",
-                snippet(data)
-            )));
-        }
+        let data = match super::payload(event)? {
+            Payload::Done => return Ok(StreamEvent::Done(Chunk::default())),
+            Payload::Json(data) => data,
+        };
         let chunk: WireChunk<'_> = serde_json::from_str(data)
             .map_err(|e| ProbeError::InvalidResponse(format!("bad chunk JSON: {e}")))?;
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
@@ -158,17 +249,25 @@ impl StreamParser for OpenAiStreamParser {
         if chunk.timings.is_some() {
             info.server_timings = chunk.timings;
         }
-        for choice in &chunk.choices {
-            info.text.push_str(choice.text().unwrap_or(""));
+        let mut has_output = false;
+        let mut finished = false;
+        for choice in chunk.choices.iter().filter(|c| c.index == 0) {
+            has_output |= choice.read_output(info);
             if let Some(reason) = choice.finish_reason.as_deref().filter(|r| !r.is_empty()) {
+                if ABORTED.contains(&reason) {
+                    return Err(ProbeError::StreamErrorEvent(format!(
+                        "the server ended the generation with finish_reason \"{reason}\""
+                    )));
+                }
                 info.finish_reason = Some(reason.to_owned());
+                finished = true;
             }
         }
         Ok(StreamEvent::Chunk(Chunk {
-            has_output: chunk.choices.iter().any(WireChoice::has_output),
+            has_output,
             completion_tokens: chunk.usage.as_ref().and_then(|u| u.completion_tokens),
             prompt_tokens: chunk.usage.as_ref().and_then(|u| u.prompt_tokens),
-            finished: chunk.choices.iter().any(|c| non_empty(&c.finish_reason)),
+            finished,
         }))
     }
 }

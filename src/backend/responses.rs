@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Backend, RequestSpec, StreamEvent, StreamParser, count_field, error_message};
+use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, count_field, error_message};
 use crate::config::Target;
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
@@ -49,10 +49,10 @@ impl StreamParser for ResponsesParser {
         event: &SseEvent,
         info: &mut ResponseInfo,
     ) -> Result<StreamEvent, ProbeError> {
-        let data = event.data.trim();
-        if data == "[DONE]" {
-            return Ok(StreamEvent::Done(Chunk::default()));
-        }
+        let data = match super::payload(event)? {
+            Payload::Done => return Ok(StreamEvent::Done(Chunk::default())),
+            Payload::Json(data) => data,
+        };
         let object = super::json_object(data)?;
         let kind = object
             .get("type")
@@ -108,8 +108,9 @@ impl StreamParser for ResponsesParser {
             }
             delta if delta.ends_with(".delta") => {
                 let text = object.get("delta").and_then(Value::as_str).unwrap_or("");
-                if delta == "response.output_text.delta" {
-                    info.text.push_str(text);
+                match delta {
+                    "response.output_text.delta" => info.text.push_str(text),
+                    _ => info.other_text.push_str(text),
                 }
                 Ok(StreamEvent::Chunk(Chunk {
                     has_output: !text.is_empty(),

@@ -10,7 +10,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{Backend, RequestSpec, StreamEvent, StreamParser, error_message};
+use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, error_message};
 use crate::config::Target;
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
@@ -95,19 +95,10 @@ impl StreamParser for TgiParser {
         event: &SseEvent,
         info: &mut ResponseInfo,
     ) -> Result<StreamEvent, ProbeError> {
-        if let Some(error) = super::error_event(event) {
-            return Err(error);
-        }
-        let data = event.data.trim();
-        if data == "[DONE]" {
-            return Ok(StreamEvent::Done(Chunk::default()));
-        }
-        if !data.starts_with('{') {
-            return Err(ProbeError::InvalidResponse(format!(
-                "event data is not a JSON object: {}",
-                super::snippet(data)
-            )));
-        }
+        let data = match super::payload(event)? {
+            Payload::Done => return Ok(StreamEvent::Done(Chunk::default())),
+            Payload::Json(data) => data,
+        };
         let wire: WireEvent = serde_json::from_str(data)
             .map_err(|e| ProbeError::InvalidResponse(format!("bad TGI event: {e}")))?;
         if let Some(error) = wire.error.filter(|e| !e.is_null()) {

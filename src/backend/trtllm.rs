@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Backend, RequestSpec, StreamEvent, StreamParser, error_message, finish_body};
+use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, error_message, finish_body};
 use crate::config::Target;
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
@@ -47,13 +47,10 @@ impl StreamParser for TritonParser {
         event: &SseEvent,
         info: &mut ResponseInfo,
     ) -> Result<StreamEvent, ProbeError> {
-        if let Some(error) = super::error_event(event) {
-            return Err(error);
-        }
-        let data = event.data.trim();
-        if data == "[DONE]" {
-            return Ok(StreamEvent::Done(Chunk::default()));
-        }
+        let data = match super::payload(event)? {
+            Payload::Done => return Ok(StreamEvent::Done(Chunk::default())),
+            Payload::Json(data) => data,
+        };
         let object = super::json_object(data)?;
         if let Some(error) = object.get("error").filter(|e| !e.is_null()) {
             return Err(ProbeError::StreamErrorEvent(error_message(error)));

@@ -26,6 +26,7 @@ use crate::Shutdown;
 use crate::config::{self, ConfigError, Overrides, RawConfig, RawTarget};
 use crate::metrics::{Format, Metrics};
 use crate::probe::{Outcome, Prober};
+use crate::prompt::Prompt;
 
 pub use arrivals::{RampUp, Traffic};
 pub use summary::{Goodput, Metric, RequestResult, Stats, Summary, percentile};
@@ -270,28 +271,33 @@ pub async fn run(args: &BenchArgs, plan: Plan, shutdown: &Shutdown) -> anyhow::R
         target_metrics.connections(),
     )?);
     let mut rng = StdRng::seed_from_u64(args.seed);
-    let n = args.num_prompts.unwrap_or(if args.duration.is_some() {
-        usize::MAX
-    } else {
-        1000
-    });
-    let schedule: Vec<f64> = match args.duration {
-        // Without a count, gaps are drawn one by one until the duration runs out.
-        Some(_) if args.num_prompts.is_none() => Vec::new(),
-        _ => plan.traffic.schedule(n, &mut rng),
+    // Every send time and every prompt is decided before the clock starts, as vLLM samples
+    // its requests first: prompt building (a tokenizer's work) is not part of the run, and
+    // `--request-rate inf` is one burst.
+    let schedule: Vec<f64> = match (args.num_prompts, args.duration) {
+        // Without a count, gaps are drawn until the duration runs out.
+        (None, Some(duration)) => {
+            let mut times = Vec::new();
+            let mut at = plan.traffic.gap(plan.traffic.rate, &mut rng);
+            while at <= duration.as_secs_f64() {
+                times.push(at);
+                at += plan.traffic.gap(plan.traffic.rate, &mut rng);
+            }
+            times
+        }
+        (n, _) => plan.traffic.schedule(n.unwrap_or(1000), &mut rng),
     };
-    let progress = progress_bar(args, n);
+    let prompts: Vec<Prompt> = schedule
+        .iter()
+        .map(|_| target.prompts.next(&mut rng))
+        .collect();
+    let progress = progress_bar(args, schedule.len());
     let slots = args.max_concurrency.map(|c| Arc::new(Semaphore::new(c)));
     let run_id = format!("{:08x}", rng.random::<u32>());
     let start = Instant::now();
     let deadline = args.duration.map(|d| start + d);
     let mut tasks = JoinSet::new();
-    let mut at = 0.0;
-    for i in 0..n {
-        at = match schedule.get(i) {
-            Some(&t) => t,
-            None => at + plan.traffic.gap(plan.traffic.rate, &mut rng),
-        };
+    for (i, (&at, prompt)) in schedule.iter().zip(prompts).enumerate() {
         let send_at = start + Duration::from_secs_f64(at);
         if deadline.is_some_and(|d| send_at > d) {
             break;
@@ -300,7 +306,6 @@ pub async fn run(args: &BenchArgs, plan: Plan, shutdown: &Shutdown) -> anyhow::R
             () = sleep_until(send_at) => {}
             () = shutdown.graceful().cancelled() => break,
         }
-        let prompt = target.prompts.next(&mut rng);
         let request_id = Arc::new(format!("{}bench-{run_id}-{i}", target.request_id_prefix));
         let (prober, slots, abort) = (
             Arc::clone(&prober),
@@ -317,6 +322,9 @@ pub async fn run(args: &BenchArgs, plan: Plan, shutdown: &Shutdown) -> anyhow::R
             let sent = Instant::now();
             let report = prober.probe(&request_id, &prompt, &abort).await;
             progress.inc(1);
+            if report.retried {
+                metrics.retried();
+            }
             let Outcome::Finished(outcome) = report.outcome else {
                 return None;
             };
@@ -331,9 +339,7 @@ pub async fn run(args: &BenchArgs, plan: Plan, shutdown: &Shutdown) -> anyhow::R
                     .map(|e| crate::report::redact(&crate::error::chain(e), &prober.target))
                     .unwrap_or_default(),
                 outcome: outcome.map_err(|e| e.category()),
-                input_tokens: prompt
-                    .tokens
-                    .map_or_else(|| prompt.text.split_whitespace().count() as u64, u64::from),
+                input_tokens: u64::from(prompt.input_tokens),
                 text: report.record.response.text,
             })
         });

@@ -25,9 +25,19 @@ const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// An API key is a line; a file far larger is not one.
 const MAX_API_KEY_BYTES: u64 = 64 << 10;
 
-/// Label names inferprobe itself puts on series.
-const RESERVED_LABELS: [&str; 7] = [
-    "target", "model", "backend", "category", "reason", "le", "quantile",
+/// Label names inferprobe itself puts on a target's series (and `request_id` on their
+/// exemplars). A static label of the same name would give a series the name twice, and
+/// Prometheus rejects the whole scrape for it. A metrics test keeps this list complete.
+pub const RESERVED_LABELS: [&str; 9] = [
+    "target",
+    "model",
+    "backend",
+    "category",
+    "reason",
+    "slo",
+    "le",
+    "quantile",
+    "request_id",
 ];
 
 pub(super) fn endpoint_url(
@@ -70,7 +80,27 @@ pub(super) fn endpoint_url(
             format!("`{endpoint}` must start with /"),
         ));
     }
-    let joined = format!("{}{endpoint}", base.as_str().trim_end_matches('/'));
+    let base_path = base.path().trim_end_matches('/');
+    if endpoint.len() > 1 && base_path.ends_with(endpoint) {
+        let mut fixed = base.clone();
+        fixed.set_path(&base_path[..base_path.len() - endpoint.len()]);
+        return Err(ConfigError::new(
+            at("url"),
+            format!(
+                "`{text}` already ends with {endpoint}, which inferprobe appends for the {backend} \
+                 backend: write the base URL, `{}` (or set `endpoint`)",
+                fixed.as_str().trim_end_matches('/')
+            ),
+        ));
+    }
+    // The OpenAI SDKs' `base_url` ends in /v1 (`http://vllm:8000/v1`); the endpoint
+    // starts with it. Both spellings of the URL mean the same server.
+    let base_text = base.as_str().trim_end_matches('/');
+    let base_text = match endpoint.strip_prefix("/v1/") {
+        Some(_) if base_path.ends_with("/v1") => &base_text[..base_text.len() - "/v1".len()],
+        _ => base_text,
+    };
+    let joined = format!("{base_text}{endpoint}");
     Url::parse(&joined)
         .map_err(|e| ConfigError::new(at("endpoint"), format!("`{joined}` is not a URL: {e}")))
 }

@@ -25,6 +25,7 @@ use crate::backend::BackendKind;
 use crate::prompt::PromptSource;
 use crate::validation::Validation;
 
+pub use fields::RESERVED_LABELS;
 pub use raw::{RawConfig, RawDuration, RawSlo, RawTarget, RawValidation};
 pub use validate::validate;
 
@@ -152,6 +153,9 @@ pub struct BackendOptions {
     pub audio: AudioSpec,
     /// `anthropic`: the `anthropic-version` header.
     pub anthropic_version: String,
+    /// `openai`, `openai-chat`: `max_tokens` (every server) or `max_completion_tokens`
+    /// (required by OpenAI's reasoning models).
+    pub max_tokens_field: &'static str,
 }
 
 #[derive(Clone, Debug, PartialEq)]

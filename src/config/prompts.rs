@@ -215,7 +215,18 @@ pub(super) fn backend_options(at: At, t: &RawTarget) -> Result<BackendOptions, C
             Some(super::fields::in_range(&at("embedding_dimensions"), n, 1, 1 << 20)? as usize)
         }
     };
+    let max_tokens_field = match t.max_tokens_field.as_deref() {
+        None | Some("max_tokens") => "max_tokens",
+        Some("max_completion_tokens") => "max_completion_tokens",
+        Some(other) => {
+            return Err(ConfigError::new(
+                at("max_tokens_field"),
+                format!("`{other}` must be \"max_tokens\" or \"max_completion_tokens\""),
+            ));
+        }
+    };
     Ok(BackendOptions {
+        max_tokens_field,
         embedding_dimensions,
         audio: AudioSpec {
             seconds,

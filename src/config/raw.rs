@@ -87,6 +87,8 @@ pub struct RawTarget {
     pub audio_tone_hz: Option<f64>,
     pub audio_language: Option<String>,
     pub anthropic_version: Option<String>,
+    /// `openai`/`openai-chat`: the name the output limit is sent under.
+    pub max_tokens_field: Option<String>,
 
     pub slo: Option<RawSlo>,
     /// `reuse` (pooled keep-alive connections) or `fresh` (a new connection per probe).
@@ -182,6 +184,7 @@ impl RawTarget {
             audio_tone_hz,
             audio_language,
             anthropic_version,
+            max_tokens_field,
             slo,
             connection,
             tls_ca_file,

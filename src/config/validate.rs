@@ -252,6 +252,21 @@ fn validate_target(
             "inferprobe always streams; remove this key",
         ));
     }
+    for key in ["n", "best_of"] {
+        match extra_body.get(key) {
+            None | Some(Value::Null) => {}
+            Some(one) if one.as_u64() == Some(1) => {}
+            Some(other) => {
+                return Err(ConfigError::new(
+                    at(&format!("extra_body.{key}")),
+                    format!(
+                        "{other}: a probe measures one answer, but {key} > 1 interleaves several \
+                         choices in one stream and mixes their tokens into ITL and TPOT; remove it"
+                    ),
+                ));
+            }
+        }
+    }
 
     let include_usage = t.include_usage.unwrap_or(true);
     let continuous_usage_stats = t.continuous_usage_stats.unwrap_or(false);

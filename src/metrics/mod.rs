@@ -56,15 +56,19 @@ pub enum SkipReason {
     Concurrency,
     /// `max_output_tokens_per_hour` was spent.
     Budget,
+    /// It fell due while the process was paused or starved, behind an arrival that was
+    /// itself late (see `scheduler`): sending them all at once would be a burst.
+    Late,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 2] = [SkipReason::Concurrency, SkipReason::Budget];
+    pub const ALL: [SkipReason; 3] = [Self::Concurrency, Self::Budget, Self::Late];
 
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Concurrency => "concurrency",
             Self::Budget => "budget",
+            Self::Late => "late",
         }
     }
 }
@@ -147,6 +151,7 @@ pub struct Metrics {
     last_success: LabeledFamily<TargetLabels, F64Gauge>,
     schedule_lag: LabeledFamily<TargetLabels, Histogram>,
     connections: LabeledFamily<TargetLabels, Counter>,
+    retries: LabeledFamily<TargetLabels, Counter>,
     slo_objective: LabeledFamily<TargetLabels, F64Gauge>,
     slo_threshold: LabeledFamily<SloLabels, F64Gauge>,
     /// The SLO each target's histograms were built with: a changed threshold changes the
@@ -183,6 +188,7 @@ impl Metrics {
             last_success: LabeledFamily::default(),
             schedule_lag: LabeledFamily::default(),
             connections: LabeledFamily::default(),
+            retries: LabeledFamily::default(),
             slo_objective: LabeledFamily::default(),
             slo_threshold: LabeledFamily::default(),
             slos: Arc::default(),
@@ -218,7 +224,7 @@ impl Metrics {
             ),
             (
                 "time_per_output_token",
-                "(last token - first token) / (output tokens - 1), per successful probe with more than one token",
+                "(last token - first token) / (timed tokens - 1): the tokens that arrived in the stream, not hidden reasoning or an EOS never sent, per successful probe with more than one",
                 &m.tpot,
             ),
             (
@@ -276,6 +282,11 @@ impl Metrics {
             "connections_opened",
             "New connections opened by the probe's HTTP client (the rest of the requests reused one)",
             m.connections.clone(),
+        );
+        r.register(
+            "request_retries",
+            "Probes sent a second time because the server closed a reused keep-alive connection just as the request went out; only the second attempt is measured and counted",
+            m.retries.clone(),
         );
         r.register(
             "slo_objective",
@@ -413,6 +424,7 @@ impl Metrics {
                 .schedule_lag
                 .get_or_insert(l(), || Histogram::new(exponential_buckets(0.0001, 4.0, 10))),
             connections: self.connections.get_or_insert(l(), Counter::default),
+            retries: self.retries.get_or_insert(l(), Counter::default),
             labels,
             snapshot: Arc::clone(&self.snapshot),
         }
@@ -444,6 +456,7 @@ impl Metrics {
             &self.prompt_tokens_total,
             &self.good_requests,
             &self.connections,
+            &self.retries,
         ] {
             family.remove(labels);
         }

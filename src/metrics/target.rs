@@ -33,6 +33,7 @@ pub struct TargetMetrics {
     pub(super) last_success: F64Gauge,
     pub(super) schedule_lag: Histogram,
     pub(super) connections: Counter,
+    pub(super) retries: Counter,
     pub(super) snapshot: Arc<RwLock<()>>,
 }
 
@@ -136,6 +137,16 @@ impl TargetMetrics {
 
     pub fn skipped(&self, reason: SkipReason) {
         self.skipped[reason as usize].inc();
+    }
+
+    /// Arrivals not sent, in one go (a pause can skip many).
+    pub fn skipped_many(&self, reason: SkipReason, count: u64) {
+        self.skipped[reason as usize].inc_by(count);
+    }
+
+    /// A probe re-sent after the keep-alive race (see `probe`).
+    pub fn retried(&self) {
+        self.retries.inc();
     }
 
     pub fn schedule_lag(&self, lag: Duration) {

@@ -207,3 +207,61 @@ fn families_remove_members() {
     family.retain(|labels| labels.get("target") != Some("b"));
     assert!(family.is_empty());
 }
+
+#[test]
+fn every_label_the_exporter_sets_is_reserved_from_static_labels() {
+    // A target with every SLO threshold and a probe of each outcome: every series and
+    // exemplar the exporter can write for a target.
+    let raw = RawConfig {
+        labels: [("node".to_owned(), "n1".to_owned())].into(),
+        targets: vec![RawTarget {
+            name: Some("t".into()),
+            url: Some("http://127.0.0.1:1".into()),
+            model: Some("m".into()),
+            slo: Some(crate::config::RawSlo {
+                ttft: Some(crate::config::RawDuration::Text("1s".into())),
+                tpot: Some(crate::config::RawDuration::Text("50ms".into())),
+                itl: Some(crate::config::RawDuration::Text("100ms".into())),
+                e2el: Some(crate::config::RawDuration::Text("10s".into())),
+                objective: Some(0.99),
+            }),
+            ..RawTarget::default()
+        }],
+        ..RawConfig::default()
+    };
+    let target = Arc::clone(&validate(&raw).unwrap().targets[0]);
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let t = metrics.target(&target);
+    t.record(&Arc::new("r1".into()), &Ok(measurement()));
+    t.record(&Arc::new("r2".into()), &Err(ProbeError::EmptyResponse));
+    for reason in SkipReason::ALL {
+        t.skipped(reason);
+    }
+    t.retried();
+    for format in [Format::Text, Format::OpenMetrics] {
+        let text = exposition(&registry, format);
+        let mut names = std::collections::BTreeSet::new();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            // Series labels, then an exemplar's after " # ".
+            for part in line.split(" # ") {
+                let Some((_, rest)) = part.split_once('{') else {
+                    continue;
+                };
+                let labels = &rest[..rest.find('}').unwrap_or(rest.len())];
+                for pair in labels.split("\",").filter(|p| !p.is_empty()) {
+                    names.insert(pair.split('=').next().unwrap().to_owned());
+                }
+            }
+        }
+        assert!(names.contains("slo"), "{names:?}");
+        if matches!(format, Format::OpenMetrics) {
+            assert!(names.contains("request_id"), "exemplars: {names:?}");
+        }
+        for name in &names {
+            let own = crate::config::RESERVED_LABELS.contains(&name.as_str());
+            let build = ["version", "revision"].contains(&name.as_str()); // build_info only
+            assert!(own || build || name == "node", "`{name}` is not reserved");
+        }
+    }
+}

@@ -19,12 +19,34 @@ pub use tokenizer::TokenCounter;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Prompt {
     pub text: String,
-    /// Exact prompt tokens when a tokenizer built or measured the prompt.
-    pub tokens: Option<u32>,
+    /// The prompt's length in tokens as the client counts it: exact when a tokenizer
+    /// built or measured it (`input_exact`), else the documented approximation (one filler
+    /// word per token and 8 for the nonce; a dataset's text at 4 tokens per 3 words).
+    pub input_tokens: u32,
+    pub input_exact: bool,
     /// `max_tokens` for this request.
     pub max_tokens: u32,
     /// The model name to send (a LoRA adapter when several are configured).
     pub model: String,
+}
+
+/// The random choices behind one prompt, drawn from the target's seeded RNG where the
+/// arrivals are drawn. Cheap; the text is built from it by [`PromptSource::build`], which
+/// is where a tokenizer works, so that work can run off the threads that time streams.
+#[derive(Clone, Debug)]
+pub struct Draw {
+    pub model: String,
+    pub max_tokens: u32,
+    input: Drawn,
+    nonce: u64,
+}
+
+#[derive(Clone, Debug)]
+enum Drawn {
+    /// A synthetic prompt of this many tokens.
+    Length(u32),
+    /// An entry of a dataset.
+    Entry(Arc<Dataset>, usize),
 }
 
 #[derive(Debug)]
@@ -64,66 +86,104 @@ fn sample_len(len: u32, ratio: f64, min: u32, rng: &mut impl Rng) -> u32 {
 }
 
 impl PromptSource {
+    /// Draw and build one prompt.
     pub fn next(&self, rng: &mut impl Rng) -> Prompt {
+        self.build(self.draw(rng))
+    }
+
+    /// Whether [`Self::build`] runs a tokenizer (seconds of CPU for long prompts).
+    pub fn tokenizes(&self) -> bool {
+        self.tokenizer.is_some()
+    }
+
+    /// The random parts of one prompt.
+    pub fn draw(&self, rng: &mut impl Rng) -> Draw {
         let model = match self.models.len() {
             0 | 1 => self.models.first().cloned().unwrap_or_default(),
             n => self.models[rng.random_range(0..n)].clone(),
         };
         let mut max_tokens = sample_len(self.output_tokens, self.range_ratio, 1, rng);
-        let (text, tokens) = match &self.input {
-            Input::Synthetic {
-                input_tokens,
-                shared_prefix,
-                exact,
-            } => {
-                let len = sample_len(*input_tokens, self.range_ratio, 1, rng);
-                match (exact, &self.tokenizer) {
-                    (Some(filler), Some(counter)) => {
-                        match filler.prompt(counter, shared_prefix, len, rng) {
-                            Ok((text, count)) => (text, Some(count)),
-                            // Tokenizers do not fail on UTF-8 text; keep probing if one does.
-                            Err(_) => (self.approximate(shared_prefix, len, rng), None),
-                        }
-                    }
-                    _ => (self.approximate(shared_prefix, len, rng), None),
-                }
+        let input = match &self.input {
+            Input::Synthetic { input_tokens, .. } => {
+                Drawn::Length(sample_len(*input_tokens, self.range_ratio, 1, rng))
             }
             Input::Dataset {
                 dataset,
                 output_from_dataset,
             } => {
-                let entry = &dataset.entries[rng.random_range(0..dataset.entries.len())];
+                let index = rng.random_range(0..dataset.entries.len());
                 if *output_from_dataset {
-                    max_tokens = entry.output_tokens.unwrap_or(max_tokens);
+                    max_tokens = dataset.entries[index].output_tokens.unwrap_or(max_tokens);
                 }
+                Drawn::Entry(Arc::clone(dataset), index)
+            }
+        };
+        Draw {
+            model,
+            max_tokens,
+            input,
+            nonce: rng.random(),
+        }
+    }
+
+    /// The prompt text of `draw`: no randomness left, only string building and, with a
+    /// tokenizer, encoding.
+    pub fn build(&self, draw: Draw) -> Prompt {
+        let (text, input_tokens, input_exact) = match draw.input {
+            Drawn::Length(len) => {
+                let (prefix, filler) = match &self.input {
+                    Input::Synthetic {
+                        shared_prefix,
+                        exact,
+                        ..
+                    } => (shared_prefix.as_str(), exact.as_ref()),
+                    Input::Dataset { .. } => ("", None),
+                };
+                let built = match (filler, &self.tokenizer) {
+                    (Some(filler), Some(counter)) => {
+                        filler.prompt(counter, prefix, len, draw.nonce).ok()
+                    }
+                    _ => None,
+                };
+                match built {
+                    Some((text, count)) => (text, count, true),
+                    // Tokenizers do not fail on UTF-8 text; keep probing if one does.
+                    None => (approximate(prefix, len, draw.nonce), len, false),
+                }
+            }
+            Drawn::Entry(dataset, index) => {
                 // Every prompt leads with a nonce so prefix caches cannot serve a repeat.
-                let text = format!("{:016x} {}", rng.random::<u64>(), entry.prompt);
-                let tokens = self
-                    .tokenizer
-                    .as_ref()
-                    .and_then(|t| t.count(&text))
-                    .map(|n| n as u32);
-                (text, tokens)
+                let entry = &dataset.entries[index];
+                let text = format!("{} {}", synthetic::nonce(draw.nonce), entry.prompt);
+                match self.tokenizer.as_ref().and_then(|t| t.count(&text)) {
+                    Some(count) => (text, count as u32, true),
+                    None => {
+                        let body = dataset::estimate_tokens(&entry.prompt, None) as u32;
+                        (text, synthetic::NONCE_TOKENS + body, false)
+                    }
+                }
             }
         };
         Prompt {
             text,
-            tokens,
-            max_tokens,
-            model,
+            input_tokens,
+            input_exact,
+            max_tokens: draw.max_tokens,
+            model: draw.model,
         }
     }
+}
 
-    fn approximate(&self, prefix: &str, len: u32, rng: &mut impl Rng) -> String {
-        if prefix.is_empty() {
-            return synthetic::approximate(len, rng);
-        }
-        let prefix_words = prefix.split_whitespace().count() as u32;
-        format!(
-            "{prefix} {}",
-            synthetic::approximate(len.saturating_sub(prefix_words), rng)
-        )
+/// `prefix` (may be empty) and a synthetic prompt of about `len` tokens in all.
+fn approximate(prefix: &str, len: u32, nonce: u64) -> String {
+    if prefix.is_empty() {
+        return synthetic::approximate(len, nonce);
     }
+    let prefix_words = prefix.split_whitespace().count() as u32;
+    format!(
+        "{prefix} {}",
+        synthetic::approximate(len.saturating_sub(prefix_words), nonce)
+    )
 }
 
 #[cfg(test)]

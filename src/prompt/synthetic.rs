@@ -9,8 +9,6 @@
 //! BPE vocabularies, so one word ≈ one token; the 16-hex-digit nonce counts as
 //! [`NONCE_TOKENS`]. With a tokenizer the filler is cut at the exact token count.
 
-use rand::{Rng, RngExt};
-
 use super::tokenizer::TokenCounter;
 
 /// Tokens the nonce is assumed to take without a tokenizer (a 16-digit hex string is 6–16
@@ -56,14 +54,15 @@ fn words(list: &[&str], count: usize) -> String {
     text
 }
 
-fn nonce(rng: &mut impl Rng) -> String {
-    format!("{:016x}", rng.random::<u64>())
+/// The nonce as it appears in a prompt: 16 hex digits.
+pub fn nonce(value: u64) -> String {
+    format!("{value:016x}")
 }
 
-/// A prompt of about `input_tokens` words-as-tokens that starts with a fresh nonce.
-pub fn approximate(input_tokens: u32, rng: &mut impl Rng) -> String {
+/// A prompt of about `input_tokens` words-as-tokens that starts with the nonce.
+pub fn approximate(input_tokens: u32, nonce_value: u64) -> String {
     let filler = input_tokens.saturating_sub(NONCE_TOKENS) as usize;
-    let nonce = nonce(rng);
+    let nonce = nonce(nonce_value);
     match filler {
         0 => nonce,
         n => format!("{nonce} {}", words(FILLER, n)),
@@ -110,12 +109,12 @@ impl ExactFiller {
         counter: &TokenCounter,
         prefix: &str,
         tokens: u32,
-        rng: &mut impl Rng,
+        nonce_value: u64,
     ) -> Result<(String, u32), String> {
         let head = if prefix.is_empty() {
-            nonce(rng)
+            nonce(nonce_value)
         } else {
-            format!("{prefix} {}", nonce(rng))
+            format!("{prefix} {}", nonce(nonce_value))
         };
         let head_tokens = counter.encode(&head)?.len();
         let mut take = (tokens as usize).saturating_sub(head_tokens);
@@ -150,20 +149,17 @@ impl ExactFiller {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
-    use rand::rngs::StdRng;
 
     #[test]
     fn prompts_start_with_distinct_nonces_and_have_the_requested_words() {
-        let mut rng = StdRng::seed_from_u64(7);
-        let a = approximate(128, &mut rng);
-        let b = approximate(128, &mut rng);
+        let a = approximate(128, 1);
+        let b = approximate(128, 2);
         assert_ne!(a[..16], b[..16], "each prompt has its own prefix");
         assert_eq!(
             a.split_whitespace().count(),
             1 + 128 - NONCE_TOKENS as usize
         );
-        assert_eq!(approximate(3, &mut rng).split_whitespace().count(), 1);
+        assert_eq!(approximate(3, 3).split_whitespace().count(), 1);
     }
 
     #[test]

@@ -34,7 +34,7 @@ fn a_tokenizer_gives_exact_prompt_lengths() {
     let mut rng = StdRng::seed_from_u64(1);
     for _ in 0..50 {
         let prompt = source.next(&mut rng);
-        assert_eq!(prompt.tokens, Some(100));
+        assert_eq!((prompt.input_tokens, prompt.input_exact), (100, true));
         assert_eq!(counter.count(&prompt.text), Some(100), "{}", prompt.text);
     }
 }
@@ -58,7 +58,8 @@ fn shared_prefixes_are_shared_and_then_unique() {
         tail(&b)[..17],
         "a nonce right after the prefix"
     );
-    assert_eq!((a.tokens, b.tokens), (Some(120), Some(120)));
+    assert_eq!((a.input_tokens, b.input_tokens), (120, 120));
+    assert!(a.input_exact && b.input_exact);
 
     let approximate = synthetic(50, 10, None);
     let p = approximate.next(&mut rng);
@@ -132,7 +133,11 @@ fn dataset_prompts_get_a_nonce_and_their_output_length() {
         p.text
     );
     assert_eq!(p.max_tokens, 7);
-    assert!(p.tokens.is_some());
+    assert!(p.input_exact);
+    assert_eq!(
+        Some(u64::from(p.input_tokens)),
+        source.tokenizer.as_ref().unwrap().count(&p.text)
+    );
     source.input = Input::Dataset {
         dataset,
         output_from_dataset: false,

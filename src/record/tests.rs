@@ -56,7 +56,67 @@ fn one_gap_per_chunk_without_continuous_usage() {
         Some(TokenCount::Usage(6)),
         "final usage wins over events"
     );
-    assert_eq!(m.tpot, Some(MS * 50 / 5));
+    // Three tokens were timed; the other three billed ones never arrived as events.
+    assert_eq!(m.tpot, Some(MS * 50 / 2));
+}
+
+#[test]
+fn tpot_counts_the_tokens_that_arrived_not_the_billed_ones() {
+    // 1,000 hidden reasoning tokens billed in the final usage, 60 visible ones streamed
+    // 10 ms apart (OpenAI Responses / o-series, Claude with thinking).
+    let mut events: Vec<(u64, Chunk)> = (0..60).map(|i| (100 + 10 * i, output())).collect();
+    events.push((700, with_usage(false, 1060)));
+    let m = timeline(&events, 701, true).measure(None).unwrap();
+    assert_eq!(m.output_tokens, Some(TokenCount::Usage(1060)), "billed");
+    assert_eq!(m.tpot, Some(MS * 10), "not 590 ms / 1059");
+    assert_eq!(m.itl_observations(), 59);
+    let itl_sum: Duration = m.itl.iter().map(|&(gap, n)| gap * n).sum();
+    assert_eq!(m.tpot, Some(itl_sum / 59), "TPOT is the mean ITL");
+
+    // vLLM / llama.cpp with ignore_eos = false: the last chunk is an empty finish chunk and
+    // completion_tokens counts the EOS that was never sent as text.
+    let finish = Chunk {
+        finished: true,
+        ..Chunk::default()
+    };
+    let events = [
+        (10, output()),
+        (20, output()),
+        (30, output()),
+        (31, finish),
+        (32, with_usage(false, 4)),
+    ];
+    let m = timeline(&events, 33, true).measure(None).unwrap();
+    assert_eq!(m.output_tokens, Some(TokenCount::Usage(4)));
+    assert_eq!(m.tpot, Some(MS * 10));
+}
+
+#[test]
+fn the_tokenizer_counts_reasoning_and_tool_calls_too() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/tokenizer/tiny-bpe.json");
+    let counter = TokenCounter::load(&path).unwrap();
+    let mut r = timeline(&[(10, output()), (20, output()), (30, output())], 31, true);
+    r.response.text = "the answer".into();
+    let visible = counter.count("the answer").unwrap();
+    let m = r.measure(Some(&counter)).unwrap();
+    assert_eq!(m.output_tokens, Some(TokenCount::Tokenizer(visible)));
+
+    r.response.other_text = "let me think about the question first".into();
+    let reasoning = counter.count(&r.response.other_text).unwrap();
+    let m = r.measure(Some(&counter)).unwrap();
+    assert_eq!(
+        m.output_tokens,
+        Some(TokenCount::Tokenizer(visible + reasoning))
+    );
+
+    // A tool-only answer: no visible text at all, yet tokens arrived.
+    r.response.text.clear();
+    r.response.other_text = r#"get_weather{"city": "Paris"}"#.into();
+    let m = r.measure(Some(&counter)).unwrap();
+    let tool = counter.count(&r.response.other_text).unwrap();
+    assert!(tool > 0);
+    assert_eq!(m.output_tokens, Some(TokenCount::Tokenizer(tool)));
 }
 
 #[test]
@@ -130,6 +190,18 @@ fn tokens_without_any_end_marker_are_interrupted() {
     let err = timeline(&[(1, output()), (2, output())], 3, false)
         .measure(None)
         .unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::StreamInterrupted);
+}
+
+#[test]
+fn a_stream_cut_before_its_first_token_is_interrupted_not_empty() {
+    // The server process was killed after the role chunk: no token, no [DONE].
+    let err = timeline(&[(1, Chunk::default())], 2, false)
+        .measure(None)
+        .unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::StreamInterrupted);
+    assert!(err.to_string().contains("before its first token"), "{err}");
+    let err = timeline(&[], 2, false).measure(None).unwrap_err();
     assert_eq!(err.category(), ErrorCategory::StreamInterrupted);
 }
 

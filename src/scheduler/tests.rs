@@ -68,3 +68,83 @@ fn the_budget_is_a_sliding_hour_of_requested_tokens() {
         "the first 60 left the window"
     );
 }
+
+/// Run `schedule` as the scheduler's loop does until `until`, returning the fire times
+/// and the arrivals reported missed.
+async fn fire_until(schedule: &mut Schedule, until: Instant) -> (Vec<Instant>, u64) {
+    let (mut fired, mut missed) = (Vec::new(), 0);
+    while schedule.next() < until {
+        sleep_until(schedule.next()).await;
+        let now = Instant::now();
+        fired.push(now);
+        missed += schedule.fire(now).missed;
+    }
+    (fired, missed)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pause_of_any_length_ends_with_one_arrival_then_a_fresh_gap() {
+    const RATE: f64 = 100.0;
+    let second = Duration::from_secs(1);
+    for pause in [
+        Duration::from_millis(900),
+        Duration::from_secs(3),
+        second * 3600,
+    ] {
+        let t0 = Instant::now();
+        let mut schedule = Schedule::new(Arrivals::new(RATE, 1.0, 9).unwrap(), RATE, t0);
+        let (before, missed) = fire_until(&mut schedule, t0 + second).await;
+        assert_eq!(missed, 0, "no pause yet");
+        // The process is stopped: the clock runs on, the loop does not.
+        tokio::time::advance(pause).await;
+        let resumed = Instant::now();
+        let (after, missed) = fire_until(&mut schedule, resumed + second).await;
+        assert_eq!(after[0], resumed, "the overdue arrival is sent on resume");
+        // A burst of missed arrivals would all go out at the resume instant.
+        let burst = after.iter().filter(|&&t| t == resumed).count();
+        assert_eq!(
+            burst, 1,
+            "{pause:?}: one arrival, not a burst of missed ones"
+        );
+        assert!(after[1] > resumed, "then a fresh gap");
+        // The pause swallowed about rate × pause arrivals; they are reported missed.
+        let expected = pause.as_secs_f64() * RATE;
+        let spread = 5.0 * expected.sqrt();
+        assert!(
+            (missed as f64 - expected).abs() <= spread + 2.0,
+            "{pause:?}: {missed} missed, expected about {expected}"
+        );
+        // Before and after, the rate is the configured one.
+        for fired in [&before, &after] {
+            let n = fired.len() as f64;
+            assert!(
+                (n - RATE).abs() < 5.0 * RATE.sqrt(),
+                "{n} arrivals in a second"
+            );
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn lateness_within_scheduling_noise_is_caught_up_not_skipped() {
+    // Bursty arrivals at 200/s: many gaps are far shorter than a timer tick. A 30 ms
+    // hiccup makes a few arrivals late; they are all sent, none reported missed.
+    const RATE: f64 = 200.0;
+    let t0 = Instant::now();
+    let mut schedule = Schedule::new(Arrivals::new(RATE, 0.25, 5).unwrap(), RATE, t0);
+    let (mut fired, mut missed) = fire_until(&mut schedule, t0 + Duration::from_secs(5)).await;
+    for _ in 0..50 {
+        tokio::time::advance(Duration::from_millis(30)).await;
+        let (more, skipped) =
+            fire_until(&mut schedule, Instant::now() + Duration::from_millis(100)).await;
+        fired.extend(more);
+        missed += skipped;
+    }
+    assert_eq!(missed, 0);
+    let span = (*fired.last().unwrap() - t0).as_secs_f64();
+    let rate = fired.len() as f64 / span;
+    assert!(
+        (rate - RATE).abs() < 0.1 * RATE,
+        "rate {rate} over {span} s"
+    );
+}

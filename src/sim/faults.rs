@@ -31,7 +31,8 @@ pub enum Fault {
     /// Every token, but no `finish_reason`, no usage and no `[DONE]`: a truncated stream
     /// that still ends cleanly at the HTTP level.
     NoDone,
-    /// HTTP 200 `text/event-stream` with an empty body.
+    /// A well-formed stream that ends properly (finish reason, usage, end marker) without
+    /// a single token: what `empty_response` means. (A stream that just stops is `no_done`.)
     Empty,
     /// Tokens forever, one every ITL (bounded only by the client).
     Endless,

@@ -70,9 +70,6 @@ pub fn stream_plan(
     fault: Option<Fault>,
     rng: &mut impl Rng,
 ) -> Vec<Step> {
-    if fault == Some(Fault::Empty) {
-        return Vec::new();
-    }
     let mut uniform = || rng.random::<f64>();
     let mut jitter = |d: Duration| {
         if config.jitter > 0.0 {
@@ -99,6 +96,14 @@ pub fn stream_plan(
         for event in preamble {
             send(&mut steps, Duration::ZERO, event);
         }
+    }
+    if fault == Some(Fault::Empty) {
+        let t = jitter(config.ttft);
+        send(&mut steps, t, r.chunk(&ctx, "", 0, Some("stop")));
+        for event in r.epilogue(&ctx, 0) {
+            send(&mut steps, t, event);
+        }
+        return steps;
     }
     let n = output_tokens(req, config);
     let k = u64::from(config.tokens_per_chunk.max(1));

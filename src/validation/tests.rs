@@ -7,7 +7,8 @@ use crate::record::TokenCount;
 fn prompt() -> Prompt {
     Prompt {
         text: "q".into(),
-        tokens: None,
+        input_tokens: 2,
+        input_exact: false,
         max_tokens: 8,
         model: "lora-a".into(),
     }
@@ -19,6 +20,7 @@ fn response(text: &str, finish: Option<&str>, model: Option<&str>) -> ResponseIn
         finish_reason: finish.map(str::to_owned),
         model: model.map(str::to_owned),
         server_timings: None,
+        other_text: String::new(),
     }
 }
 

@@ -262,7 +262,8 @@ pub fn backends(input: &[u8]) {
     };
     let prompt = Prompt {
         text: "fuzz".into(),
-        tokens: None,
+        input_tokens: 2,
+        input_exact: false,
         max_tokens: 4,
         model: "m".into(),
     };

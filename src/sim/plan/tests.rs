@@ -161,7 +161,23 @@ fn mid_stream_faults_strike_after_at_least_one_token() {
 #[test]
 fn truncation_faults() {
     let req = request(false, 3, false);
-    assert!(plan(&req, &config(), Some(Fault::Empty)).is_empty());
+    let empty = events(&plan(&req, &config(), Some(Fault::Empty)));
+    assert_eq!(
+        empty.last().unwrap().1.as_deref(),
+        Some("[DONE]"),
+        "ends properly"
+    );
+    for (_, data) in &empty[..empty.len() - 1] {
+        let chunk = json(data.as_deref().unwrap());
+        assert!(
+            chunk["choices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| c["text"] == ""),
+            "no token: {chunk}"
+        );
+    }
 
     let no_done = events(&plan(&req, &config(), Some(Fault::NoDone)));
     assert_eq!(no_done.len(), 3, "tokens only");

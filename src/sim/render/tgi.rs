@@ -18,7 +18,9 @@ impl Render for Tgi {
     }
 
     fn chunk(&self, ctx: &Ctx, text: &str, tokens: u64, finish: Option<&str>) -> String {
-        let token = json!({ "id": tokens, "text": text, "logprob": -0.5, "special": false });
+        // The only empty token the simulator sends is an EOS (the `empty` fault): special.
+        let token =
+            json!({ "id": tokens, "text": text, "logprob": -0.5, "special": text.is_empty() });
         let (generated_text, details) = match finish {
             None => (Value::Null, Value::Null),
             Some(reason) => {

@@ -23,16 +23,21 @@
 //! | `redirect` | 307 to another path (its Location carries a token in the query) |
 //! | `rate-limited` | 429 with `Retry-After: 1` |
 //! | `unavailable` | 503 |
+//! | `tls-alert` | a TLS fatal alert record, as a TLS port answers plaintext, then close |
+//! | `h2-goaway` | HTTP/2 SETTINGS and GOAWAY frames, as an h2c/gRPC-only port answers HTTP/1.1 |
 //!
 //! Even-numbered requests get the healthy stream. `close-idle` answers the first request
 //! on a connection healthily with keep-alive and closes the connection (FIN, no answer) as
-//! soon as the next request arrives on it; `close-always` closes every connection that way.
+//! soon as the next request arrives on it; `close-always` closes every connection that way;
+//! `drop-30` closes 3 of every 10 connections that way (requests 1, 4, 7 of each ten) and
+//! answers the others healthily, one request per connection.
 
 use std::io::{self, Write};
 use std::time::Duration;
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::sleep;
 
@@ -69,6 +74,14 @@ pub(super) async fn respond(
             stats.dropped.fetch_add(1, SeqCst);
             return Ok(Next::Close);
         }
+        "drop-30" if matches!(n % 10, 1 | 4 | 7) => {
+            stats.dropped.fetch_add(1, SeqCst);
+            return Ok(Next::Close);
+        }
+        "drop-30" => {
+            healthy(stream, false).await?;
+            return Ok(Next::Close);
+        }
         _ if n % 2 == 0 => {
             healthy(stream, false).await?;
             return Ok(Next::Close);
@@ -78,6 +91,22 @@ pub(super) async fn respond(
     let ok = "HTTP/1.1 200 OK";
     match behaviour {
         "silent" => hold(stream).await,
+        "tls-alert" => {
+            // A TLS record: content type 21 (alert), TLS 1.2, length 2, fatal decode_error.
+            stream
+                .write_all(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32])
+                .await?;
+            stream.flush().await?;
+            return Ok(Next::Close);
+        }
+        "h2-goaway" => {
+            // An empty SETTINGS frame, then GOAWAY(last stream 0, PROTOCOL_ERROR).
+            let mut frames = vec![0, 0, 0, 0x04, 0, 0, 0, 0, 0];
+            frames.extend([0, 0, 8, 0x07, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+            stream.write_all(&frames).await?;
+            stream.flush().await?;
+            return Ok(Next::Close);
+        }
         "head-stall" => {
             head(stream, ok, SSE_HEADERS, Framing::Chunked, false).await?;
             hold(stream).await;

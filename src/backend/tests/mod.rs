@@ -27,7 +27,8 @@ fn target(backend: &str, edit: impl FnOnce(&mut RawTarget)) -> Arc<Target> {
 fn prompt(max_tokens: u32) -> Prompt {
     Prompt {
         text: "hello there".into(),
-        tokens: None,
+        input_tokens: 2,
+        input_exact: false,
         max_tokens,
         model: "m".into(),
     }
@@ -478,6 +479,7 @@ fn openai_parser_fills_response_info() {
             model: Some("served".into()),
             finish_reason: Some("stop".into()),
             server_timings: None,
+            other_text: String::new(),
         }
     );
 }
@@ -497,3 +499,5 @@ fn llama_cpp_timings_are_kept() {
         (Some(1), Some(0.2))
     );
 }
+
+mod dialects;

@@ -14,6 +14,12 @@
 //! split into k ITL observations of gap/k. Otherwise each output-carrying event counts as
 //! one token and one gap (vLLM bench's convention); a final usage-only chunk is never a
 //! token. Every gap is attributed to some event, so the ITL sum is always last − first.
+//! TPOT divides that span by the same attributed ("timed") tokens, so it is the mean ITL:
+//! tokens that were billed but never arrived (hidden reasoning, an unsent EOS) are in the
+//! output token count and nowhere in the timing.
+//!
+//! A stream is judged in this order: it must have ended with its end marker (else it was
+//! cut, token or not: `stream_interrupted`), then carried a token (else `empty_response`).
 
 use std::time::Duration;
 

@@ -265,3 +265,33 @@ async fn a_context_overflow_is_a_real_http_4xx() {
         s.text
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs llama-server: scripts/real-server/setup.sh"]
+async fn max_completion_tokens_limits_this_llama_server() {
+    // This llama.cpp (llama-cpp-python 0.3.36's) takes `max_completion_tokens` as an alias
+    // of n_predict; older ones ignore it and would generate to the context's end.
+    let server = start_server(4096).await;
+    let target = target(
+        &server.url,
+        "openai-chat",
+        true,
+        "max_tokens_field = \"max_completion_tokens\"",
+    );
+    let prober = Prober::new(Arc::clone(&target), Counter::default()).unwrap();
+    let mut rng = StdRng::seed_from_u64(2);
+    for i in 0..3 {
+        let prompt = target.prompts.next(&mut rng);
+        let report = prober
+            .probe(&format!("mct-{i}"), &prompt, &CancellationToken::new())
+            .await;
+        let Outcome::Finished(Ok(m)) = report.outcome else {
+            panic!("{:?}", report.outcome);
+        };
+        assert_eq!(
+            m.output_tokens.map(|c| c.value()),
+            Some(32),
+            "output_tokens = 32"
+        );
+    }
+}

@@ -62,8 +62,9 @@ struct WireChunk<'a> {
 
 #[derive(Deserialize)]
 struct WireChoice<'a> {
+    /// Absent (or null) in some servers' single-choice streams: choice 0.
     #[serde(default)]
-    index: u64,
+    index: Option<u64>,
     #[serde(default, borrow)]
     text: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
@@ -251,7 +252,7 @@ impl StreamParser for OpenAiStreamParser {
         }
         let mut has_output = false;
         let mut finished = false;
-        for choice in chunk.choices.iter().filter(|c| c.index == 0) {
+        for choice in chunk.choices.iter().filter(|c| c.index.unwrap_or(0) == 0) {
             has_output |= choice.read_output(info);
             if let Some(reason) = choice.finish_reason.as_deref().filter(|r| !r.is_empty()) {
                 if ABORTED.contains(&reason) {

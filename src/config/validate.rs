@@ -255,7 +255,7 @@ fn validate_target(
     for key in ["n", "best_of"] {
         match extra_body.get(key) {
             None | Some(Value::Null) => {}
-            Some(one) if one.as_u64() == Some(1) => {}
+            Some(one) if one.as_f64() == Some(1.0) => {}
             Some(other) => {
                 return Err(ConfigError::new(
                     at(&format!("extra_body.{key}")),

@@ -10,6 +10,7 @@ mod family;
 mod process;
 mod runtime;
 mod target;
+mod values;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -29,97 +30,10 @@ pub use expose::Format;
 pub use family::{LabeledFamily, TargetLabels};
 pub use runtime::RuntimeCollector;
 pub use target::{InFlight, TargetMetrics, is_good};
-
-/// Buckets equal to vLLM's server-side histograms, so client and server views line up.
-pub const TTFT_BUCKETS: &[f64] = &[
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-];
-pub const TOKEN_LATENCY_BUCKETS: &[f64] = &[
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-    40.0, 80.0,
-];
-pub const E2EL_BUCKETS: &[f64] = &[
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-    480.0, 960.0, 1920.0, 7680.0,
-];
-/// 1-2-5 steps, as vLLM's token-count histograms.
-pub const TOKEN_COUNT_BUCKETS: &[f64] = &[
-    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0, 10000.0, 20000.0,
-    50000.0, 100000.0,
-];
-
-/// Why an arrival was not sent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum SkipReason {
-    /// `max_concurrency` probes were already in flight.
-    Concurrency,
-    /// `max_output_tokens_per_hour` was spent.
-    Budget,
-    /// It fell due while the process was paused or starved, behind an arrival that was
-    /// itself late (see `scheduler`): sending them all at once would be a burst.
-    Late,
-}
-
-impl SkipReason {
-    pub const ALL: [SkipReason; 3] = [Self::Concurrency, Self::Budget, Self::Late];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Concurrency => "concurrency",
-            Self::Budget => "budget",
-            Self::Late => "late",
-        }
-    }
-}
-
-/// A bucket bound as a label, encoded exactly as the histograms encode `le`, so rules can
-/// join an SLO threshold to its bucket.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Le(pub f64);
-
-impl Eq for Le {}
-
-impl PartialOrd for Le {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Le {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
-    }
-}
-
-impl prometheus_client::encoding::EncodeLabelValue for Le {
-    fn encode(
-        &self,
-        encoder: &mut prometheus_client::encoding::LabelValueEncoder,
-    ) -> Result<(), std::fmt::Error> {
-        self.0.encode(encoder)
-    }
-}
-
-/// `defaults` with `threshold` added as an exact bound.
-fn with_bound(defaults: &[f64], threshold: Option<std::time::Duration>) -> Vec<f64> {
-    let mut buckets = defaults.to_vec();
-    if let Some(t) = threshold {
-        buckets.push(t.as_secs_f64());
-    }
-    buckets.sort_by(f64::total_cmp);
-    buckets.dedup();
-    buckets
-}
-
-impl prometheus_client::encoding::EncodeLabelValue for SkipReason {
-    fn encode(
-        &self,
-        encoder: &mut prometheus_client::encoding::LabelValueEncoder,
-    ) -> Result<(), std::fmt::Error> {
-        std::fmt::Write::write_str(encoder, self.as_str())
-    }
-}
+use values::with_bound;
+pub use values::{
+    E2EL_BUCKETS, Le, SkipReason, TOKEN_COUNT_BUCKETS, TOKEN_LATENCY_BUCKETS, TTFT_BUCKETS,
+};
 
 /// The exemplar attached to latency observations: which probe produced it.
 type Exemplar = [(&'static str, Arc<String>); 1];

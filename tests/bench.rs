@@ -117,6 +117,50 @@ async fn the_summary_agrees_with_the_exported_metrics() {
     );
 }
 
+/// A config file's deadlines are a probe's: a benchmark waits as vLLM's client does, and
+/// only the flags shorten it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_files_ttft_timeout_does_not_fail_a_benchmark_but_the_flag_does() {
+    let sim = start_sim(SimConfig {
+        ttft: Duration::from_millis(400),
+        itl: Duration::from_millis(1),
+        ..SimConfig::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("probe.toml");
+    let toml = format!(
+        "[defaults]\nrequest_timeout = \"300ms\"\n[[targets]]\nname = \"slow\"\nurl = \"{}\"\n\
+         model = \"m\"\ninput_tokens = 16\noutput_tokens = 4\nttft_timeout = \"200ms\"\n",
+        sim.url()
+    );
+    std::fs::write(&config, toml).unwrap();
+    let run = |flags: &[&str]| {
+        let mut argv = vec!["bench", "--config", config.to_str().unwrap(), "--quiet"];
+        argv.extend_from_slice(&["--num-prompts", "4", "--request-rate", "inf"]);
+        argv.extend_from_slice(flags);
+        let args = Cli::parse_from(argv).bench;
+        async move {
+            let plan = bench::plan(&args).unwrap();
+            bench::run(&args, plan, &Shutdown::new()).await.unwrap()
+        }
+    };
+
+    let report = run(&[]).await;
+    let s = &report.summary;
+    assert_eq!((s.completed, s.failed), (4, 0), "{}", report.text);
+    let ttft = report.json["mean_ttft_ms"].as_f64().unwrap();
+    assert!(
+        ttft >= 400.0,
+        "the simulator's 400 ms TTFT was waited for: {ttft}"
+    );
+
+    let report = run(&["--ttft-timeout", "200ms"]).await;
+    let s = &report.summary;
+    assert_eq!((s.completed, s.failed), (0, 4), "{}", report.text);
+    assert_eq!(s.errors.get("ttft_timeout"), Some(&4), "{}", report.text);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_cli_writes_a_vllm_shaped_result_file() {
     let dir = tempfile::tempdir().unwrap();

@@ -117,6 +117,47 @@ async fn the_summary_agrees_with_the_exported_metrics() {
     );
 }
 
+/// "Total input tokens" is vLLM 0.32's figure (the server's `prompt_tokens` when reported,
+/// else the client-side length); the client-side lengths are reported beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_tokens_are_vllms_figure_with_the_clients_beside_it() {
+    for usage in [true, false] {
+        let sim = start_sim(SimConfig {
+            ttft: Duration::from_millis(2),
+            itl: Duration::from_millis(1),
+            usage,
+            ..SimConfig::default()
+        })
+        .await;
+        let url = sim.url();
+        let args = args(&["--url", &url, "--num-prompts", "5", "--save-detailed"]);
+        let plan = bench::plan(&args).unwrap();
+        let report = bench::run(&args, plan, &Shutdown::new()).await.unwrap();
+        let json = &report.json;
+        assert_eq!(json["completed"], 5, "{}", report.text);
+        // The client's length is the prompt's documented approximation (24 asked for:
+        // the nonce counts 8, each filler word 1), never a count of words.
+        assert_eq!(json["input_lens_client"], serde_json::json!(vec![24; 5]));
+        assert_eq!(json["total_input_tokens_client"], 5 * 24);
+        // The simulator counts whitespace-separated words: the nonce is one.
+        let server = if usage { 17 } else { 24 };
+        assert_eq!(
+            json["input_lens"],
+            serde_json::json!(vec![server; 5]),
+            "usage {usage}"
+        );
+        assert_eq!(json["total_input_tokens"], 5 * server, "usage {usage}");
+        assert!(
+            report.text.contains(&format!(
+                "Total input tokens:                      {}",
+                5 * server
+            )),
+            "{}",
+            report.text
+        );
+    }
+}
+
 /// A config file's deadlines are a probe's: a benchmark waits as vLLM's client does, and
 /// only the flags shorten it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

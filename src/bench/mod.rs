@@ -8,6 +8,7 @@
 
 mod arrivals;
 mod result;
+mod stats;
 mod summary;
 mod target;
 
@@ -30,7 +31,8 @@ use crate::probe::{Outcome, Prober};
 use crate::prompt::Prompt;
 
 pub use arrivals::{RampUp, Traffic};
-pub use summary::{Goodput, Metric, RequestResult, Stats, Summary, percentile};
+pub use stats::{Goodput, Metric, Stats, percentile};
+pub use summary::{RequestResult, Summary};
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct BenchArgs {

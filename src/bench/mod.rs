@@ -7,6 +7,7 @@
 //! client (as vLLM does: a benchmark measures capacity, a probe must not queue).
 
 mod arrivals;
+mod failures;
 mod result;
 mod stats;
 mod summary;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use super::failures::{self, Samples};
 use super::stats::{Goodput, Metric, Stats, percentile_name};
 use crate::error::ErrorCategory;
 use crate::record::Measurement;
@@ -53,6 +54,8 @@ pub struct Summary {
     pub peak_concurrency: u64,
     pub metrics: Vec<(Metric, Stats)>,
     pub errors: BTreeMap<&'static str, u64>,
+    /// Per category, the first few distinct messages of its failures.
+    pub error_samples: BTreeMap<&'static str, Samples>,
 }
 
 impl Summary {
@@ -108,6 +111,7 @@ impl Summary {
                 .map(|&m| (m, Stats::of(values(m), percentiles)))
                 .collect(),
             errors,
+            error_samples: failures::collect(results),
         }
     }
 
@@ -119,7 +123,8 @@ impl Summary {
         }
     }
 
-    /// The summary block, as `vllm bench serve` prints it, plus errors by category.
+    /// The summary block, as `vllm bench serve` prints it, plus errors by category inside
+    /// it and, after it, the failures' messages.
     pub fn render(&self, max_concurrency: Option<usize>, configured_rate: Option<f64>) -> String {
         let mut out = String::new();
         let row = |out: &mut String, label: &str, value: &str| {
@@ -207,6 +212,8 @@ impl Summary {
             }
         }
         let _ = writeln!(out, "{}", "=".repeat(50));
+        // After the closing line, so the block above stays vLLM's layout.
+        out.push_str(&failures::render(&self.error_samples));
         out
     }
 
@@ -246,6 +253,7 @@ impl Summary {
             }
         }
         put("errors_by_category", json!(self.errors));
+        put("error_samples", failures::to_json(&self.error_samples));
     }
 }
 

@@ -26,7 +26,7 @@ fn success(start_ms: u64, ttft_ms: u64, itl_ms: u64, tokens: u64) -> RequestResu
 
 fn failure(category: ErrorCategory) -> RequestResult {
     RequestResult {
-        request_id: String::new(),
+        request_id: "bench-1".into(),
         start: Duration::ZERO,
         queued: Duration::ZERO,
         outcome: Err(category),
@@ -121,6 +121,8 @@ P99.9 ITL (ms):                          20.00
 ----------------Errors by Category----------------
 rate_limited:                            1         
 ==================================================
+Failed requests, first 3 distinct messages per category (requests, first id):
+  rate_limited (1): boom  [bench-1]
 ";
     assert_eq!(summary.render(Some(4), Some(1.5)), expected);
 
@@ -134,6 +136,10 @@ rate_limited:                            1
     assert!(json.contains_key("std_itl_ms"));
     assert!(!json.contains_key("mean_e2el_ms"), "only selected metrics");
     assert_eq!(json["errors_by_category"]["rate_limited"], 1);
+    assert_eq!(
+        json["error_samples"]["rate_limited"][0],
+        json!({"message": "boom", "request_id": "bench-1", "count": 1})
+    );
 }
 
 #[test]

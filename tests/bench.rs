@@ -33,6 +33,11 @@ fn args(extra: &[&str]) -> BenchArgs {
     Cli::parse_from(argv).bench
 }
 
+async fn run(args: &BenchArgs) -> bench::BenchReport {
+    let plan = bench::plan(args).unwrap();
+    bench::run(args, plan, &Shutdown::new()).await.unwrap()
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1.0)
 }
@@ -65,8 +70,7 @@ async fn the_summary_agrees_with_the_exported_metrics() {
         "--metric-percentiles",
         "50,99",
     ]);
-    let plan = bench::plan(&args).unwrap();
-    let report = bench::run(&args, plan, &Shutdown::new()).await.unwrap();
+    let report = run(&args).await;
     let s = Scrape::parse(report.metrics.clone());
     let summary = &report.summary;
 
@@ -115,6 +119,135 @@ async fn the_summary_agrees_with_the_exported_metrics() {
         "{}",
         report.text
     );
+}
+
+/// Failures say why: after the summary, each category's messages with a request id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_requests_are_listed_with_the_servers_message_and_a_request_id() {
+    let sim = start_sim(SimConfig {
+        ttft: Duration::from_millis(2),
+        itl: Duration::from_millis(1),
+        faults: vec![(Fault::Http500, 0.5)],
+        seed: Some(5),
+        ..SimConfig::default()
+    })
+    .await;
+    let url = sim.url();
+    let args = args(&["--url", &url, "--num-prompts", "20", "--save-detailed"]);
+    let report = run(&args).await;
+    let (text, json) = (&report.text, &report.json);
+    let failed = report.summary.failed;
+    assert!(failed > 0 && report.summary.completed > 0, "{text}");
+
+    // The summary block ends as vLLM's does; the list follows it.
+    let closing = format!("\n{}\n", "=".repeat(50));
+    let (_, after) = text.split_once(&closing).unwrap();
+    let mut lines = after.lines();
+    assert!(
+        lines
+            .next()
+            .is_some_and(|l| l.starts_with("Failed requests, first 3 distinct messages")),
+        "{text}"
+    );
+    let line = lines.next().unwrap_or_default();
+    let prefix = format!("  http_5xx ({failed}): ");
+    assert!(line.starts_with(&prefix), "{text}");
+    assert!(line.contains("simulated server error"), "{text}");
+    let id = line
+        .rsplit_once('[')
+        .and_then(|(_, id)| id.strip_suffix(']'))
+        .unwrap_or_default();
+    let ids = json["request_ids"].as_array().unwrap();
+    let i = ids.iter().position(|v| v == id);
+    let i = i.unwrap_or_else(|| panic!("`{id}` is not a request id of the run: {text}"));
+    let error = json["errors"][i].as_str().unwrap();
+    assert!(error.contains("simulated server error"), "{error}");
+    assert_eq!(lines.next(), None, "one distinct message: {text}");
+
+    let samples = &json["error_samples"]["http_5xx"];
+    assert_eq!(samples[0]["request_id"], id);
+    assert_eq!(samples[0]["count"], failed);
+    assert_eq!(json["errors_by_category"]["http_5xx"], failed);
+}
+
+/// "Total input tokens" is vLLM 0.32's figure (the server's `prompt_tokens` when reported,
+/// else the client-side length); the client-side lengths are reported beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_tokens_are_vllms_figure_with_the_clients_beside_it() {
+    for usage in [true, false] {
+        let sim = start_sim(SimConfig {
+            ttft: Duration::from_millis(2),
+            itl: Duration::from_millis(1),
+            usage,
+            ..SimConfig::default()
+        })
+        .await;
+        let url = sim.url();
+        let args = args(&["--url", &url, "--num-prompts", "5", "--save-detailed"]);
+        let report = run(&args).await;
+        let json = &report.json;
+        assert_eq!(json["completed"], 5, "{}", report.text);
+        // The client's length is the prompt's documented approximation (24 asked for:
+        // the nonce counts 8, each filler word 1), never a count of words.
+        assert_eq!(json["input_lens_client"], serde_json::json!(vec![24; 5]));
+        assert_eq!(json["total_input_tokens_client"], 5 * 24);
+        // The simulator counts whitespace-separated words: the nonce is one.
+        let server = if usage { 17 } else { 24 };
+        assert_eq!(
+            json["input_lens"],
+            serde_json::json!(vec![server; 5]),
+            "usage {usage}"
+        );
+        assert_eq!(json["total_input_tokens"], 5 * server, "usage {usage}");
+        assert!(
+            report.text.contains(&format!(
+                "Total input tokens:                      {}",
+                5 * server
+            )),
+            "{}",
+            report.text
+        );
+    }
+}
+
+/// A config file's deadlines are a probe's: a benchmark waits as vLLM's client does, and
+/// only the flags shorten it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_files_ttft_timeout_does_not_fail_a_benchmark_but_the_flag_does() {
+    let sim = start_sim(SimConfig {
+        ttft: Duration::from_millis(400),
+        itl: Duration::from_millis(1),
+        ..SimConfig::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("probe.toml");
+    let toml = format!(
+        "[defaults]\nrequest_timeout = \"300ms\"\n[[targets]]\nname = \"slow\"\nurl = \"{}\"\n\
+         model = \"m\"\ninput_tokens = 16\noutput_tokens = 4\nttft_timeout = \"200ms\"\n",
+        sim.url()
+    );
+    std::fs::write(&config, toml).unwrap();
+    let with = |flags: &[&str]| {
+        let mut argv = vec!["bench", "--config", config.to_str().unwrap(), "--quiet"];
+        argv.extend_from_slice(&["--num-prompts", "4", "--request-rate", "inf"]);
+        argv.extend_from_slice(flags);
+        Cli::parse_from(argv).bench
+    };
+
+    let report = run(&with(&[])).await;
+    let s = &report.summary;
+    assert_eq!((s.completed, s.failed), (4, 0), "{}", report.text);
+    let ttft = report.json["mean_ttft_ms"].as_f64().unwrap();
+    assert!(
+        ttft >= 400.0,
+        "the simulator's 400 ms TTFT was waited for: {ttft}"
+    );
+
+    let report = run(&with(&["--ttft-timeout", "200ms"])).await;
+    let s = &report.summary;
+    assert_eq!((s.completed, s.failed), (0, 4), "{}", report.text);
+    assert_eq!(s.errors.get("ttft_timeout"), Some(&4), "{}", report.text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -167,6 +300,11 @@ async fn bench_cli_writes_a_vllm_shaped_result_file() {
         !stdout.contains("Request rate configured"),
         "not shown for inf"
     );
+    assert!(
+        stdout.ends_with(&format!("{}\n", "=".repeat(50))),
+        "no failure list without failures: {stdout}"
+    );
+    assert!(!stdout.contains("distinct messages"), "{stdout}");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
     for key in [
@@ -199,6 +337,9 @@ async fn bench_cli_writes_a_vllm_shaped_result_file() {
         "latencies",
         "generated_texts",
         "errors",
+        "error_samples",
+        "total_input_tokens_client",
+        "input_lens_client",
     ] {
         assert!(json.get(key).is_some(), "missing {key}");
     }

@@ -7,8 +7,11 @@
 //! client (as vLLM does: a benchmark measures capacity, a probe must not queue).
 
 mod arrivals;
+mod failures;
 mod result;
+mod stats;
 mod summary;
+mod target;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,13 +26,14 @@ use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep_until};
 
 use crate::Shutdown;
-use crate::config::{self, ConfigError, Overrides, RawConfig, RawTarget};
+use crate::config::{self, ConfigError};
 use crate::metrics::{Format, Metrics};
 use crate::probe::{Outcome, Prober};
 use crate::prompt::Prompt;
 
 pub use arrivals::{RampUp, Traffic};
-pub use summary::{Goodput, Metric, RequestResult, Stats, Summary, percentile};
+pub use stats::{Goodput, Metric, Stats, percentile};
+pub use summary::{RequestResult, Summary};
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct BenchArgs {
@@ -84,6 +88,15 @@ pub struct BenchArgs {
     /// At most this many requests in flight; the rest wait their turn on the client.
     #[arg(long)]
     pub max_concurrency: Option<usize>,
+    /// Deadline for a whole request, e.g. 10m (default 6h, as vLLM's client).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub request_timeout: Option<Duration>,
+    /// Deadline for the first token (default: none shorter than the request's).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub ttft_timeout: Option<Duration>,
+    /// Longest silence after the first token (default: none shorter than the request's).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub stall_timeout: Option<Duration>,
     #[arg(long, value_enum)]
     pub ramp_up_strategy: Option<RampUp>,
     #[arg(long)]
@@ -133,57 +146,6 @@ fn usage(key: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError::new(key, reason)
 }
 
-/// The one target to run, from a config file or from the flags.
-fn load_target(args: &BenchArgs) -> Result<Arc<config::Target>, ConfigError> {
-    let targets = match &args.config {
-        Some(path) => config::load(Some(path), &Overrides::default())?.targets,
-        None => {
-            let raw = RawTarget {
-                name: Some("bench".into()),
-                backend: Some(args.backend.clone()),
-                url: Some(
-                    args.url
-                        .clone()
-                        .ok_or_else(|| usage("--url", "is required without --config"))?,
-                ),
-                endpoint: args.endpoint.clone(),
-                model: Some(
-                    args.model
-                        .clone()
-                        .ok_or_else(|| usage("--model", "is required without --config"))?,
-                ),
-                input_tokens: Some(args.input_tokens),
-                output_tokens: Some(args.output_tokens),
-                range_ratio: args.range_ratio,
-                tokenizer: args.tokenizer.clone(),
-                dataset: args.dataset.clone(),
-                api_key_env: args.api_key_env.clone(),
-                // A benchmark waits for long generations rather than failing them.
-                request_timeout: Some(config::RawDuration::Text("6h".into())),
-                ttft_timeout: Some(config::RawDuration::Text("1h".into())),
-                stall_timeout: Some(config::RawDuration::Text("1h".into())),
-                ..RawTarget::default()
-            };
-            let raw = RawConfig {
-                targets: vec![raw],
-                ..RawConfig::default()
-            };
-            config::validate(&raw)?.targets
-        }
-    };
-    match &args.target {
-        Some(name) => targets
-            .into_iter()
-            .find(|t| &t.name == name)
-            .ok_or_else(|| usage("--target", format!("no target named `{name}`"))),
-        None if targets.len() == 1 => Ok(Arc::clone(&targets[0])),
-        None => Err(usage(
-            "--target",
-            "the config has several targets; name one",
-        )),
-    }
-}
-
 pub struct Plan {
     target: Arc<config::Target>,
     traffic: Traffic,
@@ -194,7 +156,7 @@ pub struct Plan {
 
 /// Check every argument before anything is sent.
 pub fn plan(args: &BenchArgs) -> Result<Plan, ConfigError> {
-    let target = load_target(args)?;
+    let target = target::load(args)?;
     let ramp_up = match (
         args.ramp_up_strategy,
         args.ramp_up_start_rps,

@@ -72,8 +72,18 @@ pub(super) fn json(
                     .collect::<Vec<_>>()
             ),
         );
+        // vLLM's `input_lens` (the server's count when reported), and the client's.
         out.insert(
             "input_lens".into(),
+            json!(
+                results
+                    .iter()
+                    .map(|r| ok(r).map_or(r.input_tokens, |m| r.input_len(m)))
+                    .collect::<Vec<_>>()
+            ),
+        );
+        out.insert(
+            "input_lens_client".into(),
             json!(results.iter().map(|r| r.input_tokens).collect::<Vec<_>>()),
         );
         out.insert(

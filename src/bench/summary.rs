@@ -1,7 +1,6 @@
-//! The result of a finite run: statistics computed as vLLM's `bench serve` computes them
-//! (numpy defaults: linear-interpolated percentiles, population standard deviation, an
-//! empty list counts as 0), the printed summary with its rows in vLLM's order and format,
-//! and the JSON result with vLLM's keys where the meaning is the same.
+//! The result of a finite run: the printed summary with its rows in vLLM's order and
+//! format, and the JSON result with vLLM's keys where the meaning is the same (the
+//! statistics are in [`super::stats`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -9,6 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use super::failures::{self, Samples};
+use super::stats::{Goodput, Metric, Stats, percentile_name};
 use crate::error::ErrorCategory;
 use crate::record::Measurement;
 
@@ -22,149 +23,17 @@ pub struct RequestResult {
     pub queued: Duration,
     pub outcome: Result<Measurement, ErrorCategory>,
     pub error: String,
+    /// The prompt's length as the client counts it ([`crate::prompt::Prompt::input_tokens`]:
+    /// exact with a tokenizer, else the documented approximation).
     pub input_tokens: u64,
     pub text: String,
 }
 
-/// The latency metrics a summary can show, in vLLM's order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Metric {
-    Ttft,
-    Tpot,
-    Itl,
-    E2el,
-}
-
-impl Metric {
-    pub fn parse_list(list: &str) -> Result<Vec<Metric>, String> {
-        let mut metrics: Vec<Metric> = list
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|name| match name {
-                "ttft" => Ok(Self::Ttft),
-                "tpot" => Ok(Self::Tpot),
-                "itl" => Ok(Self::Itl),
-                "e2el" => Ok(Self::E2el),
-                other => Err(format!("unknown metric `{other}` (ttft, tpot, itl, e2el)")),
-            })
-            .collect::<Result<_, _>>()?;
-        metrics.sort_by_key(|m| *m as u8);
-        metrics.dedup();
-        Ok(metrics)
-    }
-
-    fn key(self) -> &'static str {
-        ["ttft", "tpot", "itl", "e2el"][self as usize]
-    }
-
-    fn label(self) -> &'static str {
-        ["TTFT", "TPOT", "ITL", "E2EL"][self as usize]
-    }
-
-    fn title(self) -> &'static str {
-        [
-            "Time to First Token",
-            "Time per Output Token (excl. 1st token)",
-            "Inter-token Latency",
-            "End-to-end Latency",
-        ][self as usize]
-    }
-}
-
-/// SLOs in milliseconds for goodput: a success is good if within every one (inclusive).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Goodput {
-    pub ttft_ms: Option<f64>,
-    pub tpot_ms: Option<f64>,
-    pub e2el_ms: Option<f64>,
-}
-
-impl Goodput {
-    /// `["ttft:500", "tpot:50"]`
-    pub fn parse(items: &[String]) -> Result<Option<Self>, String> {
-        if items.is_empty() {
-            return Ok(None);
-        }
-        let mut slo = Self::default();
-        for item in items {
-            let (name, value) = item
-                .split_once(':')
-                .ok_or_else(|| format!("`{item}`: expected name:milliseconds"))?;
-            let ms: f64 = value
-                .parse()
-                .ok()
-                .filter(|v: &f64| v.is_finite() && *v >= 0.0)
-                .ok_or_else(|| format!("`{item}`: milliseconds must be a number >= 0"))?;
-            match name {
-                "ttft" => slo.ttft_ms = Some(ms),
-                "tpot" => slo.tpot_ms = Some(ms),
-                "e2el" => slo.e2el_ms = Some(ms),
-                other => return Err(format!("`{other}`: goodput takes ttft, tpot, e2el")),
-            }
-        }
-        Ok(Some(slo))
-    }
-
-    pub fn is_good(&self, m: &Measurement) -> bool {
-        let ms = |d: Option<Duration>| d.map_or(0.0, |d| d.as_secs_f64() * 1e3);
-        self.ttft_ms.is_none_or(|slo| ms(m.ttft) <= slo)
-            && self.tpot_ms.is_none_or(|slo| ms(m.tpot) <= slo)
-            && self.e2el_ms.is_none_or(|slo| ms(Some(m.e2el)) <= slo)
-    }
-}
-
-/// numpy's `percentile(values, p)` (linear interpolation); `values` sorted ascending.
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = p / 100.0 * (sorted.len() - 1) as f64;
-    let (low, high) = (rank.floor() as usize, rank.ceil() as usize);
-    sorted[low] + (sorted[high] - sorted[low]) * (rank - low as f64)
-}
-
-/// mean, median, population std, and the requested percentiles of `values` (in ms).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Stats {
-    pub mean: f64,
-    pub median: f64,
-    pub std: f64,
-    pub percentiles: Vec<(f64, f64)>,
-}
-
-impl Stats {
-    pub fn of(mut values: Vec<f64>, percentiles: &[f64]) -> Self {
-        values.sort_by(f64::total_cmp);
-        let n = values.len() as f64;
-        let mean = if values.is_empty() {
-            0.0
-        } else {
-            values.iter().sum::<f64>() / n
-        };
-        let var = if values.is_empty() {
-            0.0
-        } else {
-            values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n
-        };
-        Self {
-            mean,
-            median: percentile(&values, 50.0),
-            std: var.sqrt(),
-            percentiles: percentiles
-                .iter()
-                .map(|&p| (p, percentile(&values, p)))
-                .collect(),
-        }
-    }
-}
-
-/// `99` → "99", `99.9` → "99.9" (vLLM prints whole percentiles without decimals).
-fn percentile_name(p: f64) -> String {
-    if p.fract() == 0.0 {
-        format!("{}", p as u64)
-    } else {
-        format!("{p}")
+impl RequestResult {
+    /// vLLM 0.32's `prompt_len`: the client-side length, replaced by the usage's
+    /// `prompt_tokens` when the server reports them.
+    pub fn input_len(&self, m: &Measurement) -> u64 {
+        m.prompt_tokens.unwrap_or(self.input_tokens)
     }
 }
 
@@ -174,13 +43,19 @@ pub struct Summary {
     pub completed: u64,
     pub failed: u64,
     pub duration: f64,
+    /// vLLM's figure: the server's `prompt_tokens` when it reports them (chat template and
+    /// BOS included), else the client-side length.
     pub total_input: u64,
+    /// The client-side lengths alone.
+    pub total_input_client: u64,
     pub total_output: u64,
     pub good: Option<u64>,
     pub peak_output_per_s: f64,
     pub peak_concurrency: u64,
     pub metrics: Vec<(Metric, Stats)>,
     pub errors: BTreeMap<&'static str, u64>,
+    /// Per category, the first few distinct messages of its failures.
+    pub error_samples: BTreeMap<&'static str, Samples>,
 }
 
 impl Summary {
@@ -222,10 +97,8 @@ impl Summary {
             completed: ok.len() as u64,
             failed: (results.len() - ok.len()) as u64,
             duration: duration.as_secs_f64(),
-            total_input: ok
-                .iter()
-                .map(|(r, m)| m.prompt_tokens.unwrap_or(r.input_tokens))
-                .sum(),
+            total_input: ok.iter().map(|(r, m)| r.input_len(m)).sum(),
+            total_input_client: ok.iter().map(|(r, _)| r.input_tokens).sum(),
             total_output: ok
                 .iter()
                 .map(|(_, m)| m.output_tokens.map_or(0, |c| c.value()))
@@ -238,6 +111,7 @@ impl Summary {
                 .map(|&m| (m, Stats::of(values(m), percentiles)))
                 .collect(),
             errors,
+            error_samples: failures::collect(results),
         }
     }
 
@@ -249,7 +123,8 @@ impl Summary {
         }
     }
 
-    /// The summary block, as `vllm bench serve` prints it, plus errors by category.
+    /// The summary block, as `vllm bench serve` prints it, plus errors by category inside
+    /// it and, after it, the failures' messages.
     pub fn render(&self, max_concurrency: Option<usize>, configured_rate: Option<f64>) -> String {
         let mut out = String::new();
         let row = |out: &mut String, label: &str, value: &str| {
@@ -337,6 +212,8 @@ impl Summary {
             }
         }
         let _ = writeln!(out, "{}", "=".repeat(50));
+        // After the closing line, so the block above stays vLLM's layout.
+        out.push_str(&failures::render(&self.error_samples));
         out
     }
 
@@ -349,6 +226,7 @@ impl Summary {
         put("completed", json!(self.completed));
         put("failed", json!(self.failed));
         put("total_input_tokens", json!(self.total_input));
+        put("total_input_tokens_client", json!(self.total_input_client));
         put("total_output_tokens", json!(self.total_output));
         put("request_throughput", json!(self.per_second(self.completed)));
         put(
@@ -375,6 +253,7 @@ impl Summary {
             }
         }
         put("errors_by_category", json!(self.errors));
+        put("error_samples", failures::to_json(&self.error_samples));
     }
 }
 

@@ -1,4 +1,5 @@
 use super::*;
+use crate::bench::percentile;
 use crate::record::TokenCount;
 
 const MS: Duration = Duration::from_millis(1);
@@ -25,7 +26,7 @@ fn success(start_ms: u64, ttft_ms: u64, itl_ms: u64, tokens: u64) -> RequestResu
 
 fn failure(category: ErrorCategory) -> RequestResult {
     RequestResult {
-        request_id: String::new(),
+        request_id: "bench-1".into(),
         start: Duration::ZERO,
         queued: Duration::ZERO,
         outcome: Err(category),
@@ -120,6 +121,8 @@ P99.9 ITL (ms):                          20.00
 ----------------Errors by Category----------------
 rate_limited:                            1         
 ==================================================
+Failed requests, first 3 distinct messages per category (requests, first id):
+  rate_limited (1): boom  [bench-1]
 ";
     assert_eq!(summary.render(Some(4), Some(1.5)), expected);
 
@@ -133,4 +136,29 @@ rate_limited:                            1
     assert!(json.contains_key("std_itl_ms"));
     assert!(!json.contains_key("mean_e2el_ms"), "only selected metrics");
     assert_eq!(json["errors_by_category"]["rate_limited"], 1);
+    assert_eq!(
+        json["error_samples"]["rate_limited"][0],
+        json!({"message": "boom", "request_id": "bench-1", "count": 1})
+    );
+}
+
+#[test]
+fn input_tokens_are_the_servers_when_reported_else_the_clients() {
+    let mut unreported = success(0, 100, 10, 5);
+    if let Ok(m) = &mut unreported.outcome {
+        m.prompt_tokens = None;
+    }
+    // The server counts 10 (template, BOS); the client counted 9 for each.
+    let results = vec![
+        success(0, 100, 10, 5),
+        unreported,
+        failure(ErrorCategory::Http5xx),
+    ];
+    let summary = Summary::compute(&results, Duration::from_secs(1), &[], &[], None);
+    assert_eq!(summary.total_input, 10 + 9, "vLLM's figure, successes only");
+    assert_eq!(summary.total_input_client, 9 + 9);
+    let mut json = Map::new();
+    summary.write_json(&mut json);
+    assert_eq!(json["total_input_tokens"], 19);
+    assert_eq!(json["total_input_tokens_client"], 18);
 }

@@ -249,10 +249,16 @@ pub async fn run(args: &BenchArgs, plan: Plan, shutdown: &Shutdown) -> anyhow::R
         }
         (n, _) => plan.traffic.schedule(n.unwrap_or(1000), &mut rng),
     };
-    let prompts: Vec<Prompt> = schedule
-        .iter()
-        .map(|_| target.prompts.next(&mut rng))
-        .collect();
+    // Seconds of tokenizer work for long exact prompts: on the blocking pool, not on a
+    // runtime worker.
+    let (prompts, mut rng) = {
+        let (target, count) = (Arc::clone(&target), schedule.len());
+        tokio::task::spawn_blocking(move || {
+            let prompts: Vec<Prompt> = (0..count).map(|_| target.prompts.next(&mut rng)).collect();
+            (prompts, rng)
+        })
+        .await?
+    };
     let progress = progress_bar(args, schedule.len());
     let slots = args.max_concurrency.map(|c| Arc::new(Semaphore::new(c)));
     let run_id = format!("{:08x}", rng.random::<u32>());

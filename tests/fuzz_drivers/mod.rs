@@ -130,7 +130,9 @@ pub fn sse_decoder(input: &[u8]) {
 
 /// The event stream interpretation read straight from the spec, on the whole body: lines
 /// end at CRLF, LF or CR; a BOM is skipped at the start; the unterminated tail is dropped.
-/// Only called on bodies the decoder accepted, so every complete line is UTF-8.
+/// Only called on bodies the decoder accepted, so every complete line is UTF-8. One
+/// deliberate deviation, as in the decoder: an `error:` line is data of an `error` event
+/// (llama.cpp's in-stream errors).
 fn reference_events(body: &[u8]) -> Vec<SseEvent> {
     let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
     let mut lines = Vec::new();
@@ -185,6 +187,11 @@ fn reference_events(body: &[u8]) -> Vec<SseEvent> {
                 data.push('\n');
             }
             "event" => kind = Some(value.to_owned()),
+            "error" => {
+                kind = Some("error".to_owned());
+                data.push_str(value);
+                data.push('\n');
+            }
             "id" if !value.contains('\0') => id = Some(Arc::<str>::from(value)),
             _ => {}
         }

@@ -6,6 +6,7 @@
 //!
 //! # Layout
 //! - [`config`]: file + env + flags → validated [`config::Config`].
+//! - [`target`]: the validated description of one target that everything else reads.
 //! - [`scheduler`]: open-loop gamma/Poisson arrivals per target, concurrency cap.
 //! - [`probe`]: one request: HTTP, streaming, deadlines → a [`record::RequestRecord`].
 //! - [`sse`]: incremental Server-Sent Events decoder.
@@ -33,6 +34,7 @@ pub mod config;
 pub mod daemon;
 pub mod demo;
 pub mod error;
+pub mod files;
 pub mod logging;
 pub mod metrics;
 pub mod probe;
@@ -46,6 +48,7 @@ pub mod sim;
 pub mod sse;
 pub mod status;
 pub mod supervisor;
+pub mod target;
 pub mod validation;
 
 pub use config::Config;

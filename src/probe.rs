@@ -17,10 +17,10 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Backend, RequestBody};
-use crate::config::{ConnectionMode, Target, Timeouts};
 use crate::error::{ProbeError, closed_before_response};
 use crate::prompt::Prompt;
 use crate::record::{Measurement, RequestRecord};
+use crate::target::{ConnectionMode, Target, Timeouts};
 
 mod stream;
 pub use stream::StreamReader;

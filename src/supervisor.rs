@@ -12,11 +12,12 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{Config, Target};
+use crate::config::Config;
 use crate::metrics::{Metrics, TargetLabels};
 use crate::probe::Prober;
 use crate::scheduler::{self, Context, Sinks};
 use crate::status::Board;
+use crate::target::Target;
 
 struct Running {
     target: Arc<Target>,

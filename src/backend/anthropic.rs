@@ -10,11 +10,11 @@ use http::{HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
 use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, count_field, error_message};
-use crate::config::{Secret, Target};
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
 use crate::record::{Chunk, ResponseInfo};
 use crate::sse::SseEvent;
+use crate::target::{Secret, Target};
 
 #[derive(Debug)]
 pub struct Anthropic;

@@ -23,111 +23,18 @@ use std::sync::Arc;
 use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::config::{Secret, Target};
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
 use crate::record::{Chunk, ResponseInfo, WholeBody};
 use crate::sse::SseEvent;
+pub use crate::target::BackendKind;
+use crate::target::{Secret, Target};
 
 pub use audio::wav;
 pub(crate) use openai_wire::{error_message, snippet};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BackendKind {
-    /// `/v1/completions`
-    OpenAi,
-    /// `/v1/chat/completions`
-    OpenAiChat,
-    /// Text Generation Inference `/generate_stream`
-    Tgi,
-    /// TensorRT-LLM behind Triton, `/v2/models/<model>/generate_stream`
-    TensorRtLlm,
-    /// DeepSpeed-MII, non-streaming
-    DeepSpeedMii,
-    /// `/v1/embeddings`, non-streaming
-    OpenAiEmbeddings,
-    /// `/v1/audio/transcriptions`, multipart upload, streamed
-    OpenAiAudio,
-    /// Anthropic Messages `/v1/messages`
-    Anthropic,
-    /// OpenAI Responses `/v1/responses`
-    OpenAiResponses,
-}
-
+/// How a wire format's [`Backend`] is found.
 impl BackendKind {
-    /// Accepted `backend =` values, for error messages. The server names are aliases of
-    /// `openai`, as in vLLM's benchmark client.
-    pub const NAMES: [&'static str; 14] = [
-        "openai",
-        "openai-chat",
-        "tgi",
-        "tensorrt-llm",
-        "deepspeed-mii",
-        "openai-embeddings",
-        "openai-audio",
-        "anthropic",
-        "openai-responses",
-        "vllm",
-        "sglang",
-        "lmdeploy",
-        "llama.cpp",
-        "scalellm",
-    ];
-
-    pub fn from_name(name: &str) -> Option<Self> {
-        Some(match name {
-            "openai" | "vllm" | "sglang" | "lmdeploy" | "llama.cpp" | "scalellm" => Self::OpenAi,
-            "openai-chat" => Self::OpenAiChat,
-            "tgi" => Self::Tgi,
-            "tensorrt-llm" => Self::TensorRtLlm,
-            "deepspeed-mii" => Self::DeepSpeedMii,
-            "openai-embeddings" => Self::OpenAiEmbeddings,
-            "openai-audio" => Self::OpenAiAudio,
-            "anthropic" => Self::Anthropic,
-            "openai-responses" => Self::OpenAiResponses,
-            _ => return None,
-        })
-    }
-
-    /// The `backend` label value.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::OpenAi => "openai",
-            Self::OpenAiChat => "openai-chat",
-            Self::Tgi => "tgi",
-            Self::TensorRtLlm => "tensorrt-llm",
-            Self::DeepSpeedMii => "deepspeed-mii",
-            Self::OpenAiEmbeddings => "openai-embeddings",
-            Self::OpenAiAudio => "openai-audio",
-            Self::Anthropic => "anthropic",
-            Self::OpenAiResponses => "openai-responses",
-        }
-    }
-
-    /// The path appended to a target's base URL; `{model}` is replaced by the model name.
-    pub const fn default_endpoint(self) -> &'static str {
-        match self {
-            Self::OpenAi | Self::DeepSpeedMii => "/v1/completions",
-            Self::OpenAiChat => "/v1/chat/completions",
-            Self::Tgi => "/generate_stream",
-            Self::TensorRtLlm => "/v2/models/{model}/generate_stream",
-            Self::OpenAiEmbeddings => "/v1/embeddings",
-            Self::OpenAiAudio => "/v1/audio/transcriptions",
-            Self::Anthropic => "/v1/messages",
-            Self::OpenAiResponses => "/v1/responses",
-        }
-    }
-
-    /// Whether responses stream token by token (TTFT, ITL and TPOT are defined).
-    pub const fn streams(self) -> bool {
-        !matches!(self, Self::DeepSpeedMii | Self::OpenAiEmbeddings)
-    }
-
-    /// Whether requests carry a prompt text whose output can be validated and counted.
-    pub const fn generates_text(self) -> bool {
-        !matches!(self, Self::OpenAiEmbeddings)
-    }
-
     pub fn backend(self) -> Arc<dyn Backend> {
         match self {
             Self::OpenAi => Arc::new(openai::OpenAiCompletions),
@@ -140,12 +47,6 @@ impl BackendKind {
             Self::Anthropic => Arc::new(anthropic::Anthropic),
             Self::OpenAiResponses => Arc::new(responses::Responses),
         }
-    }
-}
-
-impl fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

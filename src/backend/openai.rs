@@ -4,8 +4,8 @@ use serde_json::Value;
 
 use super::openai_wire::{OpenAiStreamParser, common_body};
 use super::{Backend, RequestSpec, StreamParser, finish_body};
-use crate::config::Target;
 use crate::prompt::Prompt;
+use crate::target::Target;
 
 #[derive(Debug)]
 pub struct OpenAiCompletions;

@@ -5,8 +5,8 @@ use serde_json::json;
 
 use super::openai_wire::{OpenAiStreamParser, common_body};
 use super::{Backend, RequestSpec, StreamParser, finish_body};
-use crate::config::Target;
 use crate::prompt::Prompt;
+use crate::target::Target;
 
 #[derive(Debug)]
 pub struct OpenAiChat;

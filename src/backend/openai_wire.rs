@@ -12,11 +12,11 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{Payload, StreamEvent, StreamParser};
-use crate::config::Target;
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
 use crate::record::{Chunk, ResponseInfo, ServerTimings};
 use crate::sse::SseEvent;
+use crate::target::Target;
 
 /// Fields both OpenAI text endpoints take. The caller adds the prompt or messages, then
 /// calls [`super::finish_body`].

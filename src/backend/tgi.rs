@@ -11,11 +11,11 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, error_message};
-use crate::config::Target;
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
 use crate::record::{Chunk, ResponseInfo};
 use crate::sse::SseEvent;
+use crate::target::Target;
 
 #[derive(Debug)]
 pub struct Tgi;

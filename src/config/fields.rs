@@ -8,7 +8,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
 use super::{ConfigError, RawDuration, RawTarget, Secret, Timeouts};
-use crate::backend::BackendKind;
+use crate::target::BackendKind;
 
 const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
     connect: Duration::from_secs(5),
@@ -124,8 +124,10 @@ pub(super) fn api_key(
                 format!("environment variable {var} is not set or not UTF-8"),
             )
         })?,
-        (None, Some(path)) => super::read_text(std::path::Path::new(path), MAX_API_KEY_BYTES)
-            .map_err(|e| ConfigError::new(at("api_key_file"), e))?,
+        (None, Some(path)) => {
+            crate::files::read_text(std::path::Path::new(path), MAX_API_KEY_BYTES)
+                .map_err(|e| ConfigError::new(at("api_key_file"), e))?
+        }
     };
     let value = value.trim();
     let field = if env.is_some() {

@@ -19,11 +19,11 @@ use std::time::Duration;
 
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
-use url::Url;
 
-use crate::backend::BackendKind;
-use crate::prompt::PromptSource;
-use crate::validation::Validation;
+pub use crate::target::{
+    AudioSpec, BackendKind, BackendOptions, ConnectionMode, Limits, Secret, Slo, Target, Timeouts,
+    TlsOptions,
+};
 
 pub use fields::RESERVED_LABELS;
 pub use raw::{RawConfig, RawDuration, RawSlo, RawTarget, RawValidation};
@@ -57,157 +57,6 @@ pub struct Config {
     /// Files the configuration read (API keys, TLS), watched with the config file: a
     /// rotated Kubernetes Secret then takes effect by itself.
     pub files: Vec<std::path::PathBuf>,
-}
-
-#[derive(Debug)]
-pub struct Target {
-    pub name: String,
-    pub backend: BackendKind,
-    /// The full request URL: base `url` joined with the backend's (or configured) endpoint.
-    pub url: Url,
-    pub model: String,
-
-    /// Mean arrivals per second (open loop).
-    pub rate: f64,
-    /// Gamma shape of inter-arrival gaps: 1 is Poisson, < 1 burstier, > 1 more regular.
-    pub burstiness: f64,
-    pub max_concurrency: usize,
-
-    /// Prompt text, max_tokens and model for each probe.
-    pub prompts: PromptSource,
-    pub ignore_eos: bool,
-    /// Sampling parameters to send, only those the user set (server defaults otherwise).
-    pub sampling: serde_json::Map<String, serde_json::Value>,
-    /// Merged into the request body last, overriding anything inferprobe would send.
-    pub extra_body: serde_json::Map<String, serde_json::Value>,
-
-    pub include_usage: bool,
-    pub continuous_usage_stats: bool,
-
-    pub headers: http::HeaderMap,
-    pub api_key: Option<Secret>,
-    /// Static labels for every series of this target (global labels, then the target's),
-    /// sorted by name; the label names were validated.
-    pub labels: Vec<(String, String)>,
-    pub request_id_prefix: String,
-
-    pub timeouts: Timeouts,
-    pub limits: Limits,
-    pub validation: Validation,
-    pub options: BackendOptions,
-    pub slo: Option<Slo>,
-    pub connection: ConnectionMode,
-    pub tls: TlsOptions,
-    /// Skip arrivals (reason `budget`) once this many max_tokens were sent in the last hour.
-    pub max_output_tokens_per_hour: Option<u64>,
-    /// Changes whenever anything about the target changes, API key and TLS files
-    /// included: a reload restarts exactly the targets whose fingerprint changed.
-    pub fingerprint: u64,
-}
-
-/// Thresholds a successful probe must meet to count as good, and the objective.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Slo {
-    pub ttft: Option<Duration>,
-    pub tpot: Option<Duration>,
-    /// Every gap between tokens must be within this.
-    pub itl: Option<Duration>,
-    pub e2el: Option<Duration>,
-    /// Target fraction of good probes, e.g. 0.99.
-    pub objective: f64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConnectionMode {
-    /// Keep-alive connections from a pool, as most clients do.
-    Reuse,
-    /// A new connection for every probe, so connection setup (and TLS) is inside TTFT.
-    Fresh,
-}
-
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct TlsOptions {
-    /// Extra trusted roots (PEM), on top of the system's.
-    pub ca_pem: Option<Vec<u8>>,
-    /// Client certificate chain and key (PEM) for mutual TLS.
-    pub identity_pem: Option<Secret>,
-    pub insecure_skip_verify: bool,
-}
-
-impl fmt::Debug for TlsOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TlsOptions")
-            .field("ca", &self.ca_pem.is_some())
-            .field("client_certificate", &self.identity_pem.is_some())
-            .field("insecure_skip_verify", &self.insecure_skip_verify)
-            .finish()
-    }
-}
-
-/// Settings only some wire formats use.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BackendOptions {
-    /// `openai-embeddings`: the vector length a success requires.
-    pub embedding_dimensions: Option<usize>,
-    /// `openai-audio`: the generated WAV.
-    pub audio: AudioSpec,
-    /// `anthropic`: the `anthropic-version` header.
-    pub anthropic_version: String,
-    /// `openai`, `openai-chat`: `max_tokens` (every server) or `max_completion_tokens`
-    /// (required by OpenAI's reasoning models).
-    pub max_tokens_field: &'static str,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct AudioSpec {
-    pub seconds: f64,
-    /// 0 for silence.
-    pub tone_hz: f64,
-    pub language: Option<String>,
-}
-
-/// Bounds on one response, so a hostile or broken server cannot grow a probe without end.
-/// Exceeding one fails the probe as `too_large`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Largest single SSE event.
-    pub max_event_bytes: usize,
-    /// Largest response body.
-    pub max_response_bytes: u64,
-    /// Most SSE events in one response.
-    pub max_events: u64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Timeouts {
-    /// TCP (and TLS) connection establishment.
-    pub connect: Duration,
-    /// From t0 to the first token.
-    pub ttft: Duration,
-    /// Longest silence between events after the first token.
-    pub stall: Duration,
-    /// From t0 to the end of the response.
-    pub request: Duration,
-}
-
-/// A credential. Never printed: `Debug` and `Display` show a placeholder.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: String) -> Self {
-        Self(value)
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret([redacted])")
-    }
 }
 
 /// A configuration problem: which key, what is wrong, and where the value came from.
@@ -268,35 +117,6 @@ pub fn load_str(text: &str) -> Result<Config, ConfigError> {
         .extract()
         .map_err(from_figment)?;
     validate(&raw)
-}
-
-/// Read a file the configuration names: only a regular file (a device or a FIFO, such as
-/// `/dev/zero` or `/dev/stdin`, would hang the load or exhaust memory) of at most `limit`
-/// bytes. Symlinks are followed: Kubernetes mounts Secrets and ConfigMaps through them.
-pub(crate) fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    let name = path.display();
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {name}: {e}"))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot read {name}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("{name} is not a regular file"));
-    }
-    let mut bytes = Vec::new();
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {name}: {e}"))?;
-    if bytes.len() as u64 > limit {
-        return Err(format!("{name} is larger than {limit} bytes"));
-    }
-    Ok(bytes)
-}
-
-/// [`read_file`] for text.
-pub(crate) fn read_text(path: &Path, limit: u64) -> Result<String, String> {
-    String::from_utf8(read_file(path, limit)?)
-        .map_err(|_| format!("{} is not valid UTF-8", path.display()))
 }
 
 /// The merged, unvalidated configuration.

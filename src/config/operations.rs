@@ -63,7 +63,8 @@ pub(super) fn connection(at: At, t: &RawTarget) -> Result<ConnectionMode, Config
 const MAX_TLS_FILE_BYTES: u64 = 4 << 20;
 
 fn read(key: String, path: &str) -> Result<Vec<u8>, ConfigError> {
-    super::read_file(Path::new(path), MAX_TLS_FILE_BYTES).map_err(|e| ConfigError::new(key, e))
+    crate::files::read_file(Path::new(path), MAX_TLS_FILE_BYTES)
+        .map_err(|e| ConfigError::new(key, e))
 }
 
 /// TLS files are read (and parsed) here, so a bad certificate fails `check` and a reload

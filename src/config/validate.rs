@@ -15,7 +15,7 @@ use super::fields::{api_key, check_labels, duration, endpoint_url, headers, in_r
 use super::operations::{budget, connection, env_labels, fingerprint, redacted, slo, tls};
 use super::prompts::{Loaded, backend_options, prompt_source, validation};
 use super::{Config, ConfigError, Limits, RawConfig, RawTarget, Target};
-use crate::backend::BackendKind;
+use crate::target::BackendKind;
 
 const DEFAULT_LISTEN: &str = "0.0.0.0:9464";
 const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(25); // under k8s' default 30 s

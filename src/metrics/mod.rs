@@ -23,8 +23,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::config::{Slo, Target};
 use crate::error::ErrorCategory;
+use crate::target::{Slo, Target};
 
 pub use expose::Format;
 pub use family::{LabeledFamily, TargetLabels};

@@ -9,9 +9,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 
 use super::{F64Gauge, LatencyHistogram, SkipReason, TargetLabels, unix_now};
-use crate::config::Slo;
 use crate::error::{ErrorCategory, ProbeError};
 use crate::record::Measurement;
+use crate::target::Slo;
 
 #[derive(Clone, Debug)]
 pub struct TargetMetrics {

@@ -75,7 +75,7 @@ pub fn load(
     counter: Option<&TokenCounter>,
 ) -> Result<Dataset, String> {
     let name = path.display();
-    let text = crate::config::read_text(path, MAX_DATASET_BYTES)?;
+    let text = crate::files::read_text(path, MAX_DATASET_BYTES)?;
     let entries = match format {
         DatasetFormat::ShareGpt => sharegpt(&text, counter),
         DatasetFormat::Jsonl => jsonl(&text),

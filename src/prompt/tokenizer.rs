@@ -27,7 +27,7 @@ const MAX_TOKENIZER_BYTES: u64 = 256 << 20;
 
 impl TokenCounter {
     pub fn load(path: &Path) -> Result<Self, String> {
-        let bytes = crate::config::read_file(path, MAX_TOKENIZER_BYTES)?;
+        let bytes = crate::files::read_file(path, MAX_TOKENIZER_BYTES)?;
         let tokenizer = Tokenizer::from_bytes(bytes)
             .map_err(|e| format!("cannot load tokenizer {}: {e}", path.display()))?;
         let counter = Self {

@@ -10,11 +10,11 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
-use crate::config::{Slo, Target};
 use crate::error::{ErrorCategory, ProbeError};
 use crate::metrics::is_good;
 use crate::record::Measurement;
 use crate::report::redact;
+use crate::target::{Slo, Target};
 
 pub use page::render;
 

@@ -1,0 +1,268 @@
+//! What a probe target is: the validated, typed description every part of the daemon runs
+//! on (the wire format it speaks, its deadlines, limits, SLO, credentials...).
+//!
+//! Its own module so that dependencies point one way: [`crate::config`] parses into these
+//! types, [`crate::discovery`] builds them from Kubernetes objects, and the modules that
+//! probe (backend, probe, scheduler, metrics) read them without knowing where they came from.
+
+use std::fmt;
+use std::time::Duration;
+
+use url::Url;
+
+use crate::prompt::PromptSource;
+use crate::validation::Validation;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BackendKind {
+    /// `/v1/completions`
+    OpenAi,
+    /// `/v1/chat/completions`
+    OpenAiChat,
+    /// Text Generation Inference `/generate_stream`
+    Tgi,
+    /// TensorRT-LLM behind Triton, `/v2/models/<model>/generate_stream`
+    TensorRtLlm,
+    /// DeepSpeed-MII, non-streaming
+    DeepSpeedMii,
+    /// `/v1/embeddings`, non-streaming
+    OpenAiEmbeddings,
+    /// `/v1/audio/transcriptions`, multipart upload, streamed
+    OpenAiAudio,
+    /// Anthropic Messages `/v1/messages`
+    Anthropic,
+    /// OpenAI Responses `/v1/responses`
+    OpenAiResponses,
+}
+
+impl BackendKind {
+    /// Accepted `backend =` values, for error messages. The server names are aliases of
+    /// `openai`, as in vLLM's benchmark client.
+    pub const NAMES: [&'static str; 14] = [
+        "openai",
+        "openai-chat",
+        "tgi",
+        "tensorrt-llm",
+        "deepspeed-mii",
+        "openai-embeddings",
+        "openai-audio",
+        "anthropic",
+        "openai-responses",
+        "vllm",
+        "sglang",
+        "lmdeploy",
+        "llama.cpp",
+        "scalellm",
+    ];
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "openai" | "vllm" | "sglang" | "lmdeploy" | "llama.cpp" | "scalellm" => Self::OpenAi,
+            "openai-chat" => Self::OpenAiChat,
+            "tgi" => Self::Tgi,
+            "tensorrt-llm" => Self::TensorRtLlm,
+            "deepspeed-mii" => Self::DeepSpeedMii,
+            "openai-embeddings" => Self::OpenAiEmbeddings,
+            "openai-audio" => Self::OpenAiAudio,
+            "anthropic" => Self::Anthropic,
+            "openai-responses" => Self::OpenAiResponses,
+            _ => return None,
+        })
+    }
+
+    /// The `backend` label value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::OpenAiChat => "openai-chat",
+            Self::Tgi => "tgi",
+            Self::TensorRtLlm => "tensorrt-llm",
+            Self::DeepSpeedMii => "deepspeed-mii",
+            Self::OpenAiEmbeddings => "openai-embeddings",
+            Self::OpenAiAudio => "openai-audio",
+            Self::Anthropic => "anthropic",
+            Self::OpenAiResponses => "openai-responses",
+        }
+    }
+
+    /// The path appended to a target's base URL; `{model}` is replaced by the model name.
+    pub const fn default_endpoint(self) -> &'static str {
+        match self {
+            Self::OpenAi | Self::DeepSpeedMii => "/v1/completions",
+            Self::OpenAiChat => "/v1/chat/completions",
+            Self::Tgi => "/generate_stream",
+            Self::TensorRtLlm => "/v2/models/{model}/generate_stream",
+            Self::OpenAiEmbeddings => "/v1/embeddings",
+            Self::OpenAiAudio => "/v1/audio/transcriptions",
+            Self::Anthropic => "/v1/messages",
+            Self::OpenAiResponses => "/v1/responses",
+        }
+    }
+
+    /// Whether responses stream token by token (TTFT, ITL and TPOT are defined).
+    pub const fn streams(self) -> bool {
+        !matches!(self, Self::DeepSpeedMii | Self::OpenAiEmbeddings)
+    }
+
+    /// Whether requests carry a prompt text whose output can be validated and counted.
+    pub const fn generates_text(self) -> bool {
+        !matches!(self, Self::OpenAiEmbeddings)
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug)]
+pub struct Target {
+    pub name: String,
+    pub backend: BackendKind,
+    /// The full request URL: base `url` joined with the backend's (or configured) endpoint.
+    pub url: Url,
+    pub model: String,
+
+    /// Mean arrivals per second (open loop).
+    pub rate: f64,
+    /// Gamma shape of inter-arrival gaps: 1 is Poisson, < 1 burstier, > 1 more regular.
+    pub burstiness: f64,
+    pub max_concurrency: usize,
+
+    /// Prompt text, max_tokens and model for each probe.
+    pub prompts: PromptSource,
+    pub ignore_eos: bool,
+    /// Sampling parameters to send, only those the user set (server defaults otherwise).
+    pub sampling: serde_json::Map<String, serde_json::Value>,
+    /// Merged into the request body last, overriding anything inferprobe would send.
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+
+    pub include_usage: bool,
+    pub continuous_usage_stats: bool,
+
+    pub headers: http::HeaderMap,
+    pub api_key: Option<Secret>,
+    /// Static labels for every series of this target (global labels, then the target's),
+    /// sorted by name; the label names were validated.
+    pub labels: Vec<(String, String)>,
+    pub request_id_prefix: String,
+
+    pub timeouts: Timeouts,
+    pub limits: Limits,
+    pub validation: Validation,
+    pub options: BackendOptions,
+    pub slo: Option<Slo>,
+    pub connection: ConnectionMode,
+    pub tls: TlsOptions,
+    /// Skip arrivals (reason `budget`) once this many max_tokens were sent in the last hour.
+    pub max_output_tokens_per_hour: Option<u64>,
+    /// Changes whenever anything about the target changes, API key and TLS files
+    /// included: a reload restarts exactly the targets whose fingerprint changed.
+    pub fingerprint: u64,
+}
+
+/// Thresholds a successful probe must meet to count as good, and the objective.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Slo {
+    pub ttft: Option<Duration>,
+    pub tpot: Option<Duration>,
+    /// Every gap between tokens must be within this.
+    pub itl: Option<Duration>,
+    pub e2el: Option<Duration>,
+    /// Target fraction of good probes, e.g. 0.99.
+    pub objective: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectionMode {
+    /// Keep-alive connections from a pool, as most clients do.
+    Reuse,
+    /// A new connection for every probe, so connection setup (and TLS) is inside TTFT.
+    Fresh,
+}
+
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// Extra trusted roots (PEM), on top of the system's.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Client certificate chain and key (PEM) for mutual TLS.
+    pub identity_pem: Option<Secret>,
+    pub insecure_skip_verify: bool,
+}
+
+impl fmt::Debug for TlsOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsOptions")
+            .field("ca", &self.ca_pem.is_some())
+            .field("client_certificate", &self.identity_pem.is_some())
+            .field("insecure_skip_verify", &self.insecure_skip_verify)
+            .finish()
+    }
+}
+
+/// Settings only some wire formats use.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BackendOptions {
+    /// `openai-embeddings`: the vector length a success requires.
+    pub embedding_dimensions: Option<usize>,
+    /// `openai-audio`: the generated WAV.
+    pub audio: AudioSpec,
+    /// `anthropic`: the `anthropic-version` header.
+    pub anthropic_version: String,
+    /// `openai`, `openai-chat`: `max_tokens` (every server) or `max_completion_tokens`
+    /// (required by OpenAI's reasoning models).
+    pub max_tokens_field: &'static str,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AudioSpec {
+    pub seconds: f64,
+    /// 0 for silence.
+    pub tone_hz: f64,
+    pub language: Option<String>,
+}
+
+/// Bounds on one response, so a hostile or broken server cannot grow a probe without end.
+/// Exceeding one fails the probe as `too_large`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest single SSE event.
+    pub max_event_bytes: usize,
+    /// Largest response body.
+    pub max_response_bytes: u64,
+    /// Most SSE events in one response.
+    pub max_events: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP (and TLS) connection establishment.
+    pub connect: Duration,
+    /// From t0 to the first token.
+    pub ttft: Duration,
+    /// Longest silence between events after the first token.
+    pub stall: Duration,
+    /// From t0 to the end of the response.
+    pub request: Duration,
+}
+
+/// A credential. Never printed: `Debug` and `Display` show a placeholder.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: String) -> Self {
+        Self(value)
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
+}

@@ -33,6 +33,7 @@ pub mod client;
 pub mod config;
 pub mod daemon;
 pub mod demo;
+pub mod discovery;
 pub mod error;
 pub mod files;
 pub mod logging;

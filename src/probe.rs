@@ -104,7 +104,7 @@ impl Prober {
             let (record, outcome) = match result {
                 Ok(()) => self.judge(prompt, record).await,
                 Err(Stop::Closed(e)) if !retried => {
-                    tracing::debug!(target = %self.target.name, request_id, error = %e,
+                    tracing::debug!(target = %self.target.id, request_id, error = %e,
                         "the server closed a reused connection before responding; retrying once");
                     retried = true;
                     continue;

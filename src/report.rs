@@ -18,7 +18,7 @@ pub fn log_probe(
     let retried = report.retried;
     match result {
         Ok(m) => tracing::debug!(
-            target = %target.name,
+            target = %target.id,
             request_id,
             ttft_ms = m.ttft.map(ms),
             tpot_ms = m.tpot.map(ms),
@@ -34,7 +34,7 @@ pub fn log_probe(
         Err(e) => {
             let cause = redact(&crate::error::chain(e), target);
             tracing::warn!(
-                target = %target.name,
+                target = %target.id,
                 request_id,
                 category = %e.category(),
                 error = %cause,
@@ -42,7 +42,7 @@ pub fn log_probe(
                 "probe failed"
             );
             tracing::debug!(
-                target = %target.name,
+                target = %target.id,
                 request_id,
                 events = record.events,
                 bytes = record.bytes,

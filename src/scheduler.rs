@@ -14,7 +14,7 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Gamma};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -41,6 +41,16 @@ pub struct Context {
     /// Probes recorded in metrics, and probes stopped by `abort` (not recorded).
     pub recorded: Arc<AtomicU64>,
     pub cut: Arc<AtomicU64>,
+    /// Ready pods of the probe's fleet: a target's `fleet_rate` is divided by it.
+    pub fleet: watch::Receiver<usize>,
+}
+
+/// The rate this process runs `target` at, with `fleet` probe pods sharing a `fleet_rate`.
+pub fn effective_rate(target: &Target, fleet: usize) -> f64 {
+    match target.fleet_rate {
+        Some(total) => total / fleet.max(1) as f64,
+        None => target.rate,
+    }
 }
 
 /// Where a target's results go.
@@ -60,20 +70,32 @@ pub async fn run(
 ) {
     let metrics = &sinks.metrics;
     let target = Arc::clone(&prober.target);
-    let arrivals = match Arrivals::new(target.rate, target.burstiness, seed) {
+    let mut fleet = ctx.fleet.clone();
+    let rate = effective_rate(&target, *fleet.borrow_and_update());
+    metrics.set_rate(rate);
+    let arrivals = match Arrivals::new(rate, target.burstiness, seed) {
         Ok(arrivals) => arrivals,
         Err(e) => {
-            tracing::error!(target = %target.name, error = %e, "cannot schedule arrivals");
+            tracing::error!(target = %target.id, error = %e, "cannot schedule arrivals");
             return;
         }
     };
     let permits = Arc::new(Semaphore::new(target.max_concurrency));
     let mut budget = target.max_output_tokens_per_hour.map(Budget::new);
-    let mut schedule = Schedule::new(arrivals, target.rate, Instant::now());
+    let mut schedule = Schedule::new(arrivals, rate, Instant::now());
     loop {
         tokio::select! {
             biased;
             () = stop.cancelled() => return,
+            Ok(()) = fleet.changed(), if target.fleet_rate.is_some() => {
+                let rate = effective_rate(&target, *fleet.borrow_and_update());
+                if let Err(e) = schedule.set_rate(rate, Instant::now()) {
+                    tracing::error!(target = %target.id, error = %e, "cannot reschedule arrivals");
+                    return;
+                }
+                metrics.set_rate(rate);
+                continue;
+            }
             () = sleep_until(schedule.next()) => {}
         }
         let now = Instant::now();
@@ -124,7 +146,7 @@ pub async fn run(
                 }
                 Outcome::Cut => {
                     ctx.cut.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(target = %prober.target.name, request_id = %request_id,
+                    tracing::warn!(target = %prober.target.id, request_id = %request_id,
                         "probe cut short by shutdown; not counted");
                 }
             }
@@ -181,6 +203,15 @@ impl Schedule {
     /// When the next arrival is due.
     pub fn next(&self) -> Instant {
         self.next
+    }
+
+    /// Arrivals at `rate` from `now` on (the fleet sharing a `fleet_rate` changed size).
+    /// Gaps are memoryless for Poisson arrivals, so the next one is drawn afresh.
+    pub fn set_rate(&mut self, rate: f64, now: Instant) -> Result<(), rand_distr::GammaError> {
+        self.arrivals.set_rate(rate)?;
+        self.rate = rate;
+        self.next = now + self.arrivals.next_gap();
+        Ok(())
     }
 
     /// The arrival due at [`Self::next`] is sent at `now`: move on to the one after.
@@ -246,6 +277,7 @@ impl Budget {
 #[derive(Debug)]
 pub struct Arrivals {
     mean_gap: f64,
+    burstiness: f64,
     gaps: Gamma<f64>,
     rng: StdRng,
 }
@@ -254,9 +286,17 @@ impl Arrivals {
     pub fn new(rate: f64, burstiness: f64, seed: u64) -> Result<Self, rand_distr::GammaError> {
         Ok(Self {
             mean_gap: 1.0 / rate,
+            burstiness,
             gaps: Gamma::new(burstiness, 1.0 / (rate * burstiness))?,
             rng: StdRng::seed_from_u64(seed),
         })
+    }
+
+    /// The same process at another rate; the RNG goes on.
+    pub fn set_rate(&mut self, rate: f64) -> Result<(), rand_distr::GammaError> {
+        self.gaps = Gamma::new(self.burstiness, 1.0 / (rate * self.burstiness))?;
+        self.mean_gap = 1.0 / rate;
+        Ok(())
     }
 
     /// Uniform in one mean gap.

@@ -12,12 +12,27 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::Config;
 use crate::metrics::{Metrics, TargetLabels};
 use crate::probe::Prober;
 use crate::scheduler::{self, Context, Sinks};
 use crate::status::Board;
 use crate::target::Target;
+
+/// What applies to every target of a configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    pub status_page_probes: usize,
+    pub seed: Option<u64>,
+}
+
+impl From<&crate::config::Config> for Settings {
+    fn from(config: &crate::config::Config) -> Self {
+        Self {
+            status_page_probes: config.status_page_probes,
+            seed: config.seed,
+        }
+    }
+}
 
 struct Running {
     target: Arc<Target>,
@@ -32,6 +47,12 @@ pub struct Changes {
     pub removed: Vec<String>,
     pub restarted: Vec<String>,
     pub unchanged: usize,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.restarted.is_empty()
+    }
 }
 
 impl std::fmt::Display for Changes {
@@ -77,13 +98,17 @@ impl Supervisor {
         }
     }
 
-    /// Make the running targets those of `config`. Every new or changed target's HTTP
-    /// client is built first: if one fails, nothing changes.
-    pub fn apply(&mut self, config: &Config) -> anyhow::Result<Changes> {
+    /// Make the running targets `targets` (configured and discovered, by id). Every new or
+    /// changed target's HTTP client is built first: if one fails, nothing changes.
+    pub fn apply(
+        &mut self,
+        targets: &[Arc<Target>],
+        settings: Settings,
+    ) -> anyhow::Result<Changes> {
         let mut changes = Changes::default();
         let mut starting = Vec::new();
-        for target in &config.targets {
-            match self.running.get(&target.name) {
+        for target in targets {
+            match self.running.get(&target.id) {
                 Some(running) if running.target.fingerprint == target.fingerprint => {
                     changes.unchanged += 1;
                 }
@@ -104,18 +129,15 @@ impl Supervisor {
                             }
                             anyhow::bail!(
                                 "target {}: cannot build its HTTP client: {e}",
-                                target.name
+                                target.id
                             );
                         }
                     }
                 }
             }
         }
-        let wanted: HashMap<&str, &Arc<Target>> = config
-            .targets
-            .iter()
-            .map(|t| (t.name.as_str(), t))
-            .collect();
+        let wanted: HashMap<&str, &Arc<Target>> =
+            targets.iter().map(|t| (t.id.as_str(), t)).collect();
         let removed: Vec<String> = self
             .running
             .keys()
@@ -133,17 +155,17 @@ impl Supervisor {
         }
         for (prober, metrics, restart) in starting {
             let target = Arc::clone(&prober.target);
-            if let Some(old) = self.running.remove(&target.name) {
+            if let Some(old) = self.running.remove(&target.id) {
                 old.stop.cancel();
                 if old.labels != *metrics.labels() {
                     self.metrics.remove_target(&old.labels);
                 }
             }
-            let status = self.board.attach(&target, config.status_page_probes);
+            let status = self.board.attach(&target, settings.status_page_probes);
             let stop = self.shutdown.child_token();
-            let seed = scheduler::target_seed(config.seed, &target.name);
+            let seed = scheduler::target_seed(settings.seed, &target.id);
             tracing::info!(
-                target = %target.name,
+                target = %target.id,
                 backend = %target.backend,
                 url = %target.url,
                 model = %target.model,
@@ -152,7 +174,7 @@ impl Supervisor {
                 if restart { "target restarted" } else { "probing" }
             );
             self.running.insert(
-                target.name.clone(),
+                target.id.clone(),
                 Running {
                     target: Arc::clone(&target),
                     labels: metrics.labels().clone(),
@@ -163,9 +185,9 @@ impl Supervisor {
             self.schedulers
                 .spawn(scheduler::run(prober, sinks, seed, stop, self.ctx.clone()));
             if restart {
-                changes.restarted.push(target.name.clone());
+                changes.restarted.push(target.id.clone());
             } else {
-                changes.added.push(target.name.clone());
+                changes.added.push(target.id.clone());
             }
         }
         Ok(changes)

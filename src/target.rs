@@ -118,14 +118,23 @@ impl fmt::Display for BackendKind {
 
 #[derive(Debug)]
 pub struct Target {
+    /// Unique among running targets: the name of a configured target; discovered ones add
+    /// where they were found (`vllm/inference/vllm-0`).
+    pub id: String,
+    /// The `target` label: a configured target's name, or the discovery block's.
     pub name: String,
+    /// Where a discovered target came from (object, node), for the status page and /config.
+    pub origin: Option<String>,
     pub backend: BackendKind,
     /// The full request URL: base `url` joined with the backend's (or configured) endpoint.
     pub url: Url,
     pub model: String,
 
-    /// Mean arrivals per second (open loop).
+    /// Mean arrivals per second (open loop), for this probe process.
     pub rate: f64,
+    /// The total rate across every probe pod of the fleet (`fleet_rate`): each pod runs its
+    /// share, `fleet_rate / fleet size`, which changes as probe pods come and go.
+    pub fleet_rate: Option<f64>,
     /// Gamma shape of inter-arrival gaps: 1 is Poisson, < 1 burstier, > 1 more regular.
     pub burstiness: f64,
     pub max_concurrency: usize,

@@ -5,6 +5,7 @@
 //! place that checks it and fills in defaults, so every other module can trust its input.
 //! Errors name the key path (`targets[1].rate`) and the source (file or env variable).
 
+mod discovery;
 mod fields;
 mod operations;
 mod prompts;
@@ -25,8 +26,13 @@ pub use crate::target::{
     TlsOptions,
 };
 
+pub use discovery::{
+    Discovery, Fleet, Found, Kubernetes, PoolVersion, Port, Source, check_selector,
+};
 pub use fields::RESERVED_LABELS;
-pub use raw::{RawConfig, RawDuration, RawSlo, RawTarget, RawValidation};
+pub use raw::{
+    RawConfig, RawDiscovery, RawDuration, RawKubernetes, RawPort, RawSlo, RawTarget, RawValidation,
+};
 pub use validate::validate;
 
 /// Top-level keys that may be set from the environment.
@@ -57,6 +63,9 @@ pub struct Config {
     /// Files the configuration read (API keys, TLS), watched with the config file: a
     /// rotated Kubernetes Secret then takes effect by itself.
     pub files: Vec<std::path::PathBuf>,
+    pub kubernetes: Kubernetes,
+    /// Blocks that find targets at run time (Kubernetes objects, file_sd files).
+    pub discovery: Vec<Arc<Discovery>>,
 }
 
 /// A configuration problem: which key, what is wrong, and where the value came from.

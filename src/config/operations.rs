@@ -198,12 +198,22 @@ pub(super) fn redacted(raw: &RawConfig, targets: &[RawTarget]) -> Value {
         ..raw.clone()
     })
     .unwrap_or(Value::Null);
-    if let Some(Value::Array(targets)) = value.get_mut("targets") {
-        for target in targets {
-            for field in ["headers", "extra_body"] {
-                if let Some(v) = target.get_mut(field) {
-                    redact_values(v);
-                }
+    let Value::Object(map) = &mut value else {
+        return value;
+    };
+    let mut targets: Vec<&mut Value> = Vec::new();
+    for (section, items) in map.iter_mut() {
+        let Value::Array(items) = items else { continue };
+        match section.as_str() {
+            "targets" => targets.extend(items.iter_mut()),
+            "discovery" => targets.extend(items.iter_mut().filter_map(|b| b.get_mut("template"))),
+            _ => {}
+        }
+    }
+    for target in targets {
+        for field in ["headers", "extra_body"] {
+            if let Some(v) = target.get_mut(field) {
+                redact_values(v);
             }
         }
     }

@@ -27,10 +27,64 @@ pub struct RawConfig {
     pub defaults: RawTarget,
     #[serde(default)]
     pub targets: Vec<RawTarget>,
+    /// How to reach the Kubernetes API, this node's name, and the probe's own fleet.
+    #[serde(default)]
+    pub kubernetes: RawKubernetes,
+    /// Blocks that turn Kubernetes objects (or a file_sd file) into targets.
+    #[serde(default)]
+    pub discovery: Vec<RawDiscovery>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawKubernetes {
+    /// Outside a cluster; in-cluster (the ServiceAccount) when unset.
+    pub kubeconfig: Option<String>,
+    /// The environment variable holding this node's name (the downward API's
+    /// `spec.nodeName`), for `node_local` blocks.
+    pub node_name_env: Option<String>,
+    /// Label selector of the probe's own pods (its DaemonSet), for `fleet_rate`.
+    pub fleet_selector: Option<String>,
+    /// Their namespace; default: the `POD_NAMESPACE` environment variable.
+    pub fleet_namespace: Option<String>,
+}
+
+/// One discovery block: where endpoints come from, and the template every target it
+/// finds is built from.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawDiscovery {
+    pub name: Option<String>,
+    /// `pods`, `endpointslices`, `inferencepool` or `file`.
+    pub source: Option<String>,
+    pub namespace: Option<String>,
+    pub selector: Option<String>,
+    pub service: Option<String>,
+    pub pool: Option<String>,
+    pub pool_version: Option<String>,
+    pub gateway: Option<String>,
+    pub port: Option<RawPort>,
+    pub scheme: Option<String>,
+    pub node_local: Option<bool>,
+    pub path: Option<String>,
+    pub refresh: Option<RawDuration>,
+    pub model_label: Option<String>,
+    pub model_annotation: Option<String>,
+    pub pod_labels: Option<Vec<String>>,
+    pub max_targets: Option<u64>,
+    pub template: Option<RawTarget>,
+}
+
+/// A port by name (`http`) or number (`8000`).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum RawPort {
+    Number(i64),
+    Name(String),
 }
 
 /// One target; also the shape of `[defaults]`.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RawTarget {
     pub name: Option<String>,
@@ -40,6 +94,8 @@ pub struct RawTarget {
     pub model: Option<String>,
 
     pub rate: Option<f64>,
+    /// The total rate across every probe pod of the fleet, divided among them.
+    pub fleet_rate: Option<f64>,
     pub burstiness: Option<f64>,
     pub max_concurrency: Option<u64>,
 
@@ -112,7 +168,7 @@ pub struct RawSlo {
 }
 
 /// Checks on every successful response (`validation` category when one fails).
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RawValidation {
     /// The output text must match this regular expression.
@@ -148,6 +204,7 @@ impl RawTarget {
             endpoint,
             model,
             rate,
+            fleet_rate,
             burstiness,
             max_concurrency,
             input_tokens,

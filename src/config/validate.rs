@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::discovery::TargetFactory;
 use super::fields::{api_key, check_labels, duration, endpoint_url, headers, in_range, timeouts};
 use super::operations::{budget, connection, env_labels, fingerprint, redacted, slo, tls};
 use super::prompts::{Loaded, backend_options, prompt_source, validation};
@@ -93,6 +94,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
     }
     let mut names = HashSet::new();
     let mut loaded = Loaded::default();
+    let kubernetes = super::discovery::kubernetes(raw)?;
     let mut targets = Vec::with_capacity(raw.targets.len());
     let mut merged = Vec::with_capacity(raw.targets.len());
     for (i, target) in raw.targets.iter().enumerate() {
@@ -108,6 +110,24 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
         }
         targets.push(Arc::new(target));
     }
+    let factory = Arc::new(TargetFactory::new(global_labels, loaded));
+    let discovery = super::discovery::blocks(raw, &names, &factory)?;
+    if kubernetes.fleet.is_none() {
+        let templates = raw.discovery.iter().enumerate().map(|(i, b)| {
+            let fleet = b.template.as_ref().and_then(|t| t.fleet_rate);
+            (format!("discovery[{i}].template"), fleet)
+        });
+        let statics = merged
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (format!("targets[{i}]"), t.fleet_rate));
+        if let Some((key, _)) = statics.chain(templates).find(|(_, f)| f.is_some()) {
+            return Err(ConfigError::new(
+                format!("{key}.fleet_rate"),
+                "is divided among the probe's pods: set kubernetes.fleet_selector to find them",
+            ));
+        }
+    }
     Ok(Config {
         listen,
         seed: raw.seed,
@@ -117,10 +137,12 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
         redacted: redacted(raw, &merged),
         files: merged.iter().flat_map(read_files).collect(),
         targets,
+        kubernetes,
+        discovery,
     })
 }
 
-fn validate_target(
+pub(super) fn validate_target(
     key: &str,
     t: RawTarget,
     global_labels: &BTreeMap<String, String>,
@@ -132,16 +154,7 @@ fn validate_target(
         .name
         .clone()
         .ok_or_else(|| ConfigError::new(at("name"), "is required"))?;
-    let name_ok = (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b));
-    if !name_ok {
-        return Err(ConfigError::new(
-            at("name"),
-            format!("`{name}` must be 1-64 characters of A-Z a-z 0-9 . _ : -"),
-        ));
-    }
+    check_name(&at("name"), &name)?;
     let backend_name = t.backend.as_deref().unwrap_or("openai-chat");
     let backend = BackendKind::from_name(backend_name).ok_or_else(|| {
         ConfigError::new(
@@ -182,21 +195,19 @@ fn validate_target(
     let api_key = api_key(&at, t.api_key_env.as_deref(), t.api_key_file.as_deref())?;
     let fingerprint = fingerprint(&t, global_labels, api_key.as_ref(), &tls);
 
-    let rate = t.rate.unwrap_or(DEFAULT_RATE);
-    if !(rate.is_finite() && rate > 0.0 && rate <= MAX_RATE) {
-        return Err(ConfigError::new(
-            at("rate"),
-            format!("{rate} must be > 0 and <= {MAX_RATE} requests per second"),
-        ));
-    }
-    if rate < MIN_RATE {
-        return Err(ConfigError::new(
-            at("rate"),
-            format!(
-                "{rate} is below the lowest rate, {MIN_RATE} per second (a mean gap of 11.6 days)"
-            ),
-        ));
-    }
+    let (rate, fleet_rate) = match (t.rate, t.fleet_rate) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::new(
+                at("fleet_rate"),
+                "set either rate (per probe pod) or fleet_rate (across the fleet), not both",
+            ));
+        }
+        (rate, None) => (check_rate(&at("rate"), rate.unwrap_or(DEFAULT_RATE))?, None),
+        (None, Some(fleet)) => {
+            let fleet = check_rate(&at("fleet_rate"), fleet)?;
+            (fleet, Some(fleet))
+        }
+    };
     let burstiness = t.burstiness.unwrap_or(1.0);
     if !(burstiness.is_finite() && burstiness > 0.0) {
         return Err(ConfigError::new(
@@ -322,11 +333,14 @@ fn validate_target(
     };
 
     Ok(Target {
+        id: name.clone(),
         name,
+        origin: None,
         backend,
         url,
         model,
         rate,
+        fleet_rate,
         burstiness,
         max_concurrency,
         prompts,
@@ -349,6 +363,39 @@ fn validate_target(
         max_output_tokens_per_hour,
         fingerprint,
     })
+}
+
+/// A target's (or discovery block's) name: the `target` label.
+pub(super) fn check_name(key: &str, name: &str) -> Result<(), ConfigError> {
+    let name_ok = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b));
+    if !name_ok {
+        return Err(ConfigError::new(
+            key,
+            format!("`{name}` must be 1-64 characters of A-Z a-z 0-9 . _ : -"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_rate(key: &str, rate: f64) -> Result<f64, ConfigError> {
+    if !(rate.is_finite() && rate > 0.0 && rate <= MAX_RATE) {
+        return Err(ConfigError::new(
+            key,
+            format!("{rate} must be > 0 and <= {MAX_RATE} requests per second"),
+        ));
+    }
+    if rate < MIN_RATE {
+        return Err(ConfigError::new(
+            key,
+            format!(
+                "{rate} is below the lowest rate, {MIN_RATE} per second (a mean gap of 11.6 days)"
+            ),
+        ));
+    }
+    Ok(rate)
 }
 
 /// The secret and TLS files a target reads, for the config watcher.

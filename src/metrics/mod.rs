@@ -35,6 +35,17 @@ pub use values::{
     E2EL_BUCKETS, Le, SkipReason, TOKEN_COUNT_BUCKETS, TOKEN_LATENCY_BUCKETS, TTFT_BUCKETS,
 };
 
+/// `discovery="<block>"`.
+type BlockLabel = [(&'static str, String); 1];
+
+/// A discovery block's own series.
+#[derive(Clone, Debug)]
+pub struct DiscoveryMetrics {
+    pub up: Gauge,
+    pub targets: Gauge,
+    pub refused: Counter,
+}
+
 /// The exemplar attached to latency observations: which probe produced it.
 type Exemplar = [(&'static str, Arc<String>); 1];
 type LatencyHistogram = HistogramWithExemplars<Exemplar>;
@@ -66,6 +77,11 @@ pub struct Metrics {
     schedule_lag: LabeledFamily<TargetLabels, Histogram>,
     connections: LabeledFamily<TargetLabels, Counter>,
     retries: LabeledFamily<TargetLabels, Counter>,
+    target_rate: LabeledFamily<TargetLabels, F64Gauge>,
+    discovery_up: LabeledFamily<BlockLabel, Gauge>,
+    discovery_targets: LabeledFamily<BlockLabel, Gauge>,
+    discovery_refused: LabeledFamily<BlockLabel, Counter>,
+    fleet_size: Gauge,
     slo_objective: LabeledFamily<TargetLabels, F64Gauge>,
     slo_threshold: LabeledFamily<SloLabels, F64Gauge>,
     /// The SLO each target's histograms were built with: a changed threshold changes the
@@ -103,6 +119,11 @@ impl Metrics {
             schedule_lag: LabeledFamily::default(),
             connections: LabeledFamily::default(),
             retries: LabeledFamily::default(),
+            target_rate: LabeledFamily::default(),
+            discovery_up: LabeledFamily::default(),
+            discovery_targets: LabeledFamily::default(),
+            discovery_refused: LabeledFamily::default(),
+            fleet_size: Gauge::default(),
             slo_objective: LabeledFamily::default(),
             slo_threshold: LabeledFamily::default(),
             slos: Arc::default(),
@@ -202,6 +223,32 @@ impl Metrics {
             "Probes sent a second time because the server closed a reused keep-alive connection just as the request went out; only the second attempt is measured and counted",
             m.retries.clone(),
         );
+        r.register(
+            "target_rate",
+            "Probes per second this process sends to the target: its rate, or its fleet_rate divided by the fleet size",
+            m.target_rate.clone(),
+        );
+        r.register(
+            "discovery_up",
+            "1 while a discovery block's source answers (the Kubernetes API, its file); 0 while it fails and its last known targets are kept",
+            m.discovery_up.clone(),
+        );
+        r.register(
+            "discovery_targets",
+            "Targets a discovery block is probing now",
+            m.discovery_targets.clone(),
+        );
+        r.register(
+            "discovery_refused",
+            "Endpoints a discovery block found beyond its max_targets, and did not probe",
+            m.discovery_refused.clone(),
+        );
+        r.register(
+            "fleet_size",
+            "Ready pods of the probe's own fleet (1 without kubernetes.fleet_selector): every fleet_rate is divided by it",
+            m.fleet_size.clone(),
+        );
+        m.fleet_size.set(1);
         r.register(
             "slo_objective",
             "The fraction of probes that must be good, per target with an SLO",
@@ -339,9 +386,37 @@ impl Metrics {
                 .get_or_insert(l(), || Histogram::new(exponential_buckets(0.0001, 4.0, 10))),
             connections: self.connections.get_or_insert(l(), Counter::default),
             retries: self.retries.get_or_insert(l(), Counter::default),
+            rate: self.target_rate.get_or_insert(l(), F64Gauge::default),
             labels,
             snapshot: Arc::clone(&self.snapshot),
         }
+    }
+
+    /// The series of a discovery block; they start at up = 0, no targets.
+    pub fn discovery(&self, block: &str) -> DiscoveryMetrics {
+        let label = || [("discovery", block.to_owned())];
+        DiscoveryMetrics {
+            up: self.discovery_up.get_or_insert(label(), Gauge::default),
+            targets: self
+                .discovery_targets
+                .get_or_insert(label(), Gauge::default),
+            refused: self
+                .discovery_refused
+                .get_or_insert(label(), Counter::default),
+        }
+    }
+
+    /// Forget a discovery block's series (it was removed from the configuration).
+    pub fn remove_discovery(&self, block: &str) {
+        let label = [("discovery", block.to_owned())];
+        self.discovery_up.remove(&label);
+        self.discovery_targets.remove(&label);
+        self.discovery_refused.remove(&label);
+    }
+
+    /// The fleet size gauge, for the fleet watcher.
+    pub fn fleet_size(&self) -> Gauge {
+        self.fleet_size.clone()
     }
 
     /// Remove every series of a target (it was removed from the configuration).
@@ -375,6 +450,7 @@ impl Metrics {
             family.remove(labels);
         }
         self.last_success.remove(labels);
+        self.target_rate.remove(labels);
         self.slo_objective.remove(labels);
         self.slo_threshold.retain(|(l, _)| l != labels);
     }

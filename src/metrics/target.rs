@@ -34,6 +34,7 @@ pub struct TargetMetrics {
     pub(super) schedule_lag: Histogram,
     pub(super) connections: Counter,
     pub(super) retries: Counter,
+    pub(super) rate: F64Gauge,
     pub(super) snapshot: Arc<RwLock<()>>,
 }
 
@@ -142,6 +143,11 @@ impl TargetMetrics {
     /// Arrivals not sent, in one go (a pause can skip many).
     pub fn skipped_many(&self, reason: SkipReason, count: u64) {
         self.skipped[reason as usize].inc_by(count);
+    }
+
+    /// The probes per second the scheduler runs now.
+    pub fn set_rate(&self, rate: f64) {
+        self.rate.set(rate);
     }
 
     /// A probe re-sent after the keep-alive race (see `probe`).

@@ -67,7 +67,10 @@ impl ProbeSummary {
 /// One target's recent probes.
 #[derive(Debug)]
 pub struct TargetStatus {
+    /// The target's id (its name, for a configured one).
     pub name: String,
+    /// Where a discovered target came from.
+    pub origin: Option<String>,
     pub backend: &'static str,
     pub model: String,
     pub url: String,
@@ -104,15 +107,16 @@ pub struct Board {
 }
 
 impl Board {
-    /// The ring of `target`: kept across a restart of the target (same name), new otherwise.
+    /// The ring of `target`: kept across a restart of the target (same id), new otherwise.
     pub fn attach(&self, target: &Target, capacity: usize) -> Arc<TargetStatus> {
         let mut targets = self.targets.write().unwrap_or_else(|e| e.into_inner());
         let kept = targets
-            .get(&target.name)
+            .get(&target.id)
             .map(|old| old.probes())
             .unwrap_or_default();
         let status = Arc::new(TargetStatus {
-            name: target.name.clone(),
+            name: target.id.clone(),
+            origin: target.origin.clone(),
             backend: target.backend.as_str(),
             model: target.model.clone(),
             url: redacted_url(&target.url),
@@ -121,15 +125,15 @@ impl Board {
             probes: Mutex::new(kept.into_iter().rev().take(capacity).rev().collect()),
             capacity,
         });
-        targets.insert(target.name.clone(), Arc::clone(&status));
+        targets.insert(target.id.clone(), Arc::clone(&status));
         status
     }
 
-    pub fn detach(&self, name: &str) {
+    pub fn detach(&self, id: &str) {
         self.targets
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
+            .remove(id);
     }
 
     pub fn targets(&self) -> Vec<Arc<TargetStatus>> {

@@ -131,7 +131,7 @@ fn section(out: &mut String, target: &TargetStatus) {
     let pct = |r: Option<f64>| r.map_or_else(|| "–".into(), |r| format!("{:.1}%", r * 100.0));
     let _ = write!(
         out,
-        "<section id=\"{id}\"><h2>{name}</h2><p class=\"meta\">{backend} · {model} · {url} · {rate} probes/s</p>\
+        "<section id=\"{id}\"><h2>{name}</h2><p class=\"meta\">{backend} · {model} · {url} · {rate} probes/s{origin}</p>\
          <dl><dt>success</dt><dd class=\"success\">{success}</dd><dt>TTFT p50</dt><dd>{p50}</dd>\
          <dt>TTFT p99</dt><dd>{p99}</dd><dt>SLO</dt><dd class=\"slo\">{slo}</dd><dt>probes</dt><dd>{n}</dd></dl>{spark}",
         id = escape(&target.name),
@@ -140,6 +140,10 @@ fn section(out: &mut String, target: &TargetStatus) {
         model = escape(&target.model),
         url = escape(&target.url),
         rate = target.rate,
+        origin = target
+            .origin
+            .as_deref()
+            .map_or_else(String::new, |o| format!(" · discovered: {}", escape(o))),
         success = pct(f.success_ratio),
         p50 = f
             .ttft_p50

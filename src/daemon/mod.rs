@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -26,6 +26,9 @@ use crate::server::{self, ReloadRequest, State};
 use crate::shutdown::Shutdown;
 use crate::status::Board;
 use crate::supervisor::Supervisor;
+
+mod targets;
+use targets::Targets;
 
 /// Loads the configuration, at start and on every reload.
 pub type Loader = Arc<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
@@ -91,20 +94,23 @@ async fn serve(
         tokio::runtime::Handle::current(),
     )));
     let board = Arc::new(Board::default());
+    let (fleet, fleet_size) = watch::channel(1usize);
     let ctx = Context {
         probes: TaskTracker::new(),
         abort: shutdown.immediate().child_token(),
         recorded: Arc::new(AtomicU64::new(0)),
         cut: Arc::new(AtomicU64::new(0)),
+        fleet: fleet_size,
     };
-    let mut supervisor = Supervisor::new(
+    let supervisor = Supervisor::new(
         metrics.clone(),
         Arc::clone(&board),
         ctx.clone(),
         CancellationToken::new(),
     );
+    let (updates, mut discovered) = mpsc::channel(64);
     // A bad target fails the start, loudly, before anything is served.
-    supervisor.apply(&config)?;
+    let mut targets = Targets::start(supervisor, metrics.clone(), &config, updates, fleet)?;
     metrics.config_loaded(true);
 
     let (reloads, mut reload_requests) = mpsc::channel::<ReloadRequest>(4);
@@ -112,7 +118,7 @@ async fn serve(
         registry,
         metrics.clone(),
         Arc::clone(&board),
-        config.redacted.clone(),
+        targets.view(),
         loader.is_some().then_some(reloads),
     ));
     let server_stop = CancellationToken::new();
@@ -139,9 +145,21 @@ async fn serve(
             () = shutdown.graceful().cancelled() => break,
             request = reload_requests.recv() => request.flatten(),
             () = trigger.0.notified() => None,
+            Some(update) = discovered.recv() => {
+                let block = update.block.clone();
+                match targets.discovered(update) {
+                    Some(Ok(changes)) if !changes.is_empty() => {
+                        tracing::info!(discovery = %block, %changes, "discovered targets changed");
+                    }
+                    Some(Err(e)) => tracing::error!(discovery = %block, "cannot apply discovered targets: {e:#}"),
+                    _ => {}
+                }
+                state.set_config(targets.view());
+                continue;
+            }
         };
         let Some(loader) = &loader else { continue };
-        let result = reload(loader, &mut supervisor, &metrics, &state, config.listen);
+        let result = reload(loader, &mut targets, &metrics, &state, config.listen);
         if let Ok(new) = &result {
             grace = new.shutdown_grace;
             // The guard must be gone before set_watched takes the write lock.
@@ -159,7 +177,7 @@ async fn serve(
         }
     }
     state.set_ready(false);
-    supervisor.stop().await;
+    targets.stop().await;
     let report = drain(&ctx, &shutdown, grace).await;
     server_stop.cancel();
     server.join().await;
@@ -181,7 +199,7 @@ fn set_watched(
 /// Load and apply a new configuration; on any error keep the running one.
 fn reload(
     loader: &Loader,
-    supervisor: &mut Supervisor,
+    targets: &mut Targets,
     metrics: &Metrics,
     state: &State,
     listen: std::net::SocketAddr,
@@ -191,13 +209,13 @@ fn reload(
             tracing::error!(key = %e.key, reason = %e.reason, "reload failed; keeping the running configuration: {e}");
             e.to_string()
         })
-        .and_then(|config| match supervisor.apply(&config) {
+        .and_then(|config| match targets.reconfigure(&config) {
             Ok(changes) => {
                 if config.listen != listen {
                     tracing::warn!(old = %listen, new = %config.listen, "a new listen address applies after a restart");
                 }
                 tracing::info!(%changes, "configuration reloaded");
-                state.set_config(config.redacted.clone());
+                state.set_config(targets.view());
                 Ok(config)
             }
             Err(e) => {

@@ -1,0 +1,205 @@
+//! `source = "inferencepool"`: the members of a Gateway API Inference Extension
+//! InferencePool, each probed directly, and optionally the gateway in front of the pool.
+//!
+//! The pool says which pods are members (a label selector in its namespace) and on which
+//! port; both versions of the API are read (field names from
+//! kubernetes-sigs/gateway-api-inference-extension):
+//! - `inference.networking.k8s.io/v1`: `spec.selector.matchLabels`, `spec.targetPorts[0].number`;
+//! - `inference.networking.x-k8s.io/v1alpha2`: `spec.selector` (a map), `spec.targetPortNumber`.
+//!
+//! The pool is watched, and so are the pods its selector matches: a changed selector or
+//! port restarts the pod watch; a deleted pool leaves only the gateway.
+
+use std::collections::BTreeMap;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::Health;
+use super::kube::{Fold, describe, pod_endpoint};
+use crate::config::{Discovery, Found, PoolVersion, Port, Source};
+
+type PodEvents = std::pin::Pin<
+    Box<dyn futures_util::Stream<Item = Result<watcher::Event<Pod>, watcher::Error>> + Send>,
+>;
+
+/// What a pool says about its members.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Membership {
+    selector: String,
+    port: u16,
+}
+
+pub fn api_resource(version: PoolVersion) -> ApiResource {
+    let (group, version) = match version {
+        PoolVersion::V1 => ("inference.networking.k8s.io", "v1"),
+        PoolVersion::V1Alpha2 => ("inference.networking.x-k8s.io", "v1alpha2"),
+    };
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: format!("{group}/{version}"),
+        kind: "InferencePool".into(),
+        plural: "inferencepools".into(),
+    }
+}
+
+pub async fn run(
+    block: &Discovery,
+    client: Client,
+    sets: &watch::Sender<Option<Vec<Found>>>,
+    health: &mut Health,
+    stop: &CancellationToken,
+) {
+    let Source::InferencePool {
+        namespace,
+        pool,
+        version,
+        port,
+        node,
+        gateway,
+    } = &block.source
+    else {
+        return;
+    };
+    let gateway = gateway.as_ref().map(|url| Found {
+        key: "gateway".into(),
+        url: url.as_str().trim_end_matches('/').to_owned(),
+        model: None,
+        labels: BTreeMap::from([("pool".to_owned(), pool.clone())]),
+        origin: format!("the gateway in front of pool {namespace}/{pool}"),
+    });
+    let publish = |members: Vec<Found>| {
+        sets.send_replace(Some(members.into_iter().chain(gateway.clone()).collect()));
+    };
+    let resource = api_resource(*version);
+    let pools: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    let by_name = watcher::Config::default().fields(&format!("metadata.name={pool}"));
+    let mut pool_events = std::pin::pin!(watcher(pools, by_name).default_backoff());
+    let mut pool_fold = Fold::new();
+    let mut membership: Option<Membership> = None;
+    let mut pod_fold: Fold<Pod> = Fold::new();
+    let mut pod_events: Option<PodEvents> = None;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            event = pool_events.next() => match event {
+                None => return,
+                Some(Err(e)) => health.failed(describe(&e)),
+                Some(Ok(event)) => {
+                    health.ok();
+                    if !pool_fold.apply(event) {
+                        continue;
+                    }
+                    let now = pool_fold.objects().next().and_then(|p| read_pool(p, *version, *port));
+                    if now == membership {
+                        continue;
+                    }
+                    membership = now;
+                    pod_fold = Fold::new();
+                    pod_events = membership.as_ref().map(|m| {
+                        let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+                        let config = super::pods::selection(&m.selector, node.as_deref());
+                        Box::pin(watcher(api, config).default_backoff()) as PodEvents
+                    });
+                    if membership.is_none() {
+                        tracing::warn!(discovery = %block.name, pool = %pool,
+                            "the InferencePool is gone (or names no selector and port); probing no member");
+                        publish(Vec::new());
+                    }
+                }
+            },
+            event = async { pod_events.as_mut()?.next().await }, if pod_events.is_some() => match event {
+                None => pod_events = None,
+                Some(Err(e)) => health.failed(describe(&e)),
+                Some(Ok(event)) => {
+                    health.ok();
+                    let (true, Some(m)) = (pod_fold.apply(event), &membership) else {
+                        continue;
+                    };
+                    let port = Port::Number(m.port);
+                    publish(pod_fold.objects().filter_map(|p| pod_endpoint(block, p, &port, Some(pool))).collect());
+                }
+            },
+        }
+    }
+}
+
+/// The member selector and port of a pool object, in either API version.
+fn read_pool(pool: &DynamicObject, version: PoolVersion, port: Option<u16>) -> Option<Membership> {
+    let spec = pool.data.get("spec")?;
+    let (labels, number) = match version {
+        PoolVersion::V1 => (
+            spec.get("selector")?.get("matchLabels")?,
+            spec.get("targetPorts")?.get(0)?.get("number"),
+        ),
+        PoolVersion::V1Alpha2 => (spec.get("selector")?, spec.get("targetPortNumber")),
+    };
+    let labels: BTreeMap<&str, &str> = labels
+        .as_object()?
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+        .collect();
+    if labels.is_empty() {
+        return None;
+    }
+    let number = match port {
+        Some(port) => port,
+        None => number
+            .and_then(Value::as_u64)
+            .and_then(|n| u16::try_from(n).ok())?,
+    };
+    let selector = labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    Some(Membership {
+        selector,
+        port: number,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(json: Value) -> DynamicObject {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn both_api_versions_name_their_members() {
+        let v1 = object(serde_json::json!({
+            "apiVersion": "inference.networking.k8s.io/v1", "kind": "InferencePool",
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"selector": {"matchLabels": {"app": "vllm", "tier": "gpu"}},
+                     "targetPorts": [{"number": 8000}],
+                     "endpointPickerRef": {"name": "p-epp", "portNumber": 9002}}
+        }));
+        let alpha = object(serde_json::json!({
+            "apiVersion": "inference.networking.x-k8s.io/v1alpha2", "kind": "InferencePool",
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"selector": {"app": "vllm", "tier": "gpu"}, "targetPortNumber": 8000,
+                     "extensionRef": {"name": "p-epp"}}
+        }));
+        let want = Some(Membership {
+            selector: "app=vllm,tier=gpu".into(),
+            port: 8000,
+        });
+        assert_eq!(read_pool(&v1, PoolVersion::V1, None), want);
+        assert_eq!(read_pool(&alpha, PoolVersion::V1Alpha2, None), want);
+        assert_eq!(
+            read_pool(&v1, PoolVersion::V1, Some(9000)).unwrap().port,
+            9000
+        );
+        // A v1 object read as v1alpha2 has no usable selector: no members, not a guess.
+        assert_eq!(read_pool(&v1, PoolVersion::V1Alpha2, None), None);
+    }
+}

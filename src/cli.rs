@@ -93,8 +93,12 @@ pub async fn execute(command: Command) -> u8 {
     match command {
         Command::Check { config } => match config::load(Some(&config), &Overrides::default()) {
             Ok(loaded) => {
+                let blocks = match loaded.discovery.len() {
+                    0 => String::new(),
+                    n => format!(", {n} discovery block(s)"),
+                };
                 println!(
-                    "{}: ok, {} target(s)",
+                    "{}: ok, {} target(s){blocks}",
                     config.display(),
                     loaded.targets.len()
                 );

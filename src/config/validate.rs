@@ -86,10 +86,10 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
             "a name cannot be inherited; set it on each target",
         ));
     }
-    if raw.targets.is_empty() {
+    if raw.targets.is_empty() && raw.discovery.is_empty() {
         return Err(ConfigError::new(
             "targets",
-            "at least one [[targets]] entry is required",
+            "at least one [[targets]] entry (or [[discovery]] block) is required",
         ));
     }
     let mut names = HashSet::new();

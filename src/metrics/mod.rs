@@ -8,6 +8,7 @@
 mod expose;
 mod family;
 mod process;
+mod register;
 mod runtime;
 mod target;
 mod values;
@@ -21,7 +22,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::Registry;
 
 use crate::error::ErrorCategory;
 use crate::target::{Slo, Target};
@@ -96,195 +97,6 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Register every inferprobe metric on `registry` (under the `inferprobe_` prefix) and
-    /// the standard `process_*` metrics at its root.
-    pub fn register(registry: &mut Registry) -> Self {
-        registry.register_collector(Box::new(process::ProcessCollector::new()));
-        let r = registry.sub_registry_with_prefix("inferprobe");
-        let m = Self {
-            requests: LabeledFamily::default(),
-            errors: LabeledFamily::default(),
-            skipped: LabeledFamily::default(),
-            in_flight: LabeledFamily::default(),
-            ttft: LabeledFamily::default(),
-            tpot: LabeledFamily::default(),
-            itl: LabeledFamily::default(),
-            e2el: LabeledFamily::default(),
-            output_tokens: LabeledFamily::default(),
-            prompt_tokens: LabeledFamily::default(),
-            output_tokens_total: LabeledFamily::default(),
-            prompt_tokens_total: LabeledFamily::default(),
-            good_requests: LabeledFamily::default(),
-            last_success: LabeledFamily::default(),
-            schedule_lag: LabeledFamily::default(),
-            connections: LabeledFamily::default(),
-            retries: LabeledFamily::default(),
-            target_rate: LabeledFamily::default(),
-            discovery_up: LabeledFamily::default(),
-            discovery_targets: LabeledFamily::default(),
-            discovery_refused: LabeledFamily::default(),
-            fleet_size: Gauge::default(),
-            slo_objective: LabeledFamily::default(),
-            slo_threshold: LabeledFamily::default(),
-            slos: Arc::default(),
-            config_reload_successful: Gauge::default(),
-            config_reload_success_time: F64Gauge::default(),
-            snapshot: Arc::default(),
-        };
-        r.register(
-            "requests",
-            "Probes that finished, successful or not",
-            m.requests.clone(),
-        );
-        r.register(
-            "request_errors",
-            "Probes that failed, by error category",
-            m.errors.clone(),
-        );
-        r.register(
-            "requests_skipped",
-            "Scheduled arrivals not sent (open loop: never queued), by reason",
-            m.skipped.clone(),
-        );
-        r.register(
-            "requests_in_flight",
-            "Probes in flight now",
-            m.in_flight.clone(),
-        );
-        let seconds = [
-            (
-                "time_to_first_token",
-                "Time from sending the request to the first token-carrying event (successful probes)",
-                &m.ttft,
-            ),
-            (
-                "time_per_output_token",
-                "(last token - first token) / (timed tokens - 1): the tokens that arrived in the stream, not hidden reasoning or an EOS never sent, per successful probe with more than one",
-                &m.tpot,
-            ),
-            (
-                "inter_token_latency",
-                "Gap between successive tokens; a gap covering k tokens is observed k times as gap/k when the server reports per-chunk usage",
-                &m.itl,
-            ),
-            (
-                "e2e_request_latency",
-                "Time from sending the request to the end of the response (successful probes)",
-                &m.e2el,
-            ),
-        ];
-        for (name, help, family) in seconds {
-            r.register_with_unit(name, help, Unit::Seconds, family.clone());
-        }
-        r.register(
-            "request_output_tokens",
-            "Output tokens per successful probe",
-            m.output_tokens.clone(),
-        );
-        r.register(
-            "request_prompt_tokens",
-            "Prompt tokens per successful probe, as reported by the server's usage",
-            m.prompt_tokens.clone(),
-        );
-        r.register(
-            "output_tokens",
-            "Output tokens received by successful probes",
-            m.output_tokens_total.clone(),
-        );
-        r.register(
-            "prompt_tokens",
-            "Prompt tokens of successful probes, as reported by the server's usage",
-            m.prompt_tokens_total.clone(),
-        );
-        r.register(
-            "good_requests",
-            "Successful probes within every configured SLO threshold (goodput)",
-            m.good_requests.clone(),
-        );
-        r.register_with_unit(
-            "last_success_timestamp",
-            "Unix time of the last successful probe",
-            Unit::Seconds,
-            m.last_success.clone(),
-        );
-        r.register_with_unit(
-            "schedule_lag",
-            "How late each arrival was sent compared with its scheduled time",
-            Unit::Seconds,
-            m.schedule_lag.clone(),
-        );
-        r.register(
-            "connections_opened",
-            "New connections opened by the probe's HTTP client (the rest of the requests reused one)",
-            m.connections.clone(),
-        );
-        r.register(
-            "request_retries",
-            "Probes sent a second time because the server closed a reused keep-alive connection just as the request went out; only the second attempt is measured and counted",
-            m.retries.clone(),
-        );
-        r.register(
-            "target_rate",
-            "Probes per second this process sends to the target: its rate, or its fleet_rate divided by the fleet size",
-            m.target_rate.clone(),
-        );
-        r.register(
-            "discovery_up",
-            "1 while a discovery block's source answers (the Kubernetes API, its file); 0 while it fails and its last known targets are kept",
-            m.discovery_up.clone(),
-        );
-        r.register(
-            "discovery_targets",
-            "Targets a discovery block is probing now",
-            m.discovery_targets.clone(),
-        );
-        r.register(
-            "discovery_refused",
-            "Endpoints a discovery block found beyond its max_targets, and did not probe",
-            m.discovery_refused.clone(),
-        );
-        r.register(
-            "fleet_size",
-            "Ready pods of the probe's own fleet (1 without kubernetes.fleet_selector): every fleet_rate is divided by it",
-            m.fleet_size.clone(),
-        );
-        m.fleet_size.set(1);
-        r.register(
-            "slo_objective",
-            "The fraction of probes that must be good, per target with an SLO",
-            m.slo_objective.clone(),
-        );
-        r.register_with_unit(
-            "slo_threshold",
-            "An SLO latency threshold; `le` is the matching histogram bucket bound",
-            Unit::Seconds,
-            m.slo_threshold.clone(),
-        );
-        let build_info = LabeledFamily::<TargetLabels, Gauge>::default();
-        build_info
-            .get_or_insert(
-                TargetLabels::new(vec![
-                    ("version".into(), env!("CARGO_PKG_VERSION").into()),
-                    ("revision".into(), crate::REVISION.into()),
-                ]),
-                Gauge::default,
-            )
-            .set(1);
-        r.register("build_info", "Always 1; labels carry the build", build_info);
-        r.register(
-            "config_last_reload_successful",
-            "1 if the last configuration load succeeded",
-            m.config_reload_successful.clone(),
-        );
-        r.register_with_unit(
-            "config_last_reload_success_timestamp",
-            "Unix time of the last successful configuration load",
-            Unit::Seconds,
-            m.config_reload_success_time.clone(),
-        );
-        m
-    }
-
     /// The exposition of `registry` (on which these metrics are registered), consistent
     /// with respect to probe recordings.
     pub fn encode(&self, registry: &Registry, format: Format) -> Result<String, std::fmt::Error> {

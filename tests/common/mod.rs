@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod hostile;
+pub mod kube_api;
 pub mod process;
 pub mod replay;
 

@@ -38,7 +38,10 @@ fn every_source_reads_its_own_keys() {
     );
     assert_eq!(
         b.pod_labels,
-        [("app.kubernetes.io/version".to_owned(), "app_kubernetes_io_version".to_owned())]
+        [(
+            "app.kubernetes.io/version".to_owned(),
+            "app_kubernetes_io_version".to_owned()
+        )]
     );
     assert_eq!(b.max_targets, 100);
 
@@ -59,23 +62,91 @@ fn every_source_reads_its_own_keys() {
 fn mistakes_name_their_key() {
     let cases = [
         ("source = \"nodes\"", "discovery[0].source", "not pods"),
-        ("source = \"pods\"\nport = 8000", "discovery[0].selector", "is required"),
-        ("source = \"pods\"\nselector = \"app=\"\nport = 8000", "", ""),
-        ("source = \"pods\"\nselector = \"a b\"\nport = 8000", "discovery[0].selector", "not a label selector"),
-        ("source = \"pods\"\nselector = \"app=x\"", "discovery[0].port", "is required"),
-        ("source = \"pods\"\nselector = \"app=x\"\nport = \"HTTP_PORT\"", "discovery[0].port", "not a port name"),
-        ("source = \"pods\"\nselector = \"app=x\"\nport = 70000", "discovery[0].port", "not a port number"),
-        ("source = \"pods\"\nselector = \"app=x\"\nport = 8000\nservice = \"s\"", "discovery[0].service", "does not apply"),
-        ("source = \"endpointslices\"\nservice = \"s\"", "discovery[0].namespace", "is required"),
-        ("source = \"file\"\npath = \"/x\"\nmodel_label = \"m\"", "discovery[0].model_label", "reads pods"),
-        ("source = \"inferencepool\"\nnamespace = \"n\"\npool = \"p\"\npool_version = \"v2\"", "discovery[0].pool_version", "v1 or v1alpha2"),
-        ("source = \"inferencepool\"\nnamespace = \"n\"\npool = \"p\"\ngateway = \"gw:80\"", "discovery[0].gateway", "not an http(s) URL"),
-        ("source = \"file\"\npath = \"/x\"\n[discovery.template]\nurl = \"http://h\"", "discovery[0].template.url", "comes from discovery"),
-        ("source = \"file\"\npath = \"/x\"\n[discovery.template]\nrate = 0", "discovery[0].template.rate", "must be > 0"),
-        ("source = \"file\"\npath = \"/x\"\n[discovery.template]\nlabels = { slo = \"x\" }", "discovery[0].template.labels.slo", "sets itself"),
-        ("source = \"pods\"\nselector = \"a=b\"\nport = 1\nnode_local = true", "discovery[0].node_local", "INFERPROBE_TEST_UNSET_NODE"),
-        ("source = \"pods\"\nselector = \"a=b\"\nport = 1\npod_labels = [\"9lives\"]", "", ""),
-        ("source = \"file\"\npath = \"/x\"\n[discovery.template]\nfleet_rate = 1", "discovery[0].template.fleet_rate", "fleet_selector"),
+        (
+            "source = \"pods\"\nport = 8000",
+            "discovery[0].selector",
+            "is required",
+        ),
+        (
+            "source = \"pods\"\nselector = \"app=\"\nport = 8000",
+            "",
+            "",
+        ),
+        (
+            "source = \"pods\"\nselector = \"a b\"\nport = 8000",
+            "discovery[0].selector",
+            "not a label selector",
+        ),
+        (
+            "source = \"pods\"\nselector = \"app=x\"",
+            "discovery[0].port",
+            "is required",
+        ),
+        (
+            "source = \"pods\"\nselector = \"app=x\"\nport = \"HTTP_PORT\"",
+            "discovery[0].port",
+            "not a port name",
+        ),
+        (
+            "source = \"pods\"\nselector = \"app=x\"\nport = 70000",
+            "discovery[0].port",
+            "not a port number",
+        ),
+        (
+            "source = \"pods\"\nselector = \"app=x\"\nport = 8000\nservice = \"s\"",
+            "discovery[0].service",
+            "does not apply",
+        ),
+        (
+            "source = \"endpointslices\"\nservice = \"s\"",
+            "discovery[0].namespace",
+            "is required",
+        ),
+        (
+            "source = \"file\"\npath = \"/x\"\nmodel_label = \"m\"",
+            "discovery[0].model_label",
+            "reads pods",
+        ),
+        (
+            "source = \"inferencepool\"\nnamespace = \"n\"\npool = \"p\"\npool_version = \"v2\"",
+            "discovery[0].pool_version",
+            "v1 or v1alpha2",
+        ),
+        (
+            "source = \"inferencepool\"\nnamespace = \"n\"\npool = \"p\"\ngateway = \"gw:80\"",
+            "discovery[0].gateway",
+            "not an http(s) URL",
+        ),
+        (
+            "source = \"file\"\npath = \"/x\"\n[discovery.template]\nurl = \"http://h\"",
+            "discovery[0].template.url",
+            "comes from discovery",
+        ),
+        (
+            "source = \"file\"\npath = \"/x\"\n[discovery.template]\nrate = 0",
+            "discovery[0].template.rate",
+            "must be > 0",
+        ),
+        (
+            "source = \"file\"\npath = \"/x\"\n[discovery.template]\nlabels = { slo = \"x\" }",
+            "discovery[0].template.labels.slo",
+            "sets itself",
+        ),
+        (
+            "source = \"pods\"\nselector = \"a=b\"\nport = 1\nnode_local = true",
+            "discovery[0].node_local",
+            "INFERPROBE_TEST_UNSET_NODE",
+        ),
+        (
+            "source = \"pods\"\nselector = \"a=b\"\nport = 1\npod_labels = [\"9lives\"]",
+            "",
+            "",
+        ),
+        (
+            "source = \"file\"\npath = \"/x\"\n[discovery.template]\nfleet_rate = 1",
+            "discovery[0].template.fleet_rate",
+            "fleet_selector",
+        ),
     ];
     for (lines, key, reason) in cases {
         let toml = format!(

@@ -6,13 +6,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Health;
-use super::kube::{socket, watch_objects};
+use super::kube::{Watched, follow, socket};
 use crate::config::{Discovery, Found, Port, Source};
 
 pub async fn run(
@@ -33,16 +32,20 @@ pub async fn run(
     };
     let api: Api<EndpointSlice> = Api::namespaced(client, namespace);
     let selector = format!("kubernetes.io/service-name={service}");
-    let config = watcher::Config::default().labels(&selector);
-    watch_objects(api, config, health, stop, |slices| {
-        let mut found = BTreeMap::new();
-        for slice in slices.objects() {
-            for endpoint in endpoints(block, slice, port.as_ref(), node.as_deref()) {
-                found.insert(endpoint.key.clone(), endpoint);
+    follow(
+        Watched::new(api, Some(&selector), None),
+        health,
+        stop,
+        |slices| {
+            let mut found = BTreeMap::new();
+            for slice in slices.objects() {
+                for endpoint in endpoints(block, slice, port.as_ref(), node.as_deref()) {
+                    found.insert(endpoint.key.clone(), endpoint);
+                }
             }
-        }
-        sets.send_replace(Some(found.into_values().collect()));
-    })
+            sets.send_replace(Some(found.into_values().collect()));
+        },
+    )
     .await;
 }
 

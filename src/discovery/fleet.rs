@@ -6,13 +6,12 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::runtime::watcher;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Health;
-use super::kube::{Connector, watch_objects};
+use super::kube::{Connector, Watched, follow};
 use crate::config::Fleet;
 
 pub async fn run(
@@ -28,8 +27,8 @@ pub async fn run(
         return;
     };
     let api: Api<Pod> = Api::namespaced(client, &fleet.namespace);
-    let config = watcher::Config::default().labels(&fleet.selector);
-    watch_objects(api, config, &mut health, &stop, |pods| {
+    let watched = Watched::new(api, Some(&fleet.selector), None);
+    follow(watched, &mut health, &stop, |pods| {
         let ready = pods.objects().filter(|pod| is_ready(pod)).count().max(1);
         gauge.set(ready as i64);
         size.send_if_modified(|current| {

@@ -12,22 +12,16 @@
 
 use std::collections::BTreeMap;
 
-use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Health;
-use super::kube::{Fold, describe, pod_endpoint};
+use super::kube::{Step, Watched, pod_endpoint};
 use crate::config::{Discovery, Found, PoolVersion, Port, Source};
-
-type PodEvents = std::pin::Pin<
-    Box<dyn futures_util::Stream<Item = Result<watcher::Event<Pod>, watcher::Error>> + Send>,
->;
 
 /// What a pool says about its members.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,53 +74,53 @@ pub async fn run(
     };
     let resource = api_resource(*version);
     let pools: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
-    let by_name = watcher::Config::default().fields(&format!("metadata.name={pool}"));
-    let mut pool_events = std::pin::pin!(watcher(pools, by_name).default_backoff());
-    let mut pool_fold = Fold::new();
+    let by_name = format!("metadata.name={pool}");
+    // No label selector: the pool is picked by name.
+    let mut pool_watch = Watched::new(pools, None, Some(&by_name));
     let mut membership: Option<Membership> = None;
-    let mut pod_fold: Fold<Pod> = Fold::new();
-    let mut pod_events: Option<PodEvents> = None;
+    let mut members: Option<Watched<Pod>> = None;
     loop {
-        tokio::select! {
+        let step = tokio::select! {
             () = stop.cancelled() => return,
-            event = pool_events.next() => match event {
-                None => return,
-                Some(Err(e)) => health.failed(describe(&e)),
-                Some(Ok(event)) => {
+            step = pool_watch.next() => match step {
+                Some(Step::Changed) => {
                     health.ok();
-                    if !pool_fold.apply(event) {
-                        continue;
+                    let now = pool_watch.objects().next().and_then(|p| read_pool(p, *version, *port));
+                    if now != membership {
+                        membership = now;
+                        members = membership.as_ref().map(|m| {
+                            let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+                            let node = super::pods::node_field(node.as_deref());
+                            Watched::new(api, Some(&m.selector), node.as_deref())
+                        });
+                        if membership.is_none() {
+                            tracing::warn!(discovery = %block.name, pool = %pool,
+                                "the InferencePool is gone (or names no selector and port); probing no member");
+                            publish(Vec::new());
+                        }
                     }
-                    let now = pool_fold.objects().next().and_then(|p| read_pool(p, *version, *port));
-                    if now == membership {
-                        continue;
-                    }
-                    membership = now;
-                    pod_fold = Fold::new();
-                    pod_events = membership.as_ref().map(|m| {
-                        let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-                        let config = super::pods::selection(&m.selector, node.as_deref());
-                        Box::pin(watcher(api, config).default_backoff()) as PodEvents
-                    });
-                    if membership.is_none() {
-                        tracing::warn!(discovery = %block.name, pool = %pool,
-                            "the InferencePool is gone (or names no selector and port); probing no member");
-                        publish(Vec::new());
-                    }
+                    continue;
                 }
+                other => other,
             },
-            event = async { pod_events.as_mut()?.next().await }, if pod_events.is_some() => match event {
-                None => pod_events = None,
-                Some(Err(e)) => health.failed(describe(&e)),
-                Some(Ok(event)) => {
-                    health.ok();
-                    let (true, Some(m)) = (pod_fold.apply(event), &membership) else {
-                        continue;
-                    };
+            step = async { members.as_mut()?.next().await }, if members.is_some() => step,
+        };
+        match step {
+            None => return,
+            Some(Step::Changed) => {
+                health.ok();
+                if let (Some(m), Some(watched)) = (&membership, &members) {
                     let port = Port::Number(m.port);
-                    publish(pod_fold.objects().filter_map(|p| pod_endpoint(block, p, &port, Some(pool))).collect());
+                    publish(
+                        watched
+                            .objects()
+                            .filter_map(|p| pod_endpoint(block, p, &port, Some(pool)))
+                            .collect(),
+                    );
                 }
-            },
+            }
+            Some(Step::Answering) => health.ok(),
+            Some(Step::Failed(reason)) => health.failed(reason),
         }
     }
 }

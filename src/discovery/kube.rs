@@ -270,35 +270,123 @@ pub fn socket(ip: &str, port: u16) -> String {
     }
 }
 
-/// The watcher of `api` with `config`, folded; calls `publish` with the objects whenever
-/// the complete set may have changed, until `stop`.
-pub async fn watch_objects<K>(
+/// What a [`Watched`] saw.
+pub enum Step {
+    /// The complete set may have changed: read [`Watched::objects`].
+    Changed,
+    /// The API answered (an event, or a recheck while failing).
+    Answering,
+    /// The API failed; the watcher retries with backoff.
+    Failed(String),
+}
+
+/// How often a failing watch is rechecked with a small list. A watch that resumes with
+/// nothing new to say yields no event, so without this a recovered API would look down.
+const RECHECK: Duration = Duration::from_secs(5);
+
+/// A watch of the objects `api` has under a label (and optional field) selector: the
+/// watcher, its events folded into the current set, and rechecks while it fails.
+pub struct Watched<K: 'static> {
+    events: std::pin::Pin<
+        Box<dyn futures_util::Stream<Item = watcher::Result<watcher::Event<K>>> + Send>,
+    >,
+    fold: Fold<K>,
     api: kube::Api<K>,
-    config: watcher::Config,
+    list: kube::api::ListParams,
+    recheck: Option<tokio::time::Instant>,
+}
+
+impl<K> Watched<K>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// `labels` and `fields` are sent to the API server, for it to filter.
+    pub fn new(api: kube::Api<K>, labels: Option<&str>, fields: Option<&str>) -> Self {
+        use kube::runtime::WatchStreamExt;
+        let mut config = watcher::Config::default();
+        let mut list = kube::api::ListParams::default().limit(1);
+        if let Some(labels) = labels {
+            config = config.labels(labels);
+            list = list.labels(labels);
+        }
+        if let Some(fields) = fields {
+            config = config.fields(fields);
+            list = list.fields(fields);
+        }
+        Self {
+            events: Box::pin(watcher(api.clone(), config).default_backoff()),
+            fold: Fold::new(),
+            api,
+            list,
+            recheck: None,
+        }
+    }
+
+    /// The next thing worth telling; `None` once the watch ended (it does not, normally).
+    pub async fn next(&mut self) -> Option<Step> {
+        use futures_util::StreamExt;
+        loop {
+            let recheck = self.recheck;
+            let event = tokio::select! {
+                event = self.events.next() => event,
+                () = tokio::time::sleep_until(recheck.unwrap_or_else(tokio::time::Instant::now)), if recheck.is_some() => {
+                    return Some(match self.api.list(&self.list).await {
+                        Ok(_) => {
+                            self.recheck = None;
+                            Step::Answering
+                        }
+                        Err(e) => {
+                            self.recheck = Some(tokio::time::Instant::now() + RECHECK);
+                            Step::Failed(describe(&watcher::Error::InitialListFailed(e)))
+                        }
+                    });
+                }
+            };
+            return Some(match event? {
+                Ok(event) => {
+                    self.recheck = None;
+                    if self.fold.apply(event) {
+                        Step::Changed
+                    } else {
+                        continue;
+                    }
+                }
+                Err(e) => {
+                    self.recheck
+                        .get_or_insert(tokio::time::Instant::now() + RECHECK);
+                    Step::Failed(describe(&e))
+                }
+            });
+        }
+    }
+
+    pub fn objects(&self) -> impl Iterator<Item = &K> {
+        self.fold.objects()
+    }
+}
+
+/// Watch `watched` until `stop`, reporting health and calling `publish` on every change.
+pub async fn follow<K>(
+    mut watched: Watched<K>,
     health: &mut Health,
     stop: &CancellationToken,
-    mut publish: impl FnMut(&Fold<K>),
+    mut publish: impl FnMut(&Watched<K>),
 ) where
-    K: Resource + Clone + serde::de::DeserializeOwned + Debug + Send + 'static,
+    K: Resource + Clone + serde::de::DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    use futures_util::StreamExt;
-    use kube::runtime::WatchStreamExt;
-    let mut events = std::pin::pin!(watcher(api, config).default_backoff());
-    let mut fold = Fold::new();
     loop {
-        let event = tokio::select! {
+        let step = tokio::select! {
             () = stop.cancelled() => return,
-            event = events.next() => event,
+            step = watched.next() => step,
         };
-        match event {
+        match step {
             None => return,
-            Some(Ok(event)) => {
+            Some(Step::Changed) => {
                 health.ok();
-                if fold.apply(event) {
-                    publish(&fold);
-                }
+                publish(&watched);
             }
-            Some(Err(e)) => health.failed(describe(&e)),
+            Some(Step::Answering) => health.ok(),
+            Some(Step::Failed(reason)) => health.failed(reason),
         }
     }
 }

@@ -3,13 +3,12 @@
 //! DaemonSet pod lists only its own node's pods, never the whole cluster.
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Health;
-use super::kube::{pod_endpoint, watch_objects};
+use super::kube::{Watched, follow, pod_endpoint};
 use crate::config::{Discovery, Found, Source};
 
 pub async fn run(
@@ -32,27 +31,18 @@ pub async fn run(
         Some(namespace) => Api::namespaced(client, namespace),
         None => Api::all(client),
     };
-    watch_objects(
-        api,
-        selection(selector, node.as_deref()),
-        health,
-        stop,
-        |pods| {
-            let found = pods
-                .objects()
-                .filter_map(|pod| pod_endpoint(block, pod, port, None))
-                .collect();
-            sets.send_replace(Some(found));
-        },
-    )
+    let watched = Watched::new(api, Some(selector), node_field(node.as_deref()).as_deref());
+    follow(watched, health, stop, |pods| {
+        let found = pods
+            .objects()
+            .filter_map(|pod| pod_endpoint(block, pod, port, None))
+            .collect();
+        sets.send_replace(Some(found));
+    })
     .await;
 }
 
-/// The watcher's selectors: the label selector, and this node as a field selector.
-pub fn selection(selector: &str, node: Option<&str>) -> watcher::Config {
-    let config = watcher::Config::default().labels(selector);
-    match node {
-        Some(node) => config.fields(&format!("spec.nodeName={node}")),
-        None => config,
-    }
+/// This node as a field selector, for the API server to filter by.
+pub fn node_field(node: Option<&str>) -> Option<String> {
+    node.map(|node| format!("spec.nodeName={node}"))
 }

@@ -39,7 +39,9 @@ def wait_until_up(port, path, proc, what, seconds=20.0):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            sys.exit(f"{what} exited with {proc.returncode}")
+            proc.log.flush()
+            tail = Path(proc.log.name).read_text(errors="replace")[-2000:]
+            sys.exit(f"{what} exited with {proc.poll()}:\n{tail}")
         try:
             if http_get(port, path, timeout=1.0)[0] == 200:
                 return

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Soak: the daemon probes the simulator at a high rate, with every kind of fault, for a
-bounded time, while it is scraped like Prometheus scrapes it and reloaded again and again.
+bounded time, while it is scraped like Prometheus scrapes it and reloaded again and again,
+and a discovery block churns: its file_sd file is rewritten five times a second with 20 of
+50 addresses, so targets are discovered, started, stopped and forgotten by the thousand.
 Every few seconds it samples the daemon's RSS, open file descriptors, threads and the tasks
 alive on its probing runtime (`inferprobe_runtime_alive_tasks`); they must stay flat.
 
@@ -8,8 +10,8 @@ alive on its probing runtime (`inferprobe_runtime_alive_tasks`); they must stay 
   INFERPROBE_BIN=target/debug/inferprobe python3 bench/soak.py --seconds 60 --rate 40   # .ci/run
 
 Flat means: over the run after a warm-up, the median of the last third is within a small
-tolerance of the median of the first third (RSS 2 MiB, fds 16, threads 4, tasks 32; in-flight
-probes make fds and tasks move, a leak makes them climb). Also checked at the end:
+tolerance of the median of the first third (RSS 2 MiB, fds 16, threads 4, tasks 32, exposed
+series 200; in-flight probes make fds and tasks move, a leak makes them climb). Also checked at the end:
 requests_total = successes + errors on every target. Exits non-zero on any failure.
 Needs the release binary (bench/run.sh or `cargo build --release`). Standard library only.
 """
@@ -26,12 +28,14 @@ from pathlib import Path
 
 from harness import BIN, ROOT, daemon, free_port, http_get, machine, metric_sum, mib, simulator
 
-TOLERANCE = {"rss_kib": 2048, "fds": 16, "threads": 4, "tasks": 32}
+TOLERANCE = {"rss_kib": 2048, "fds": 16, "threads": 4, "tasks": 32, "series": 200}
+CHURN_ADDRESSES = 50
+CHURN_SET = 20
 FAULTS = ["reset", "http_500", "http_429", "error_event", "malformed_json", "no_done", "empty",
           "stall", "ttft_stall"]
 
 
-def config(port, sim_port, variant, rate):
+def config(port, sim_port, variant, rate, sd_file):
     """Eight targets over four wire formats, two opening a connection per probe; `variant`
     changes one target's rate so every reload restarts it (the restart path soaks too)."""
     lines = [
@@ -56,7 +60,23 @@ def config(port, sim_port, variant, rate):
                   f'connection = "{connection}"']
         if backend in ("anthropic", "openai-responses"):
             lines.append("ignore_eos = false")
+    # Churned by churn(): 127.0.0.1 is the simulator; 127.0.0.2-50 refuse at once (loopback,
+    # nothing listening), which is all a churned target needs to do.
+    lines += ["[[discovery]]", 'name = "churn"', 'source = "file"', f'path = "{sd_file}"',
+              'refresh = "100ms"', "[discovery.template]", 'backend = "openai"', "rate = 1",
+              'connect_timeout = "200ms"']
     return "\n".join(lines) + "\n"
+
+
+def churn(sd_file, sim_port, step):
+    """A new set of CHURN_SET of the CHURN_ADDRESSES addresses, written atomically."""
+    import random
+    rng = random.Random(step)
+    hosts = rng.sample(range(1, CHURN_ADDRESSES + 1), CHURN_SET)
+    targets = ", ".join(f'"127.0.0.{h}:{sim_port}"' for h in sorted(hosts))
+    tmp = sd_file.with_suffix(".tmp")
+    tmp.write_text(f'[{{"targets": [{targets}], "labels": {{"model": "soak"}}}}]')
+    tmp.replace(sd_file)
 
 
 def sample(proc, port):
@@ -70,6 +90,7 @@ def sample(proc, port):
         "in_flight": metric_sum(exposition, "inferprobe_requests_in_flight"),
         "probes": metric_sum(exposition, "inferprobe_requests_total"),
         "errors": metric_sum(exposition, "inferprobe_request_errors_total"),
+        "series": sum(1 for l in exposition.splitlines() if l.startswith(b"inferprobe_")),
     }
 
 
@@ -106,20 +127,29 @@ def main():
         sim, sim_port = simulator(work, "sim", "--ttft", "20ms", "--itl", "2ms", "--stall", "3s",
                                   *fault_flags)
         port = free_port()
-        d, _ = daemon(work, "daemon", config(port, sim_port, 0, args.rate))
+        sd_file = work / "sd.json"
+        churn(sd_file, sim_port, 0)
+        d, _ = daemon(work, "daemon", config(port, sim_port, 0, args.rate, sd_file))
         cfg = work / "daemon.toml"
         started = time.monotonic()
-        samples, reloads, variant = [], 0, 0
+        samples, reloads, variant, step = [], 0, 0, 0
         next_reload = started + args.reload_every
+        next_sample = started + args.every
         while time.monotonic() - started < args.seconds:
-            time.sleep(args.every)
+            time.sleep(0.2)
+            step += 1
+            churn(sd_file, sim_port, step)
+            if time.monotonic() < next_sample:
+                continue
+            next_sample += args.every
             if d.poll() is not None:
                 sys.exit(f"the daemon exited with {d.poll()}: {(work / 'daemon.log').read_text()[-2000:]}")
             http_get(port, "/")  # the status page, as a person would look at it
             samples.append(sample(d, port))
-            if time.monotonic() >= next_reload:
+            # Not in the last seconds: the daemon must have time to apply (and log) it.
+            if time.monotonic() >= next_reload and time.monotonic() - started < args.seconds - 2 * args.every:
                 variant = 1 - variant
-                cfg.write_text(config(port, sim_port, variant, args.rate))
+                cfg.write_text(config(port, sim_port, variant, args.rate, sd_file))
                 os.kill(d.pid, signal.SIGHUP)
                 reloads += 1
                 next_reload += args.reload_every
@@ -129,6 +159,12 @@ def main():
         log = (work / "daemon.log").read_text(errors="replace")
 
     failures = consistent(final)
+    # "N added [...], M removed [...], ..." per applied set of the churning block.
+    churned = sum(int(line.split(" removed ")[0].rsplit(", ", 1)[-1].split()[-1])
+                  for line in log.splitlines()
+                  if "discovered targets changed" in line and " removed " in line)
+    if churned < 10 * args.seconds:
+        failures.append(f"only {churned} discovered targets stopped: the churn did not run")
     if log.count("configuration reloaded") != reloads:
         failures.append(f"{reloads} reloads sent, {log.count('configuration reloaded')} logged")
     if "panicked" in log:
@@ -158,7 +194,8 @@ def main():
         f"{probes:,.0f} probes ({probes / elapsed:,.0f}/s over 8 targets of 5 wire formats, 2 with a new "
         f"connection per probe), {samples[-1]['errors']:,.0f} failed on the simulator's injected faults "
         f"({', '.join(FAULTS)}, 0.4% each); scraped and the status page fetched every {args.every:g} s; "
-        f"{reloads} reloads by SIGHUP, each restarting one target.",
+        f"{reloads} reloads by SIGHUP, each restarting one target; the discovery block's file_sd file "
+        f"rewritten {step:,} times (20 of 50 addresses), {churned:,} discovered targets started and stopped.",
         "",
         "| sampled | first third (median) | last third (median) | peak | allowed growth | |",
         "|---|---:|---:|---:|---:|---|",

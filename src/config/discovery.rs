@@ -320,15 +320,8 @@ fn block_of(
         1,
         10_000,
     )? as usize;
-    let template = b
-        .template
-        .clone()
-        .unwrap_or_default()
-        .inherit(&raw.defaults);
-    for (field, set) in [
-        ("name", template.name.is_some()),
-        ("url", template.url.is_some()),
-    ] {
+    let own = b.template.clone().unwrap_or_default();
+    for (field, set) in [("name", own.name.is_some()), ("url", own.url.is_some())] {
         if set {
             return Err(ConfigError::new(
                 at(&format!("template.{field}")),
@@ -336,6 +329,9 @@ fn block_of(
             ));
         }
     }
+    // Everything else of [defaults] applies, as to a configured target; its url cannot.
+    let mut template = own.inherit(&raw.defaults);
+    template.url = None;
     let discovery = Discovery {
         name,
         source,

@@ -203,8 +203,6 @@ impl RawTarget {
             url,
             endpoint,
             model,
-            rate,
-            fleet_rate,
             burstiness,
             max_concurrency,
             input_tokens,
@@ -250,6 +248,11 @@ impl RawTarget {
             insecure_skip_verify,
             max_output_tokens_per_hour,
         );
+        // One rate: a target's own `rate` or `fleet_rate` replaces both of the defaults'.
+        if self.rate.is_none() && self.fleet_rate.is_none() {
+            self.rate = defaults.rate;
+            self.fleet_rate = defaults.fleet_rate;
+        }
         // One secret source: a target that names its own key must not also inherit the
         // other kind from defaults (that would be reported as a conflict it never wrote).
         if self.api_key_env.is_none() && self.api_key_file.is_none() {

@@ -2,9 +2,14 @@
 has PyYAML). One subcommand per step; each exits non-zero naming what is wrong.
 
   kustomization DIR               kustomization.yaml well-formed, files present and listed
-  render DIR                      the base rendered without kustomize (stdout)
+  component DIR                   a Kustomize Component (namespaced/): the same, for it
+  overlay OUT BASE [COMPONENT]    a kustomization in OUT using BASE (and COMPONENT), for kubectl
+  render DIR [COMPONENT]          the base (with COMPONENT) rendered without kustomize (stdout)
   split RENDERED CORE CRDS        core kinds and monitoring.coreos.com kinds in two files
-  objects RENDERED SECRET         PodMonitor, PrometheusRule, labels, selectors, DaemonSet
+  objects RENDERED SECRET [CLUSTER|NAMESPACED]
+                                  PodMonitor, PrometheusRule, labels, selectors, DaemonSet,
+                                  RBAC (cluster-wide or namespaced) against the config
+  rbac-covers RENDERED CONFIG...  the RBAC of RENDERED lets each CONFIG's discovery read
   rules-match RULE FILES...       the PrometheusRule's groups are exactly the files' groups
   rules-file RULE                 the PrometheusRule's groups as a Prometheus rule file
   config RENDERED SECRETS_DIR     the ConfigMap's config.toml, secret paths moved (stdout)
@@ -30,7 +35,20 @@ CONFIG_PATH = "/etc/inferprobe/config.toml"
 SECRETS_DIR = "/etc/inferprobe/secrets"
 SECRET_NAME = "inferprobe-api-keys"
 PORT_NAME = "metrics"
-CORE_KINDS = {"Namespace", "ServiceAccount", "ConfigMap", "DaemonSet", "Service", "Secret"}
+CORE_KINDS = {"Namespace", "ServiceAccount", "ConfigMap", "DaemonSet", "Service", "Secret",
+              "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+RBAC_GROUP = "rbac.authorization.k8s.io"
+# What discovery may do: read, and only the kinds it watches.
+READ_VERBS = {"get", "list", "watch"}
+NEEDED_VERBS = {"list", "watch"}  # kube-runtime's watcher: list, then watch
+RBAC_RESOURCES = {("", "pods"), ("discovery.k8s.io", "endpointslices"),
+                  ("inference.networking.k8s.io", "inferencepools"),
+                  ("inference.networking.x-k8s.io", "inferencepools")}
+POOL_GROUPS = {"v1": "inference.networking.k8s.io", "v1alpha2": "inference.networking.x-k8s.io"}
+# Labels that name the replica on a discovered target's series: the probe's own pod and
+# namespace must not take these names (labels_from_env, Prometheus's target labels).
+REPLICA_LABELS = ("pod", "namespace")
 CRD_GROUP = "monitoring.coreos.com/"
 # Keys of a Kustomization this base may use; anything else is a typo or needs review.
 KUSTOMIZATION_KEYS = {
@@ -123,11 +141,75 @@ def cmd_kustomization(k8s):
          f"{len(k.get('configMapGenerator') or [])} generated ConfigMap(s)")
 
 
+def delete_patches(path, k):
+    """The objects a kustomization's `$patch: delete` patches remove: (apiVersion, kind,
+    name). Other patches are not understood by the Python rendering."""
+    out = []
+    for i, p in enumerate(k.get("patches") or []):
+        body = yaml.safe_load(p.get("patch", "")) if isinstance(p, dict) else None
+        if not isinstance(body, dict) or body.get("$patch") != "delete" or p.get("path"):
+            error(f"{path}: patches[{i}]: only inline `$patch: delete` patches are used here")
+            continue
+        out.append((body.get("apiVersion"), body.get("kind"), (body.get("metadata") or {}).get("name")))
+    return out
+
+
+def cmd_component(comp):
+    """A Kustomize Component (namespaced/): well-formed, its files present, one object each,
+    every manifest listed, and its delete patches name objects of the base above it."""
+    path = os.path.join(comp, "kustomization.yaml")
+    docs = load_all(path)
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        sys.exit(f"FAIL: {path}: expected one YAML mapping")
+    k = docs[0]
+    if k.get("apiVersion") != "kustomize.config.k8s.io/v1alpha1" or k.get("kind") != "Component":
+        error(f"{path}: apiVersion/kind must be kustomize.config.k8s.io/v1alpha1 Component")
+    unknown = set(k) - {"apiVersion", "kind", "resources", "patches"}
+    if unknown:
+        error(f"{path}: unexpected keys {sorted(unknown)}")
+    resources = k.get("resources") or []
+    for r in resources:
+        f = os.path.join(comp, r)
+        if not os.path.isfile(f):
+            error(f"{path}: resource {r} does not exist")
+            continue
+        objs = load_all(f)
+        if len(objs) != 1 or not objs[0].get("kind"):
+            error(f"{f}: one Kubernetes object per file expected")
+    for f in sorted(os.listdir(comp)):
+        if f.endswith((".yaml", ".yml")) and f != "kustomization.yaml" and f not in resources:
+            error(f"{path}: {f} is in {comp} but not listed in resources")
+    base = []
+    _, bk = load_kustomization(os.path.dirname(os.path.normpath(comp)))
+    for r in bk.get("resources") or []:
+        base.extend(load_all(os.path.join(os.path.dirname(os.path.normpath(comp)), r)))
+    deletes = delete_patches(path, k)
+    for api, kind, name in deletes:
+        if not any(o.get("apiVersion") == api and o.get("kind") == kind
+                   and o["metadata"].get("name") == name for o in base):
+            error(f"{path}: deletes {kind}/{name} ({api}), which the base does not have")
+    done(f"{path}: a Component, {len(resources)} resources, deletes "
+         f"{', '.join(f'{kind}/{name}' for _, kind, name in deletes) or 'nothing'}")
+
+
+def cmd_overlay(out, base, component=None):
+    """A kustomization in OUT using BASE and COMPONENT, with relative paths (kustomize takes
+    no absolute ones), so `kubectl kustomize OUT` renders the base with the component."""
+    os.makedirs(out, exist_ok=True)
+    k = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+         "resources": [os.path.relpath(base, out)]}
+    if component:
+        k["components"] = [os.path.relpath(component, out)]
+    with open(os.path.join(out, "kustomization.yaml"), "w", encoding="utf-8") as f:
+        yaml.safe_dump(k, f, sort_keys=False)
+
+
 # ---- render (without kustomize) ---------------------------------------------------------
 
-def cmd_render(k8s):
-    """What `kustomize build` makes of this base, minus the name hash: the listed objects in
-    the kustomization's namespace, the generated ConfigMap, and references to it."""
+def cmd_render(k8s, component=None):
+    """What `kustomize build` makes of this base (and COMPONENT), minus the name hash: the
+    listed objects in the kustomization's namespace, the generated ConfigMap, references to
+    it; then the component's objects as they are, less what its delete patches remove."""
     _, k = load_kustomization(k8s)
     ns = k.get("namespace")
     objects = []
@@ -145,8 +227,18 @@ def cmd_render(k8s):
             meta["labels"] = g["options"]["labels"]
         objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
     for o in objects:
-        if ns and o.get("kind") != "Namespace":
+        if ns and o.get("kind") not in CLUSTER_SCOPED:
             o.setdefault("metadata", {})["namespace"] = ns
+    if component:
+        path = os.path.join(component, "kustomization.yaml")
+        (c,) = load_all(path)
+        for api, kind, name in delete_patches(path, c):
+            objects = [o for o in objects if not (o.get("apiVersion") == api and o.get("kind") == kind
+                                                  and o["metadata"].get("name") == name)]
+        for r in c.get("resources") or []:
+            objects.extend(load_all(os.path.join(component, r)))
+        if errors:
+            done("")
     yaml.safe_dump_all(objects, sys.stdout, sort_keys=False)
 
 
@@ -183,7 +275,14 @@ def check_metadata(o, namespaced=True):
     for k, v in LABELS.items():
         if labels.get(k) != v:
             error(f"{n}: label {k}={v} missing")
-    if namespaced and meta.get("namespace") != NAMESPACE:
+    if not namespaced:
+        if "namespace" in meta:
+            error(f"{n}: a cluster-scoped object has no namespace")
+    elif o.get("kind") in ("Role", "RoleBinding"):
+        # In the namespace whose objects it grants (checked with the RBAC).
+        if not meta.get("namespace"):
+            error(f"{n}: namespace missing")
+    elif meta.get("namespace") != NAMESPACE:
         error(f"{n}: namespace must be {NAMESPACE}, is {meta.get('namespace')}")
 
 
@@ -236,11 +335,38 @@ def check_podmonitor(o, pod_labels, port_names):
             error(f"{at}: interval must be 30s (the recording rules' evaluation interval)")
         if "path" in ep and not str(ep["path"]).startswith("/"):
             error(f"{at}: path must start with /")
-        for j, r in enumerate(ep.get("relabelings") or []):
+        relabelings = ep.get("relabelings") or []
+        for j, r in enumerate(relabelings):
             if not isinstance(r, dict):
                 error(f"{at}: relabelings[{j}] not a mapping")
             elif "targetLabel" in r and not LABEL_NAME.match(str(r["targetLabel"])):
                 error(f"{at}: relabelings[{j}].targetLabel is not a label name")
+        check_label_semantics(at, ep, [r for r in relabelings if isinstance(r, dict)])
+
+
+def check_label_semantics(at, ep, relabelings):
+    """`pod` and `namespace` name the replica (a discovered target's own labels, kept by
+    honorLabels) or nothing; the probe is `probe_pod` and `node`, set on every series."""
+    if ep.get("honorLabels") is not True:
+        error(f"{at}: honorLabels must be true: a discovered target's pod, namespace and node "
+              "labels (the replica's) would otherwise become exported_*")
+    action = lambda r: str(r.get("action") or "replace").lower()
+    for label, meta in (("node", "__meta_kubernetes_pod_node_name"),
+                        ("probe_pod", "__meta_kubernetes_pod_name")):
+        if not any(action(r) == "replace" and r.get("targetLabel") == label
+                   and r.get("sourceLabels") == [meta] for r in relabelings):
+            error(f"{at}: a relabeling must set {label} from {meta}")
+    drops = [r for r in relabelings if action(r) == "labeldrop"]
+    for label in REPLICA_LABELS:
+        if any(r.get("targetLabel") == label for r in relabelings if action(r) != "labeldrop"):
+            error(f"{at}: a relabeling sets `{label}`, which names a discovered replica")
+        if not any(re.fullmatch(str(r.get("regex", "")), label) for r in drops):
+            error(f"{at}: Prometheus's own `{label}` target label (the probe's) must be dropped "
+                  "(action: labeldrop): on a configured target's series it would read as the "
+                  "target's")
+    for label in ("node", "probe_pod", "target", "model"):
+        if any(re.fullmatch(str(r.get("regex", "")), label) for r in drops):
+            error(f"{at}: a labeldrop removes `{label}`")
 
 
 def check_rule_groups(n, groups):
@@ -339,14 +465,16 @@ def check_daemonset(ds, objs):
         error(f"{n}: updateStrategy must be RollingUpdate with maxUnavailable 10%")
     if not any(t == {"operator": "Exists"} for t in pod.get("tolerations") or []):
         error(f"{n}: a toleration {{operator: Exists}} is needed to run on every node")
-    if pod.get("automountServiceAccountToken") is not False:
-        error(f"{n}: automountServiceAccountToken must be false")
+    # Discovery reads the API with the ServiceAccount's token: the pod mounts it; the
+    # ServiceAccount mounts none by default (only the probe pods opt in).
+    if pod.get("automountServiceAccountToken") is not True:
+        error(f"{n}: automountServiceAccountToken must be true (discovery reads the Kubernetes API)")
     sa = find(objs, "ServiceAccount")
     if sa is not None:
         if pod.get("serviceAccountName") != sa["metadata"]["name"]:
             error(f"{n}: serviceAccountName is not the ServiceAccount {sa['metadata']['name']}")
         if sa.get("automountServiceAccountToken") is not False:
-            error(f"{name_of(sa)}: automountServiceAccountToken must be false")
+            error(f"{name_of(sa)}: automountServiceAccountToken must be false (the DaemonSet opts in)")
     psc = pod.get("securityContext") or {}
     if psc.get("runAsNonRoot") is not True or (psc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
         error(f"{n}: pod securityContext needs runAsNonRoot and seccompProfile RuntimeDefault")
@@ -381,7 +509,8 @@ def check_daemonset(ds, objs):
             if r not in (res.get(kind) or {}):
                 error(f"{n}: resources.{kind}.{r} missing")
     env = {e.get("name"): e for e in c.get("env") or []}
-    for var, field in (("NODE_NAME", "spec.nodeName"), ("POD_NAME", "metadata.name")):
+    for var, field in (("NODE_NAME", "spec.nodeName"), ("POD_NAME", "metadata.name"),
+                       ("POD_NAMESPACE", "metadata.namespace")):
         got = ((env.get(var) or {}).get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath")
         if got != field:
             error(f"{n}: env {var} must come from fieldRef {field}")
@@ -413,7 +542,7 @@ def check_daemonset(ds, objs):
         if sec.get("secretName") != SECRET_NAME or sec.get("optional") is not True:
             error(f"{n}: {SECRETS_DIR} must be Secret {SECRET_NAME} with optional: true")
     if config_text is not None:
-        check_config_fits(n, config_text, pod, c, env, ports)
+        check_config_fits(n, config_text, pod, c, env, ports, pod_labels)
     return pod_labels, set(ports), config_text
 
 
@@ -428,7 +557,11 @@ def seconds(d):
     return total
 
 
-def check_config_fits(n, text, pod, c, env, ports):
+def field_of(env, var):
+    return (((env.get(var) or {}).get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+
+
+def check_config_fits(n, text, pod, c, env, ports, pod_labels):
     try:
         cfg = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -441,26 +574,206 @@ def check_config_fits(n, text, pod, c, env, ports):
     listen = cfg.get("listen", "0.0.0.0:9464")
     if not listen.startswith("0.0.0.0:") or int(listen.rsplit(":", 1)[1]) != ports.get(PORT_NAME):
         error(f"{n}: config listen {listen} must be 0.0.0.0 on the {PORT_NAME} port")
-    for label, var in (cfg.get("labels_from_env") or {}).items():
+    from_env = cfg.get("labels_from_env") or {}
+    for label, var in from_env.items():
         if var not in env:
             error(f"{n}: labels_from_env.{label} reads {var}, which the container does not set")
+    # The probe's own identity: `probe_pod` and `node`; `pod` and `namespace` are the replica's.
+    for label in REPLICA_LABELS:
+        if label in from_env or label in (cfg.get("labels") or {}):
+            error(f"config: `{label}` names the replica on a discovered target's series; label the "
+                  f"probe pod with probe_pod instead")
+    for label, field in (("probe_pod", "metadata.name"), ("node", "spec.nodeName")):
+        if field_of(env, from_env.get(label)) != field:
+            error(f"config: labels_from_env.{label} must read an env var from the downward "
+                  f"API's {field}")
+    kube = cfg.get("kubernetes") or {}
+    if "kubeconfig" in kube:
+        error("config: kubernetes.kubeconfig is for outside a cluster; in a pod the "
+              "ServiceAccount is used")
+    node_env = kube.get("node_name_env", "NODE_NAME")
+    if any(b.get("node_local") for b in cfg.get("discovery") or []) and field_of(env, node_env) != "spec.nodeName":
+        error(f"config: node_local discovery reads {node_env}, which must come from spec.nodeName")
+    if "fleet_selector" in kube:
+        selected = {}
+        for req in str(kube["fleet_selector"]).split(","):
+            m = re.fullmatch(r"\s*([^=!\s]+)\s*==?\s*([^,\s]*)\s*", req)
+            if m:
+                selected[m.group(1)] = m.group(2)
+        if not selected or not selected.items() <= pod_labels.items():
+            error(f"config: kubernetes.fleet_selector {kube['fleet_selector']!r} does not select "
+                  f"the DaemonSet's pods {pod_labels}")
+        if "fleet_namespace" not in kube and field_of(env, "POD_NAMESPACE") != "metadata.namespace":
+            error("config: kubernetes.fleet_selector looks in $POD_NAMESPACE, which must come "
+                  "from metadata.namespace")
     for t in [cfg.get("defaults") or {}] + (cfg.get("targets") or []):
         for key in ("api_key_file", "tls_ca_file", "tls_client_cert_file", "tls_client_key_file"):
             if key in t and not str(t[key]).startswith(SECRETS_DIR + "/"):
                 error(f"config {t.get('name', 'defaults')}.{key} {t[key]} is not under {SECRETS_DIR}")
 
 
-def cmd_objects(rendered, secret_example):
+# ---- RBAC -------------------------------------------------------------------------------
+
+def config_needs(cfg, own_namespace, where):
+    """What the configuration's discovery reads: (apiGroup, resource, namespace or None for
+    every namespace, what needs it)."""
+    needs = []
+    kube = cfg.get("kubernetes") or {}
+    if kube.get("fleet_selector"):
+        needs.append(("", "pods", kube.get("fleet_namespace") or own_namespace,
+                      f"{where} kubernetes.fleet_selector"))
+    for i, b in enumerate(cfg.get("discovery") or []):
+        at = f"{where} discovery[{i}] ({b.get('name')}, source {b.get('source')})"
+        ns = b.get("namespace")
+        source = b.get("source")
+        if source == "pods":
+            needs.append(("", "pods", ns, at))
+        elif source == "endpointslices":
+            needs.append(("discovery.k8s.io", "endpointslices", ns, at))
+        elif source == "inferencepool":
+            group = POOL_GROUPS.get(b.get("pool_version", "v1"))
+            needs.append((group, "inferencepools", ns, at))
+            needs.append(("", "pods", ns, at))  # the pool's members
+    return needs
+
+
+def rbac_grants(objs, sa_name, sa_namespace):
+    """What the bindings grant the ServiceAccount: (namespace or None for every namespace,
+    rules, binding). Checks every role and binding on the way: bindings refer to a role that
+    exists and to the ServiceAccount, roles are bound, read-only, on discovery's kinds only."""
+    roles = {}
+    for o in objs:
+        if o.get("kind") in ("Role", "ClusterRole"):
+            n = name_of(o)
+            if o.get("apiVersion") != f"{RBAC_GROUP}/v1":
+                error(f"{n}: apiVersion must be {RBAC_GROUP}/v1")
+            rules = o.get("rules")
+            if not isinstance(rules, list) or not rules:
+                error(f"{n}: rules must be a non-empty list")
+                rules = []
+            for j, r in enumerate(rules):
+                verbs = set(r.get("verbs") or [])
+                if not verbs or not verbs <= READ_VERBS:
+                    error(f"{n}: rules[{j}]: verbs {sorted(verbs)}: discovery only reads "
+                          f"({sorted(READ_VERBS)})")
+                if r.get("nonResourceURLs"):
+                    error(f"{n}: rules[{j}]: nonResourceURLs are not needed")
+                for g in r.get("apiGroups") or [None]:
+                    for res in r.get("resources") or [None]:
+                        if (g, res) not in RBAC_RESOURCES:
+                            error(f"{n}: rules[{j}]: {res} in apiGroup {g!r} is not something "
+                                  "discovery reads")
+            scope = None if o["kind"] == "ClusterRole" else o["metadata"].get("namespace")
+            roles[(o["kind"], scope, o["metadata"]["name"])] = (o, rules)
+    grants, bound = [], set()
+    for o in objs:
+        if o.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        n = name_of(o)
+        if o.get("apiVersion") != f"{RBAC_GROUP}/v1":
+            error(f"{n}: apiVersion must be {RBAC_GROUP}/v1")
+        ref = o.get("roleRef") or {}
+        kinds = ("ClusterRole",) if o["kind"] == "ClusterRoleBinding" else ("Role", "ClusterRole")
+        if ref.get("apiGroup") != RBAC_GROUP or ref.get("kind") not in kinds:
+            error(f"{n}: roleRef must be apiGroup {RBAC_GROUP}, kind {' or '.join(kinds)}")
+            continue
+        ns = o["metadata"].get("namespace") if o["kind"] == "RoleBinding" else None
+        key = (ref["kind"], ns if ref["kind"] == "Role" else None, ref.get("name"))
+        if key not in roles:
+            error(f"{n}: roleRef {ref['kind']}/{ref.get('name')} is not in the rendered objects"
+                  + (f" (namespace {ns})" if ref["kind"] == "Role" else ""))
+            continue
+        subjects = o.get("subjects") or []
+        ours = [s for s in subjects if s.get("kind") == "ServiceAccount"
+                and s.get("name") == sa_name and s.get("namespace") == sa_namespace]
+        if not ours:
+            error(f"{n}: subjects {subjects} do not name ServiceAccount {sa_namespace}/{sa_name}")
+            continue
+        if len(subjects) != len(ours):
+            error(f"{n}: subjects other than the probe's ServiceAccount: {subjects}")
+        bound.add(key)
+        grants.append((ns, roles[key][1], n))
+    for key in roles:
+        if key not in bound:
+            error(f"{key[0]}/{key[2]}: bound to nothing")
+    return grants
+
+
+def covered(grants, group, resource, namespace):
+    for scope, rules, _ in grants:
+        if scope is not None and scope != namespace:
+            continue  # a RoleBinding grants in its namespace only; None = every namespace
+        for r in rules:
+            verbs = set(r.get("verbs") or [])
+            if ((group in (r.get("apiGroups") or []) or "*" in (r.get("apiGroups") or []))
+                    and (resource in (r.get("resources") or []) or "*" in (r.get("resources") or []))
+                    and (NEEDED_VERBS <= verbs or "*" in verbs) and not r.get("resourceNames")):
+                return True
+    return False
+
+
+def check_rbac(objs, ds, configs, mode):
+    """The ServiceAccount's grants let every configuration's discovery list and watch what
+    it reads. `configs`: (where, TOML text). mode: cluster (ClusterRole) or namespaced
+    (Roles only)."""
+    kinds = {o.get("kind") for o in objs}
+    if mode == "cluster" and not {"ClusterRole", "ClusterRoleBinding"} <= kinds:
+        error("the base needs a ClusterRole and ClusterRoleBinding (discovery's read access)")
+    if mode == "namespaced" and kinds & {"ClusterRole", "ClusterRoleBinding"}:
+        error("the namespaced variant must not contain a ClusterRole or ClusterRoleBinding")
+    if mode == "namespaced" and not {"Role", "RoleBinding"} <= kinds:
+        error("the namespaced variant needs Roles and RoleBindings")
+    pod = ds["spec"]["template"]["spec"]
+    sa_name = pod.get("serviceAccountName", "default")
+    own = ds["metadata"].get("namespace")
+    grants = rbac_grants(objs, sa_name, own)
+    needs = 0
+    for where, text in configs:
+        try:
+            cfg = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            error(f"{where}: not TOML: {e}")
+            continue
+        for group, resource, ns, at in config_needs(cfg, own, where):
+            needs += 1
+            if ns is None and not covered(grants, group, resource, None):
+                error(f"{at}: watches {resource} in every namespace, which needs a ClusterRole "
+                      f"bound by a ClusterRoleBinding ({mode} RBAC does not grant it): set the "
+                      "block's namespace, or use the cluster-wide base")
+            elif ns is not None and not covered(grants, group, resource, ns):
+                error(f"{at}: nothing lets ServiceAccount {own}/{sa_name} list and watch "
+                      f"{resource} ({group or 'core'}) in namespace {ns}")
+    return len(grants), needs
+
+
+def cmd_rbac_covers(rendered, *configs):
+    objs = load_all(rendered)
+    ds = find(objs, "DaemonSet")
+    if ds is None:
+        done("")
+    texts = []
+    for path in configs:
+        with open(path, encoding="utf-8") as f:
+            texts.append((path, f.read()))
+    mode = "namespaced" if "ClusterRole" not in {o.get("kind") for o in objs} else "cluster"
+    grants, needs = check_rbac(objs, ds, texts, mode)
+    done(f"{mode} RBAC ({grants} binding(s)) covers the {needs} API read(s) of "
+         f"{len(configs)} configuration(s)")
+
+
+def cmd_objects(rendered, secret_example, mode="cluster"):
     objs = load_all(rendered)
     for o in objs:
-        check_metadata(o, namespaced=o.get("kind") != "Namespace")
+        check_metadata(o, namespaced=o.get("kind") not in CLUSTER_SCOPED)
     ns = find(objs, "Namespace")
     if ns is not None and ns["metadata"]["name"] != NAMESPACE:
         error(f"Namespace must be {NAMESPACE}")
     ds = find(objs, "DaemonSet")
-    pod_labels, port_names = {}, set()
+    pod_labels, port_names, grants, needs = {}, set(), 0, 0
     if ds is not None:
-        pod_labels, port_names, _ = check_daemonset(ds, objs)
+        pod_labels, port_names, config_text = check_daemonset(ds, objs)
+        if config_text is not None:
+            grants, needs = check_rbac(objs, ds, [("inferprobe.toml", config_text)], mode)
     svc = find(objs, "Service")
     if svc is not None:
         sspec = svc.get("spec") or {}
@@ -492,7 +805,8 @@ def cmd_objects(rendered, secret_example):
             error(f"{secret_example}: key api-key expected")
         if any("REPLACE" not in str(v) for v in values.values()):
             error(f"{secret_example}: values must be placeholders (containing REPLACE)")
-    done(f"{len(objs)} objects consistent; PodMonitor ok; PrometheusRule ok ({rules} rules)")
+    done(f"{len(objs)} objects consistent; {mode} RBAC ok ({grants} binding(s), the config's "
+         f"{needs} API read(s) granted); PodMonitor ok; PrometheusRule ok ({rules} rules)")
 
 
 # ---- rules ------------------------------------------------------------------------------
@@ -628,6 +942,9 @@ def cmd_docker_context(dockerfile, dockerignore, out):
 COMMANDS = {
     "docker-context": cmd_docker_context,
     "kustomization": cmd_kustomization,
+    "component": cmd_component,
+    "overlay": cmd_overlay,
+    "rbac-covers": cmd_rbac_covers,
     "render": cmd_render,
     "split": cmd_split,
     "objects": cmd_objects,

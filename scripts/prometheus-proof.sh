@@ -4,13 +4,22 @@
 # daemon really exports.
 #
 # It starts the simulator (with jitter and faults), two daemons probing it as two DaemonSet
-# pods would (NODE_NAME=proof-node-a / proof-node-b, three targets at 5 probes/s, one with an
-# SLO), and Debian's Prometheus scraping both every 2 s and evaluating the recording rules
-# every 2 s. Once data is there it runs every panel query of both dashboards (template
-# variables substituted as Grafana would), every template-variable query, every recording
-# rule expression and every recorded series through /api/v1/query. It fails, printing the
-# expression and Prometheus's answer, if one errors or returns no series, or if a per-node
-# query does not show both nodes.
+# pods would (NODE_NAME=proof-node-a / proof-node-b, POD_NAME=proof-probe-a / -b, three
+# targets at 5 probes/s, one with an SLO), four more simulators as the replicas of a
+# discovered target (each daemon finds the two "on its node" through a file discovery
+# block whose file_sd entries carry `pod` and `namespace`, as node_local pods discovery
+# would; replica-3 is slow), a discovery block whose file is missing on one daemon, and
+# Debian's Prometheus scraping both every 2 s the way the PodMonitor does (honor_labels;
+# `node` and `probe_pod` as target labels, no `pod` or `namespace`) and evaluating the
+# recording and alerting rules every 2 s. Once data is there it runs every panel query of
+# both dashboards (template variables substituted as Grafana would; the target dashboard
+# once for a configured target and once for the discovered one), every template-variable
+# query, every recording rule expression and every recorded series through
+# /api/v1/query. It fails, printing the expression and Prometheus's answer, if one errors
+# or returns no series, if a per-node query does not show both nodes or a per-replica one
+# every replica, if a rule is unhealthy, or if an alert's expression does not pick exactly
+# what it should: InferprobeReplicaOutlier the slow replica, InferprobeDiscoveryDown the
+# failing block (their `for` is not waited for).
 #
 # Everything listens on 127.0.0.1 only, is bounded in time, and is stopped on exit.
 # Usage (from anywhere, as root on a bare Debian machine to install Prometheus):
@@ -61,32 +70,58 @@ show_logs() {
   done
 }
 
-# --- (b) the simulator and two daemons (two "nodes") -----------------------------------
+# --- (b) the simulators and two daemons (two "nodes") ----------------------------------
 cargo build --quiet
-bin=target/debug/inferprobe
+bin=${CARGO_TARGET_DIR:-target}/debug/inferprobe
 
-# Four free ports on 127.0.0.1 (the OS picks them; nothing else binds them meanwhile).
-read -r sim_port port_a port_b prom_port < <("$python" - <<'EOF'
+# Eight free ports on 127.0.0.1 (the OS picks them; nothing else binds them meanwhile).
+read -r sim_port port_a port_b prom_port rep0 rep1 rep2 rep3 < <("$python" - <<'EOF'
 import socket
-socks = [socket.socket() for _ in range(4)]
+socks = [socket.socket() for _ in range(8)]
 for s in socks:
     s.bind(("127.0.0.1", 0))
 print(*(s.getsockname()[1] for s in socks))
 EOF
 )
-[ -n "$prom_port" ] || { echo "could not pick free ports" >&2; exit 1; }
+[ -n "$rep3" ] || { echo "could not pick free ports" >&2; exit 1; }
 
 "$bin" simulate --listen "127.0.0.1:$sim_port" --ttft 50ms --itl 5ms --jitter 0.3 \
   --fault http_429=0.05 --fault reset=0.05 --fault error_event=0.03 >"$tmp/simulator.log" 2>&1 &
 pids+=($!)
+# The replicas of a discovered target: replica-3 is six times slower to first token.
+replica_ports=("$rep0" "$rep1" "$rep2" "$rep3")
+for i in 0 1 2 3; do
+  ttft=50ms
+  [ "$i" = 3 ] && ttft=300ms
+  "$bin" simulate --listen "127.0.0.1:${replica_ports[$i]}" --ttft "$ttft" --itl 5ms --jitter 0.3 \
+    --fault http_500=0.05 --fault reset=0.03 >"$tmp/replica-$i.log" 2>&1 &
+  pids+=($!)
+done
+# What node_local pods discovery finds on each node, as file_sd: replica-0 and -1 on node a,
+# replica-2 and -3 on node b, each labelled with its pod and namespace (node is the probe's,
+# from labels_from_env, as with node_local).
+for node in a b; do
+  first=0
+  [ "$node" = b ] && first=2
+  "$python" - "$tmp/replicas-$node.json" "$first" "${replica_ports[@]}" <<'EOF'
+import json, sys
+out, first, ports = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+groups = [{"targets": [f"127.0.0.1:{ports[i]}"],
+           "labels": {"pod": f"replica-{i}", "namespace": "proof", "app": "sim"}}
+          for i in (first, first + 1)]
+json.dump(groups, open(out, "w"))
+EOF
+done
 
-cat >"$tmp/inferprobe.toml" <<EOF
+config() { # config NODE: the daemon's configuration on proof-node-NODE
+  cat <<EOF
 shutdown_grace = "1s"
-# Each DaemonSet pod labels its series with its node (the downward API sets NODE_NAME).
-labels_from_env = { node = "NODE_NAME" }
+# Each DaemonSet pod labels its series with its node and its own pod (the downward API sets
+# NODE_NAME and POD_NAME); pod and namespace are left to discovered replicas.
+labels_from_env = { node = "NODE_NAME", probe_pod = "POD_NAME" }
 
+# (No url here: a discovery template inherits [defaults], and its url comes from discovery.)
 [defaults]
-url = "http://127.0.0.1:$sim_port"
 rate = 5
 input_tokens = 32
 output_tokens = 16
@@ -95,32 +130,70 @@ request_timeout = "10s"
 [[targets]]
 name = "chat"
 backend = "openai-chat"
+url = "http://127.0.0.1:$sim_port"
 model = "sim-chat"
 slo = { ttft = "80ms", tpot = "10ms", objective = 0.95 }
 
 [[targets]]
 name = "completions"
 backend = "openai"
+url = "http://127.0.0.1:$sim_port"
 model = "sim-base"
 
 [[targets]]
 name = "messages"
 backend = "anthropic"
+url = "http://127.0.0.1:$sim_port"
 model = "sim-claude"
+
+# The replicas on this node, one target each, all labelled target="replicas".
+[[discovery]]
+name = "replicas"
+source = "file"
+path = "$tmp/replicas-$1.json"
+refresh = "2s"
+[discovery.template]
+backend = "openai-chat"
+model = "sim-replica"
+rate = 3
+slo = { ttft = "80ms", tpot = "10ms", objective = 0.95 }
 EOF
-NODE_NAME=proof-node-a "$bin" check --config "$tmp/inferprobe.toml" >/dev/null
-NODE_NAME=proof-node-a "$bin" run --config "$tmp/inferprobe.toml" --listen "127.0.0.1:$port_a" \
-  >"$tmp/daemon-a.log" 2>&1 &
+  # On node b, a block whose file does not exist: discovery_up 0, InferprobeDiscoveryDown.
+  if [ "$1" = b ]; then
+    cat <<EOF
+
+[[discovery]]
+name = "missing"
+source = "file"
+path = "$tmp/no-such-file.json"
+refresh = "2s"
+[discovery.template]
+backend = "openai-chat"
+EOF
+  fi
+}
+for node in a b; do
+  config "$node" >"$tmp/inferprobe-$node.toml"
+  NODE_NAME=proof-node-$node POD_NAME=proof-probe-$node "$bin" check \
+    --config "$tmp/inferprobe-$node.toml" >/dev/null
+done
+NODE_NAME=proof-node-a POD_NAME=proof-probe-a "$bin" run --config "$tmp/inferprobe-a.toml" \
+  --listen "127.0.0.1:$port_a" >"$tmp/daemon-a.log" 2>&1 &
 pids+=($!)
-NODE_NAME=proof-node-b "$bin" run --config "$tmp/inferprobe.toml" --listen "127.0.0.1:$port_b" \
-  >"$tmp/daemon-b.log" 2>&1 &
+NODE_NAME=proof-node-b POD_NAME=proof-probe-b "$bin" run --config "$tmp/inferprobe-b.toml" \
+  --listen "127.0.0.1:$port_b" >"$tmp/daemon-b.log" 2>&1 &
 pids+=($!)
 
-# --- (c) Prometheus: scrape every 2 s, the recording rules evaluated every 2 s ---------
-# The rules file's group interval (30s) is shortened in a copy, so the proof needs no
+# --- (c) Prometheus: scrape every 2 s, the rules evaluated every 2 s -------------------
+# The rules files' group intervals (30s) are shortened in copies, so the proof needs no
 # minutes of waiting; the rules themselves are used unchanged.
-sed -E 's/^([[:space:]]*)interval:.*/\1interval: 2s/' config/prometheus/recording-rules.yml \
-  >"$tmp/recording-rules.yml"
+for rules in recording-rules alerting-rules; do
+  sed -E 's/^([[:space:]]*)interval:.*/\1interval: 2s/' "config/prometheus/$rules.yml" \
+    >"$tmp/$rules.yml"
+done
+# As the PodMonitor scrapes a DaemonSet pod: the daemon's own labels win (honorLabels), the
+# target adds the probe's node and pod as `node` and `probe_pod`, and no `pod` or
+# `namespace` (the PodMonitor drops Prometheus's, which would name the probe).
 cat >"$tmp/prometheus.yml" <<EOF
 global:
   scrape_interval: 2s
@@ -128,12 +201,17 @@ global:
   evaluation_interval: 2s
 rule_files:
   - $tmp/recording-rules.yml
+  - $tmp/alerting-rules.yml
 scrape_configs:
   - job_name: inferprobe
+    honor_labels: true
     static_configs:
-      - targets: ["127.0.0.1:$port_a", "127.0.0.1:$port_b"]
+      - targets: ["127.0.0.1:$port_a"]
+        labels: {node: proof-node-a, probe_pod: proof-probe-a}
+      - targets: ["127.0.0.1:$port_b"]
+        labels: {node: proof-node-b, probe_pod: proof-probe-b}
 EOF
-promtool check rules config/prometheus/recording-rules.yml >/dev/null
+promtool check rules config/prometheus/recording-rules.yml config/prometheus/alerting-rules.yml >/dev/null
 promtool check config "$tmp/prometheus.yml" >/dev/null
 "$prometheus" --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" \
   --storage.tsdb.retention.time=1d --web.listen-address="127.0.0.1:$prom_port" \
@@ -153,16 +231,24 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-base, wait_seconds, rules_file = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+base, wait_seconds = sys.argv[1], float(sys.argv[2])
+rules_file, alerts_file = sys.argv[3], sys.argv[4]
 verbose = os.environ.get("PROOF_VERBOSE") == "1"
 NODES = ["proof-node-a", "proof-node-b"]
+REPLICAS = ["replica-0", "replica-1", "replica-2", "replica-3"]
+SLOW_REPLICA = "replica-3"
 # Template variables as Grafana substitutes them (multi-value regex: "(a|b)"); the overview
-# selects All, the target dashboard the target with the SLO and both nodes explicitly.
-ALL = {"target": ".*", "model": ".*", "node": ".*"}
+# selects All; the target dashboard runs twice, for the configured target with the SLO and
+# for the discovered one (its replicas), with both nodes and every pod picked explicitly.
+ALL = {"target": ".*", "model": ".*", "node": ".*", "pod": ".*"}
+BOTH_NODES = "(" + "|".join(NODES) + ")"
 VARIABLES = {
-    "inferprobe-overview.json": ALL,
-    "inferprobe-target.json": {"target": "chat", "model": "(sim-chat)",
-                               "node": "(" + "|".join(NODES) + ")"},
+    "inferprobe-overview.json": [ALL],
+    "inferprobe-target.json": [
+        {"target": "chat", "model": "(sim-chat)", "node": BOTH_NODES, "pod": ".*"},
+        {"target": "replicas", "model": "(sim-replica)", "node": BOTH_NODES,
+         "pod": "(" + "|".join(REPLICAS) + ")"},
+    ],
 }
 GRAFANA = {"__rate_interval": "1m", "__interval": "2s", "__range": "5m"}
 
@@ -221,34 +307,55 @@ def panels(items):
         yield from panels(p.get("panels", []))
 
 
-checks = []  # (what, expr, needs both nodes)
+def grouped_by(expr, label):
+    return re.search(r"\bby \([^)]*\b" + label + r"\b", expr) is not None
+
+
+def per_replica(panel):
+    """A panel about a discovered target's replicas: nothing to show for a configured one."""
+    return any('pod!=""' in t["expr"] or "inferprobe:replica_" in t["expr"]
+               or "inferprobe:target_replica" in t["expr"] for t in panel.get("targets", []))
+
+
+checks = []  # (what, expr, needs every node, needs every replica)
 for path in sorted(glob.glob("dashboards/*.json")):
     file = os.path.basename(path)
     dashboard = json.load(open(path))
-    variables = VARIABLES.get(file, ALL)
-    for p in panels(dashboard["panels"]):
-        for t in p.get("targets", []):
-            expr = substitute(t["expr"], variables)
-            by_node = re.search(r"\bby \([^)]*\bnode\b", t["expr"]) is not None
-            checks.append((f"{file} panel {p['id']} {p['title']!r} [{t['refId']}]", expr, by_node))
-    for v in dashboard["templating"]["list"]:
-        if v["type"] != "query":
-            continue
-        q = v["query"] if isinstance(v["query"], str) else v["query"]["query"]
-        m = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", q.strip(), re.S)
-        if not m:
-            sys.exit(f"FAIL: {file} variable {v['name']}: not label_values(...): {q!r}")
-        expr = f"count by ({m.group(2)}) ({substitute(m.group(1), variables)})"
-        checks.append((f"{file} variable {v['name']}", expr, v["name"] == "node"))
+    for variables in VARIABLES.get(file, [ALL]):
+        replicas = variables["target"] != "chat"  # the replicas' target is selected
+        run = f"{file} [target {variables['target']}]"
+        for p in panels(dashboard["panels"]):
+            if per_replica(p) and not replicas:
+                continue
+            for t in p.get("targets", []):
+                expr = substitute(t["expr"], variables)
+                checks.append((f"{run} panel {p['id']} {p['title']!r} [{t['refId']}]", expr,
+                               grouped_by(t["expr"], "node"),
+                               replicas and grouped_by(t["expr"], "pod")))
+        for v in dashboard["templating"]["list"]:
+            if v["type"] != "query":
+                continue
+            q = v["query"] if isinstance(v["query"], str) else v["query"]["query"]
+            m = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", q.strip(), re.S)
+            if not m:
+                sys.exit(f"FAIL: {file} variable {v['name']}: not label_values(...): {q!r}")
+            expr = f"count by ({m.group(2)}) ({substitute(m.group(1), variables)})"
+            checks.append((f"{run} variable {v['name']}", expr, v["name"] == "node",
+                           replicas and v["name"] == "pod"))
 rules = rule_exprs(rules_file)
 if not rules:
     sys.exit(f"FAIL: no rules read from {rules_file}")
 for name, expr in rules:
-    checks.append((f"rule {name} (expression)", expr, False))
-    checks.append((f"rule {name} (recorded series)", name, False))
+    # The per-replica rules must see every replica.
+    replica_rule = name.startswith("inferprobe:replica_")
+    checks.append((f"rule {name} (expression)", expr, False, replica_rule))
+    checks.append((f"rule {name} (recorded series)", name, False, replica_rule))
+alerts = dict(rule_exprs(alerts_file))
+if not alerts:
+    sys.exit(f"FAIL: no alerts read from {alerts_file}")
 
 
-def problem(answer, by_node):
+def problem(answer, by_node, by_pod=False):
     """None when the answer is good, else why not."""
     if answer.get("status") != "success":
         return "error"
@@ -262,6 +369,10 @@ def problem(answer, by_node):
         nodes = {s["metric"].get("node") for s in result}
         if not set(NODES) <= nodes:
             return f"not every node: {sorted(map(str, nodes))}"
+    if by_pod:
+        pods = {s["metric"].get("pod") for s in result}
+        if not set(REPLICAS) <= pods:
+            return f"not every replica: {sorted(map(str, pods))}"
     return None
 
 
@@ -270,7 +381,10 @@ def problem(answer, by_node):
 ready = [
     ('count(up{job="inferprobe"} == 1)', 2),
     ("count(count by (node) (rate(inferprobe_time_to_first_token_seconds_count[1m]) > 0))", 2),
-    ("count(count by (target) (rate(inferprobe_request_errors_total[1m]) > 0))", 3),
+    ("count(count by (target) (rate(inferprobe_request_errors_total[1m]) > 0))", 4),
+    ('count(count by (pod) (rate(inferprobe_request_errors_total{target="replicas"}[1m]) > 0))',
+     len(REPLICAS)),
+    ('count(inferprobe:replica_ttft_probes:increase15m{target="replicas"} >= 10)', len(REPLICAS)),
 ] + [(f"count({name})", 1) for name, _ in rules]
 start = time.monotonic()
 while True:
@@ -290,20 +404,44 @@ while True:
             print("  " + expr, file=sys.stderr)
         sys.exit(2)
     time.sleep(2)
-print(f"data after {time.monotonic() - start:.0f}s: both nodes scraped, every recording rule evaluated")
+print(f"data after {time.monotonic() - start:.0f}s: both nodes and every replica scraped, "
+      "every recording rule evaluated")
 
-# Every rule of the rules file evaluates without error in Prometheus itself.
+# Every rule of both rules files evaluates without error in Prometheus itself.
 groups = get("/api/v1/rules")["data"]["groups"]
+healthy = 0
 for g in groups:
     for r in g["rules"]:
         if r.get("health") != "ok":
             sys.exit(f"FAIL: rule {r['name']}: health {r.get('health')}: {r.get('lastError')}")
+        healthy += 1
+if healthy != len(rules) + len(alerts):
+    sys.exit(f"FAIL: Prometheus runs {healthy} rules, the files have {len(rules) + len(alerts)}")
+
+# The new alerts' expressions pick exactly what they should (their `for` is not waited for).
+failures = 0
+EXPECTED_ALERTS = {
+    # The slow replica, on its node, and no other.
+    "InferprobeReplicaOutlier": [{"target": "replicas", "namespace": "proof", "pod": SLOW_REPLICA,
+                                  "node": "proof-node-b"}],
+    # The block whose file is missing, failing on one probe pod.
+    "InferprobeDiscoveryDown": [{"discovery": "missing"}],
+}
+for name, want in EXPECTED_ALERTS.items():
+    answer = query(alerts[name])
+    got = [{k: v for k, v in s["metric"].items() if k != "__name__"}
+           for s in answer.get("data", {}).get("result", [])]
+    if answer.get("status") != "success" or got != want:
+        failures += 1
+        print(f"FAIL: alert {name}: its expression returns {got}, want {want}\n"
+              f"  expr: {alerts[name]}\n  response: {json.dumps(answer)[:2000]}", file=sys.stderr)
+    elif verbose:
+        print(f"ok  alert {name} picks {got}: {answer['data']['result'][0]['value'][1]}")
 
 # (e) Every expression.
-failures = 0
-for what, expr, by_node in checks:
+for what, expr, by_node, by_pod in checks:
     answer = query(expr)
-    why = problem(answer, by_node)
+    why = problem(answer, by_node, by_pod)
     if why is None:
         if verbose:
             result = answer["data"]["result"]
@@ -314,17 +452,19 @@ for what, expr, by_node in checks:
     print(f"FAIL ({why}): {what}\n  expr: {expr}\n  response: {json.dumps(answer)[:2000]}",
           file=sys.stderr)
 
-panel_queries = sum(1 for what, _, _ in checks if " panel " in what)
-variable_queries = sum(1 for what, _, _ in checks if " variable " in what)
+panel_queries = sum(1 for what, *_ in checks if " panel " in what)
+variable_queries = sum(1 for what, *_ in checks if " variable " in what)
 if failures:
-    print(f"prometheus-proof: FAILED: {failures} of {len(checks)} expressions", file=sys.stderr)
+    print(f"prometheus-proof: FAILED: {failures} of {len(checks) + len(EXPECTED_ALERTS)} checks",
+          file=sys.stderr)
     sys.exit(1)
 print(f"prometheus-proof: {len(checks)} expressions checked against Prometheus, all returned "
       f"data: {panel_queries} dashboard panel queries, {variable_queries} variable queries, "
-      f"{len(rules)} recording rule expressions and their {len(rules)} recorded series")
+      f"{len(rules)} recording rule expressions and their {len(rules)} recorded series; "
+      f"{healthy} rules healthy; {' and '.join(EXPECTED_ALERTS)} pick exactly what they should")
 EOF
 status=0
 "$python" "$tmp/check.py" "http://127.0.0.1:$prom_port" "$wait_seconds" \
-  config/prometheus/recording-rules.yml || status=$?
+  config/prometheus/recording-rules.yml config/prometheus/alerting-rules.yml || status=$?
 if [ "$status" = 2 ]; then show_logs; fi # no data: the logs say why
 exit "$status"

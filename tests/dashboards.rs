@@ -1,7 +1,7 @@
 //! The Grafana dashboards in `dashboards/`: importable JSON that follows the conventions
-//! every panel relies on (the `datasource` variable, the `target`/`model`/`node` filters,
-//! `$__rate_interval`, descriptions and units), and that only query metrics the daemon
-//! exports or recording rules `config/prometheus/recording-rules.yml` defines.
+//! every panel relies on (the `datasource` variable, the `target`/`model`/`node`/`pod`
+//! filters, `$__rate_interval`, descriptions and units), and that only query metrics the
+//! daemon exports or recording rules `config/prometheus/recording-rules.yml` defines.
 //! `scripts/prometheus-proof.sh` runs every one of these queries against a real Prometheus.
 
 use std::collections::HashSet;
@@ -35,6 +35,11 @@ const EXPORTED_SERIES: &[&str] = &[
     "inferprobe_slo_threshold_seconds",
     "inferprobe_build_info",
     "inferprobe_config_last_reload_successful",
+    "inferprobe_target_rate",
+    "inferprobe_discovery_up",
+    "inferprobe_discovery_targets",
+    "inferprobe_discovery_refused_total",
+    "inferprobe_fleet_size",
 ];
 
 /// Histograms the daemon exports; each has `_bucket`, `_sum` and `_count` series.
@@ -60,9 +65,35 @@ const LATENCY_HISTOGRAMS: [&str; 4] = [
 const DATASOURCE_UID: &str = "${datasource}";
 
 /// Matchers every selector of a raw per-target series must carry; recording rules are
-/// aggregated by target, so they carry only the first.
+/// aggregated by target, so they carry only the first. `pod` is a discovered replica's
+/// (its "All" value `.*` also matches the series of configured targets, which have none).
 const TARGET_MATCHER: &str = r#"target=~"$target""#;
-const RAW_MATCHERS: [&str; 3] = [TARGET_MATCHER, r#"model=~"$model""#, r#"node=~"$node""#];
+const NODE_MATCHER: &str = r#"node=~"$node""#;
+const RAW_MATCHERS: [&str; 4] = [
+    TARGET_MATCHER,
+    r#"model=~"$model""#,
+    NODE_MATCHER,
+    r#"pod=~"$pod""#,
+];
+/// Series of the probe process rather than of a target, and the matchers they carry
+/// instead: a discovery block's name is the `target` label of what it finds, and `node`
+/// (the probe's, from the PodMonitor) is on every series a probe pod exports.
+const DISCOVERY_MATCHER: &str = r#"discovery=~"$target""#;
+const PROBE_SERIES: &[(&str, &[&str])] = &[
+    (
+        "inferprobe_discovery_up",
+        &[DISCOVERY_MATCHER, NODE_MATCHER],
+    ),
+    (
+        "inferprobe_discovery_targets",
+        &[DISCOVERY_MATCHER, NODE_MATCHER],
+    ),
+    (
+        "inferprobe_discovery_refused_total",
+        &[DISCOVERY_MATCHER, NODE_MATCHER],
+    ),
+    ("inferprobe_fleet_size", &[NODE_MATCHER]),
+];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -286,10 +317,10 @@ fn every_panel_and_query_uses_the_datasource_variable() {
 }
 
 #[test]
-fn target_model_and_node_variables_come_from_requests_total() {
+fn target_model_node_and_pod_variables_come_from_requests_total() {
     let mut f = Failures::default();
     for d in dashboards() {
-        for name in ["target", "model", "node"] {
+        for name in ["target", "model", "node", "pod"] {
             let v = variable(&d.json, name);
             let query = v["query"]
                 .as_str()
@@ -308,7 +339,8 @@ fn target_model_and_node_variables_come_from_requests_total() {
             f.check(v["multi"] == !single && v["includeAll"] == !single, || {
                 format!("{}: `{name}` multi/includeAll", d.file)
             });
-            // ".*" also matches series without the label (no `node` outside a DaemonSet).
+            // ".*" also matches series without the label (no `node` outside a DaemonSet, no
+            // `pod` on a configured target's series).
             f.check(single || v["allValue"] == ".*", || {
                 format!("{}: `{name}` allValue must be \".*\"", d.file)
             });
@@ -362,21 +394,41 @@ fn every_panel_has_a_unique_id_a_description_a_unit_and_a_query() {
             if panel["type"] == "heatmap" {
                 for target in targets {
                     let expr = target["expr"].as_str().unwrap_or("");
-                    f.check(
-                        target["format"] == "heatmap" && expr.contains("_bucket{"),
-                        || {
-                            format!(
-                                "{} {}: heatmap not fed by _bucket series with format heatmap",
-                                d.file,
-                                title(panel)
-                            )
-                        },
-                    );
+                    // A distribution over time: bucket rates, Grafana reading `le`.
+                    let distribution = target["format"] == "heatmap" && expr.contains("_bucket{");
+                    // Or one row per value of a label (a replica per row): time series named
+                    // by a label the query groups by, drawn as they are (not recalculated)
+                    // on ordinal rows.
+                    let rows = target["format"] == "time_series"
+                        && panel["options"]["calculate"] == false
+                        && panel["options"]["rowsFrame"]["layout"] == "unknown"
+                        && target["legendFormat"]
+                            .as_str()
+                            .and_then(|l| l.strip_prefix("{{")?.strip_suffix("}}"))
+                            .is_some_and(|label| grouped_by(expr, label));
+                    f.check(distribution || rows, || {
+                        format!(
+                            "{} {}: a heatmap is fed by _bucket series with format heatmap, or \
+                             by time series one per label value (legendFormat {{{{label}}}}, \
+                             grouped by it) with calculate false and rowsFrame layout unknown",
+                            d.file,
+                            title(panel)
+                        )
+                    });
                 }
             }
         }
     }
     f.assert_none();
+}
+
+/// Whether `expr` aggregates `by (...)` a list holding `label`.
+fn grouped_by(expr: &str, label: &str) -> bool {
+    expr.split("by (").skip(1).any(|rest| {
+        rest.split(')')
+            .next()
+            .is_some_and(|list| list.split(',').any(|l| l.trim() == label))
+    })
 }
 
 #[test]
@@ -396,11 +448,14 @@ fn every_query_filters_on_the_template_variables() {
             });
             for (name, matchers) in &refs.selectors {
                 let matchers = matchers.as_deref().unwrap_or("");
-                let required: &[&str] = if name.starts_with("inferprobe_") {
-                    &RAW_MATCHERS
-                } else {
-                    &[TARGET_MATCHER]
-                };
+                let required: &[&str] =
+                    if let Some((_, probe)) = PROBE_SERIES.iter().find(|(n, _)| n == name) {
+                        probe
+                    } else if name.starts_with("inferprobe_") {
+                        &RAW_MATCHERS
+                    } else {
+                        &[TARGET_MATCHER]
+                    };
                 for m in required {
                     f.check(matchers.contains(m), || {
                         format!("{} {panel}: `{name}` lacks {m} in {expr:?}", d.file)
@@ -412,28 +467,51 @@ fn every_query_filters_on_the_template_variables() {
     f.assert_none();
 }
 
+/// Every query of every (non-row) panel: (panel, expr, whether it is an instant query).
+fn queries(dashboard: &Value) -> Vec<(String, String, bool)> {
+    all_panels(dashboard)
+        .into_iter()
+        .filter(|panel| !is_row(panel))
+        .flat_map(|panel| {
+            panel["targets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |target| {
+                    let expr = target["expr"].as_str().unwrap_or("").to_owned();
+                    (title(panel), expr, target["instant"] == true)
+                })
+        })
+        .collect()
+}
+
 #[test]
 fn rates_use_rate_interval() {
     let rules = recording_rules();
     let mut f = Failures::default();
     for d in dashboards() {
-        for (panel, expr) in exprs(&d.json) {
+        for (panel, expr, instant) in queries(&d.json) {
             let refs = promql_refs(&expr);
             let only_rules = refs
                 .selectors
                 .iter()
                 .all(|(name, _)| name.starts_with("inferprobe:") && rules.contains(name));
+            // An instant query (a table "over the time range") may take the whole range.
+            let window = |w: &str| w == "$__rate_interval" || (instant && w == "$__range");
             if (expr.contains("rate(") || expr.contains("increase(")) && !only_rules {
-                f.check(expr.contains("[$__rate_interval]"), || {
-                    format!(
-                        "{} {panel}: rate without $__rate_interval: {expr:?}",
-                        d.file
-                    )
-                });
+                f.check(
+                    refs.ranges.iter().any(|r| window(r)),
+                    || {
+                        format!(
+                            "{} {panel}: rate without $__rate_interval (or $__range, instant): {expr:?}",
+                            d.file
+                        )
+                    },
+                );
             }
             // No fixed windows anywhere (recording rules carry their own).
             for range in &refs.ranges {
-                f.check(range == "$__rate_interval", || {
+                f.check(window(range), || {
                     format!("{} {panel}: window [{range}] in {expr:?}", d.file)
                 });
             }
@@ -460,7 +538,7 @@ fn queries_use_only_exported_metrics_and_recording_rules() {
 
 /// What the dashboards are for: the panels that must not silently disappear.
 #[test]
-fn dashboards_cover_latency_errors_slos_and_nodes() {
+fn dashboards_cover_latency_errors_slos_nodes_and_replicas() {
     let all = dashboards();
     let by_uid = |uid: &str| &all.iter().find(|d| d.uid == uid).unwrap().json;
     let overview: Vec<String> = exprs(by_uid("inferprobe-overview"))
@@ -546,5 +624,61 @@ fn dashboards_cover_latency_errors_slos_and_nodes() {
                 .is_some_and(|e| e.contains("by (category)"))
     });
     f.check(error_table, || "target: no error-category table".into());
+
+    // Per replica (a discovered target's pods): a TTFT heatmap with a row per pod, a table
+    // of the worst replicas over the range (TTFT p90 and error ratio by pod and node), and
+    // what InferprobeReplicaOutlier compares.
+    let replica_heatmap = all_panels(target).into_iter().any(|p| {
+        p["type"] == "heatmap"
+            && p["targets"][0]["expr"].as_str().is_some_and(|e| {
+                e.contains("inferprobe_time_to_first_token_seconds_bucket{")
+                    && grouped_by(e, "pod")
+                    && e.contains(r#"pod!="""#)
+            })
+    });
+    f.check(replica_heatmap, || {
+        "target: no TTFT heatmap by replica".into()
+    });
+    let worst = all_panels(target).into_iter().find(|p| {
+        p["type"] == "table"
+            && p["targets"][0]["expr"].as_str().is_some_and(|e| {
+                e.starts_with("sort_desc(histogram_quantile(0.9")
+                    && e.contains("inferprobe_time_to_first_token_seconds_bucket{")
+                    && ["pod", "node"].iter().all(|l| grouped_by(e, l))
+                    && e.contains("[$__range]")
+            })
+    });
+    f.check(
+        worst.is_some_and(|p| {
+            p["targets"].as_array().into_iter().flatten().any(|t| {
+                t["expr"].as_str().is_some_and(|e| {
+                    e.contains("inferprobe_request_errors_total{")
+                        && grouped_by(e, "pod")
+                        && e.contains("[$__range]")
+                })
+            })
+        }),
+        || "target: no worst-replicas table (TTFT p90 and error ratio by pod and node, over the range)".into(),
+    );
+    for rule in [
+        "inferprobe:replica_ttft_seconds:p90_rate15m",
+        "inferprobe:target_replica_ttft_seconds:median_p90_rate15m",
+    ] {
+        f.check(has(&target_exprs, &[rule]), || {
+            format!("target: no {rule} (what InferprobeReplicaOutlier compares)")
+        });
+    }
+    // Discovery and the fleet, in the overview.
+    for needle in [
+        "inferprobe_discovery_up",
+        "inferprobe_discovery_targets",
+        "inferprobe_discovery_refused_total",
+        "inferprobe_fleet_size",
+        "inferprobe_target_rate",
+    ] {
+        f.check(has(&overview, &[needle]), || {
+            format!("overview: no {needle}")
+        });
+    }
     f.assert_none();
 }

@@ -101,6 +101,19 @@ pub async fn start_reloadable(path: &std::path::Path) -> Daemon {
 }
 
 impl Daemon {
+    /// A daemon started by the test itself (`inferprobe::run` on its own listener).
+    pub fn from_parts(
+        addr: SocketAddr,
+        shutdown: Shutdown,
+        handle: JoinHandle<anyhow::Result<DrainReport>>,
+    ) -> Self {
+        Self {
+            addr,
+            shutdown,
+            handle,
+        }
+    }
+
     /// `POST /-/reload`: status and body.
     pub async fn reload(&self) -> (u16, String) {
         let response = reqwest::Client::new()

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::kube_api::KubeApi;
 use common::kube_api::objects::{inference_pool_v1, pod};
-use common::{Daemon, Scrape, start_sim};
+use common::{Daemon, start_sim};
 use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
 use inferprobe::config::{self, RawConfig};
@@ -42,16 +42,6 @@ async fn start_example(name: &str, kubeconfig: &Path) -> Daemon {
     Daemon::from_parts(addr, shutdown, handle)
 }
 
-fn probed(s: &Scrape, target: &str, pod: &str) -> f64 {
-    s.samples
-        .iter()
-        .filter(|x| x.name == "inferprobe_requests_total")
-        .filter(|x| x.labels.get("target").map(String::as_str) == Some(target))
-        .filter(|x| x.labels.get("pod").map_or("", String::as_str) == pod)
-        .map(|x| x.value)
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_local_vllm_probes_the_pods_on_this_node() {
     let api = KubeApi::start().await;
@@ -80,7 +70,7 @@ async fn node_local_vllm_probes_the_pods_on_this_node() {
     let daemon = start_example("node-local-vllm.toml", &api.write_kubeconfig(dir.path())).await;
     let s = daemon
         .wait_for(Duration::from_secs(45), |s| {
-            probed(s, "vllm-local", "vllm-0") >= 1.0 && probed(s, "vllm-local", "vllm-1") >= 1.0
+            s.replica("vllm-local", "vllm-0") >= 1.0 && s.replica("vllm-local", "vllm-1") >= 1.0
         })
         .await;
     daemon.stop().await;
@@ -136,9 +126,9 @@ async fn inferencepool_probes_every_member_and_the_gateway() {
     // fleet_rate 0.5 with no probe pods listed yet: this pod runs it all, 0.5/s per target.
     let s = daemon
         .wait_for(Duration::from_secs(45), |s| {
-            probed(s, "llama-pool", "llama-0") >= 1.0
-                && probed(s, "llama-pool", "llama-1") >= 1.0
-                && probed(s, "llama-pool", "") >= 1.0
+            s.replica("llama-pool", "llama-0") >= 1.0
+                && s.replica("llama-pool", "llama-1") >= 1.0
+                && s.replica("llama-pool", "") >= 1.0
         })
         .await;
     daemon.stop().await;
@@ -151,7 +141,7 @@ async fn inferencepool_probes_every_member_and_the_gateway() {
         .filter(|x| !x.labels.contains_key("pod"))
         .map(|x| x.value)
         .sum::<f64>();
-    assert_eq!(gateway_failed, probed(&s, "llama-pool", ""), "{}", s.text);
+    assert_eq!(gateway_failed, s.replica("llama-pool", ""), "{}", s.text);
     for member in ["llama-0", "llama-1"] {
         let ok = s
             .matching(
@@ -160,7 +150,7 @@ async fn inferencepool_probes_every_member_and_the_gateway() {
             )
             .map(|x| x.value)
             .sum::<f64>();
-        assert_eq!(ok, probed(&s, "llama-pool", member), "{member}: {}", s.text);
+        assert_eq!(ok, s.replica("llama-pool", member), "{member}: {}", s.text);
     }
     assert_eq!(
         s.sum("inferprobe_target_rate", &[("target", "llama-pool")]),

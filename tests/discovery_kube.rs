@@ -51,25 +51,6 @@ fn kubeconfig(api: &KubeApi) -> (tempfile::TempDir, String) {
     (dir, path.display().to_string())
 }
 
-/// `requests_total` of one discovered replica (`pod=""`: the series without a pod).
-fn replica(s: &Scrape, target: &str, pod: &str) -> f64 {
-    s.samples
-        .iter()
-        .filter(|x| x.name == "inferprobe_requests_total")
-        .filter(|x| x.labels.get("target").map(String::as_str) == Some(target))
-        .filter(|x| x.labels.get("pod").map_or("", String::as_str) == pod)
-        .map(|x| x.value)
-        .sum()
-}
-
-fn has_series(s: &Scrape, target: &str, pod: &str) -> bool {
-    s.samples.iter().any(|x| {
-        x.name == "inferprobe_requests_total"
-            && x.labels.get("target").map(String::as_str) == Some(target)
-            && x.labels.get("pod").map_or("", String::as_str) == pod
-    })
-}
-
 fn up(s: &Scrape, block: &str) -> f64 {
     s.sum("inferprobe_discovery_up", &[("discovery", block)])
 }
@@ -110,10 +91,10 @@ async fn the_pods_on_this_node_are_probed_one_by_one() {
     ))
     .await;
     let s = wait(&daemon, |s| {
-        replica(s, "vllm", "vllm-a") >= 2.0 && replica(s, "vllm", "vllm-b") >= 2.0
+        s.replica("vllm", "vllm-a") >= 2.0 && s.replica("vllm", "vllm-b") >= 2.0
     })
     .await;
-    assert!(!has_series(&s, "vllm", "vllm-c"), "another node's pod");
+    assert!(!s.has_replica("vllm", "vllm-c"), "another node's pod");
     let series: Vec<_> = s
         .matching("inferprobe_requests_total", &[("target", "vllm")])
         .collect();
@@ -138,11 +119,11 @@ async fn the_pods_on_this_node_are_probed_one_by_one() {
 
     // vllm-b goes unready: its series go; vllm-a's stay.
     api.apply(vllm("vllm-b", "node-1", &b, false, &labels));
-    let s = wait(&daemon, |s| !has_series(s, "vllm", "vllm-b")).await;
-    assert!(has_series(&s, "vllm", "vllm-a"));
+    let s = wait(&daemon, |s| !s.has_replica("vllm", "vllm-b")).await;
+    assert!(s.has_replica("vllm", "vllm-a"));
 
     // vllm-a moves to another port (c's server): same series, new address.
-    let before = replica(&s, "vllm", "vllm-a");
+    let before = s.replica("vllm", "vllm-a");
     api.apply(vllm("vllm-a", "node-1", &c, true, &labels));
     let moved = |config: &Value| {
         config["discovered"].as_array().is_some_and(|d| {
@@ -162,12 +143,12 @@ async fn the_pods_on_this_node_are_probed_one_by_one() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let s = wait(&daemon, |s| replica(s, "vllm", "vllm-a") >= before + 2.0).await;
+    let s = wait(&daemon, |s| s.replica("vllm", "vllm-a") >= before + 2.0).await;
     assert_eq!(s.all_errors("vllm"), 0.0);
 
     // And away: nothing left to probe.
     api.delete("v1", "Pod", NS, "vllm-a");
-    let s = wait(&daemon, |s| !has_series(s, "vllm", "vllm-a")).await;
+    let s = wait(&daemon, |s| !s.has_replica("vllm", "vllm-a")).await;
     assert_eq!(
         s.sum("inferprobe_discovery_targets", &[("discovery", "vllm")]),
         0.0
@@ -212,10 +193,10 @@ async fn an_inference_pool_is_probed_member_by_member_and_through_its_gateway() 
         let s = wait(&daemon, |s| {
             ["m1", "m2", ""]
                 .iter()
-                .all(|p| replica(s, "llama", p) >= 2.0)
+                .all(|p| s.replica("llama", p) >= 2.0)
         })
         .await;
-        assert!(!has_series(&s, "llama", "m3"), "{version}: not a member");
+        assert!(!s.has_replica("llama", "m3"), "{version}: not a member");
         assert!(
             s.matching("inferprobe_requests_total", &[("target", "llama")])
                 .all(|x| x.labels["pool"] == "llama"),
@@ -227,10 +208,10 @@ async fn an_inference_pool_is_probed_member_by_member_and_through_its_gateway() 
         api.apply(vllm("m2", "node-1", &members, true, &[("app", "other")]));
         api.apply(vllm("m3", "node-1", &members, true, &[("app", "llama")]));
         let s = wait(&daemon, |s| {
-            !has_series(s, "llama", "m2") && replica(s, "llama", "m3") >= 1.0
+            !s.has_replica("llama", "m2") && s.replica("llama", "m3") >= 1.0
         })
         .await;
-        assert!(has_series(&s, "llama", "m1"));
+        assert!(s.has_replica("llama", "m1"));
 
         // The pool's own selector changes: only pods labelled for it remain.
         api.apply(with_labels(
@@ -239,12 +220,12 @@ async fn an_inference_pool_is_probed_member_by_member_and_through_its_gateway() 
         ));
         api.apply(pool(&[("pool", "next")]));
         let s = wait(&daemon, |s| {
-            !has_series(s, "llama", "m1")
-                && !has_series(s, "llama", "m3")
-                && replica(s, "llama", "m2") >= 1.0
+            !s.has_replica("llama", "m1")
+                && !s.has_replica("llama", "m3")
+                && s.replica("llama", "m2") >= 1.0
         })
         .await;
-        assert!(replica(&s, "llama", "") >= 2.0, "the gateway stays");
+        assert!(s.replica("llama", "") >= 2.0, "the gateway stays");
         daemon.stop().await;
     }
 }
@@ -292,10 +273,10 @@ async fn a_services_ready_endpoints_are_probed() {
     // vllm-0 (ready, this node) and vllm-3 (ready unknown: ready) on node-1; vllm-1 is
     // unready; vllm-2 is on another node. (127.0.0.4 answers nobody: connect errors.)
     let s = wait(&daemon, |s| {
-        replica(s, "svc", "vllm-0") >= 2.0 && replica(s, "svc", "vllm-3") >= 1.0
+        s.replica("svc", "vllm-0") >= 2.0 && s.replica("svc", "vllm-3") >= 1.0
     })
     .await;
-    assert!(!has_series(&s, "svc", "vllm-1") && !has_series(&s, "svc", "vllm-2"));
+    assert!(!s.has_replica("svc", "vllm-1") && !s.has_replica("svc", "vllm-2"));
     assert!(
         api.requests()
             .iter()
@@ -389,23 +370,23 @@ async fn a_failing_api_keeps_the_last_targets_probed() {
         "#
     ))
     .await;
-    let s = wait(&daemon, |s| replica(s, "pods", "p") >= 2.0).await;
+    let s = wait(&daemon, |s| s.replica("pods", "p") >= 2.0).await;
     assert_eq!(up(&s, "pods"), 1.0);
 
     // RBAC withdrawn: the next watch is refused. The pod stays probed.
     api.forbid("pods", true);
     api.drop_watches();
     let s = wait(&daemon, |s| up(s, "pods") == 0.0).await;
-    let before = replica(&s, "pods", "p");
-    wait(&daemon, |s| replica(s, "pods", "p") >= before + 3.0).await;
+    let before = s.replica("pods", "p");
+    wait(&daemon, |s| s.replica("pods", "p") >= before + 3.0).await;
     api.forbid("pods", false);
     wait(&daemon, |s| up(s, "pods") == 1.0).await;
 
     // The API server goes away: the same.
     api.set_down(true);
     let s = wait(&daemon, |s| up(s, "pods") == 0.0).await;
-    let before = replica(&s, "pods", "p");
-    wait(&daemon, |s| replica(s, "pods", "p") >= before + 3.0).await;
+    let before = s.replica("pods", "p");
+    wait(&daemon, |s| s.replica("pods", "p") >= before + 3.0).await;
     api.set_down(false);
     wait(&daemon, |s| up(s, "pods") == 1.0).await;
 
@@ -422,9 +403,9 @@ async fn a_failing_api_keeps_the_last_targets_probed() {
     ));
     api.apply(vllm("member", "node-1", &server, true, &[("app", "vllm")]));
     let s = wait(&daemon, |s| {
-        up(s, "pool") == 1.0 && replica(s, "pool", "member") >= 1.0
+        up(s, "pool") == 1.0 && s.replica("pool", "member") >= 1.0
     })
     .await;
-    assert!(replica(&s, "pods", "p") >= 1.0);
+    assert!(s.replica("pods", "p") >= 1.0);
     daemon.stop().await;
 }

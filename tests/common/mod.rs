@@ -252,6 +252,29 @@ impl Scrape {
         self.sum("inferprobe_request_errors_total", &[("target", target)])
     }
 
+    /// `requests_total` of one discovered replica of `target` (`pod` "": the series without
+    /// a `pod` label, such as a pool's gateway).
+    pub fn replica(&self, target: &str, pod: &str) -> f64 {
+        self.replica_series(target, pod).map(|s| s.value).sum()
+    }
+
+    /// Whether the replica has series at all (they go when it stops being probed).
+    pub fn has_replica(&self, target: &str, pod: &str) -> bool {
+        self.replica_series(target, pod).next().is_some()
+    }
+
+    fn replica_series<'a>(
+        &'a self,
+        target: &'a str,
+        pod: &'a str,
+    ) -> impl Iterator<Item = &'a Sample> {
+        self.samples.iter().filter(move |x| {
+            x.name == "inferprobe_requests_total"
+                && x.labels.get("target").map(String::as_str) == Some(target)
+                && x.labels.get("pod").map_or("", String::as_str) == pod
+        })
+    }
+
     /// `(sum, count)` of a histogram for a target.
     pub fn histogram(&self, name: &str, target: &str) -> (f64, f64) {
         (

@@ -409,3 +409,49 @@ async fn a_failing_api_keeps_the_last_targets_probed() {
     assert!(s.replica("pods", "p") >= 1.0);
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_pool_still_probes_its_gateway() {
+    let api = KubeApi::start().await;
+    let (members, gateway) = (sim().await, sim().await);
+    let (_dir, kubeconfig) = kubeconfig(&api);
+    let daemon = start_daemon(&format!(
+        r#"
+        [kubernetes]
+        kubeconfig = "{kubeconfig}"
+        [[discovery]]
+        name = "llama"
+        source = "inferencepool"
+        namespace = "{NS}"
+        pool = "llama"
+        gateway = "{}"
+        [discovery.template]
+        backend = "openai"
+        model = "m"
+        rate = 8
+        "#,
+        gateway.url()
+    ))
+    .await;
+    let s = wait(&daemon, |s| s.replica("llama", "") >= 2.0).await;
+    assert_eq!(up(&s, "llama"), 1.0, "no pool yet is not a failure");
+    // The pool appears: its members join the gateway.
+    api.apply(inference_pool_v1(
+        NS,
+        "llama",
+        &[("app", "llama")],
+        members.addr.port(),
+    ));
+    api.apply(vllm("m1", "node-1", &members, true, &[("app", "llama")]));
+    wait(&daemon, |s| s.replica("llama", "m1") >= 1.0).await;
+    // And goes: only the gateway is left.
+    api.delete(
+        "inference.networking.k8s.io/v1",
+        "InferencePool",
+        NS,
+        "llama",
+    );
+    let s = wait(&daemon, |s| !s.has_replica("llama", "m1")).await;
+    assert!(s.has_replica("llama", ""));
+    daemon.stop().await;
+}

@@ -78,6 +78,9 @@ pub async fn run(
     // No label selector: the pool is picked by name.
     let mut pool_watch = Watched::new(pools, None, Some(&by_name));
     let mut membership: Option<Membership> = None;
+    // Until the pool's first list nothing is known; after it, a missing pool is news too
+    // (the gateway is probed with or without members).
+    let mut listed = false;
     let mut members: Option<Watched<Pod>> = None;
     loop {
         let step = tokio::select! {
@@ -86,7 +89,8 @@ pub async fn run(
                 Some(Step::Changed) => {
                     health.ok();
                     let now = pool_watch.objects().next().and_then(|p| read_pool(p, *version, *port));
-                    if now != membership {
+                    if now != membership || !listed {
+                        listed = true;
                         membership = now;
                         members = membership.as_ref().map(|m| {
                             let api: Api<Pod> = Api::namespaced(client.clone(), namespace);

@@ -137,8 +137,11 @@ def main():
         next_sample = started + args.every
         while time.monotonic() - started < args.seconds:
             time.sleep(0.2)
-            step += 1
-            churn(sd_file, sim_port, step)
+            # The churn pauses for a second before each sample, so the daemon has applied
+            # the last set: a sample then counts 20 discovered targets' series, unless some leaked.
+            if time.monotonic() < next_sample - 1.0:
+                step += 1
+                churn(sd_file, sim_port, step)
             if time.monotonic() < next_sample:
                 continue
             next_sample += args.every

@@ -127,10 +127,12 @@ impl Metrics {
     pub fn target(&self, target: &Target) -> TargetMetrics {
         let labels = Self::labels_of(target);
         let slo = target.slo;
+        // A scrape sees all of a new target's series or none of them.
+        let _exclusive = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
         {
             let mut slos = self.slos.lock().unwrap_or_else(|e| e.into_inner());
             if slos.get(&labels).is_some_and(|old| *old != slo) {
-                self.remove_series(&labels);
+                self.remove_series_locked(&labels);
             }
             slos.insert(labels.clone(), slo);
         }
@@ -242,6 +244,11 @@ impl Metrics {
 
     fn remove_series(&self, labels: &TargetLabels) {
         let _exclusive = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
+        self.remove_series_locked(labels);
+    }
+
+    /// The caller holds the snapshot lock exclusively.
+    fn remove_series_locked(&self, labels: &TargetLabels) {
         self.requests.remove(labels);
         self.errors.retain(|(l, _)| l != labels);
         self.skipped.retain(|(l, _)| l != labels);

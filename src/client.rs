@@ -10,15 +10,16 @@
 //! (logged as a warning). With `connection = "fresh"` no connection is kept idle, so every
 //! probe pays connection setup inside its TTFT, as a new user does. A connector layer
 //! counts the connections actually opened, so dashboards can tell the two modes apart, and
-//! tells each request whether it opened its connection or took one from the pool
-//! ([`execute`]): only a reused connection can lose the keep-alive race.
+//! [`Reused`] remembers which connections carried a response: only a reused connection can
+//! lose the keep-alive race.
 
-use std::cell::Cell;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use hyper_util::client::legacy::connect::HttpInfo;
 use prometheus_client::metrics::counter::Counter;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
@@ -29,26 +30,55 @@ use crate::target::{ConnectionMode, Target};
 /// probe rates, so a warm connection is what most probes use (like a real client's pool).
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-tokio::task_local! {
-    /// Set when the connector is called on behalf of the request sent in this task.
-    static OPENED: Cell<bool>;
+/// Local addresses of the connections that carried a response, most recent last: the
+/// connections a later request may have reused. A few hundred is far more than a target's
+/// pool holds at once.
+#[derive(Debug, Default)]
+pub struct Reused(Mutex<VecDeque<SocketAddr>>);
+
+const REMEMBERED: usize = 256;
+
+impl Reused {
+    /// `response` came back: its connection may be reused.
+    pub fn carried(&self, response: &reqwest::Response) {
+        let Some(info) = response.extensions().get::<HttpInfo>() else {
+            return;
+        };
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !seen.contains(&info.local_addr()) {
+            if seen.len() == REMEMBERED {
+                seen.pop_front();
+            }
+            seen.push_back(info.local_addr());
+        }
+    }
+
+    /// Whether `error` happened on a connection that had carried a response before (a
+    /// reused one), rather than one opened for this request. The connection's addresses
+    /// travel in the error (hyper-util's connect info). A connection that fails is
+    /// forgotten: whatever reuses its port next is new.
+    pub fn failed_on_reused(&self, error: &reqwest::Error) -> bool {
+        let Some(local) = failed_connection(error) else {
+            return false;
+        };
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let position = seen.iter().position(|addr| *addr == local);
+        position.map(|i| seen.remove(i)).is_some()
+    }
 }
 
-/// Send `request`; the flag says whether the request went out on a connection it opened
-/// (`true`) rather than one from the pool. The pool's connector runs inside the request's
-/// own future, so a task-local tells the two apart even with many probes sharing a client.
-/// (When a pooled connection frees up after a new one was started, the request takes the
-/// pooled one but still reads `true`: the conservative answer, since it forbids a retry.)
-pub async fn execute(
-    client: &reqwest::Client,
-    request: reqwest::Request,
-) -> (Result<reqwest::Response, reqwest::Error>, bool) {
-    OPENED
-        .scope(Cell::new(false), async {
-            let result = client.execute(request).await;
-            (result, OPENED.with(Cell::get))
-        })
-        .await
+/// The local address of the connection a request failed on, if the error says.
+fn failed_connection(error: &reqwest::Error) -> Option<SocketAddr> {
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if let Some(legacy) = cause.downcast_ref::<hyper_util::client::legacy::Error>() {
+            let mut extensions = http::Extensions::new();
+            legacy.connect_info()?.get_extras(&mut extensions);
+            return extensions.get::<HttpInfo>().map(HttpInfo::local_addr);
+        }
+        source = cause.source();
+    }
+    None
 }
 
 /// The client for `target`; `connections` counts every connection it opens.
@@ -111,8 +141,6 @@ impl<S: tower_service::Service<R>, R> tower_service::Service<R> for Counted<S> {
 
     fn call(&mut self, request: R) -> S::Future {
         self.count.inc();
-        // Outside a probe (no scope) there is nobody to tell.
-        let _ = OPENED.try_with(|opened| opened.set(true));
         self.inner.call(request)
     }
 }

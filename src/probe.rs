@@ -67,6 +67,8 @@ pub struct Prober {
     pub target: Arc<Target>,
     backend: Arc<dyn Backend>,
     client: reqwest::Client,
+    /// Which of the client's connections carried a response (and so may be reused).
+    reused: crate::client::Reused,
     streams: bool,
 }
 
@@ -76,6 +78,7 @@ impl Prober {
         Ok(Self {
             backend: target.backend.backend(),
             client: crate::client::build(&target, connections)?,
+            reused: crate::client::Reused::default(),
             streams: target.backend.streams(),
             target,
         })
@@ -190,11 +193,12 @@ impl Prober {
         let mut response = tokio::select! {
             biased;
             () = abort.cancelled() => return Err(Stop::Cut),
-            r = crate::client::execute(&self.client, request) => match r {
-                (Ok(response), _) => response,
-                (Err(e), opened) => {
-                    let reused = !opened && self.target.connection == ConnectionMode::Reuse;
-                    let race = reused && closed_before_response(&e);
+            r = self.client.execute(request) => match r {
+                Ok(response) => response,
+                Err(e) => {
+                    let race = self.target.connection == ConnectionMode::Reuse
+                        && closed_before_response(&e)
+                        && self.reused.failed_on_reused(&e);
                     let error = ProbeError::from_transport(e, false);
                     return Err(if race { Stop::Closed(error) } else { Stop::Failed(error) });
                 }
@@ -203,6 +207,7 @@ impl Prober {
         };
         let response_at = Instant::now();
         record.response_at = Some(response_at);
+        self.reused.carried(&response);
 
         let status = response.status();
         if status.is_redirection() {

@@ -4,11 +4,20 @@
 //! It is the ground truth for the measurement tests (it knows exactly when it wrote each
 //! token) and a rehearsal target for dashboards and alerts. Latencies are scheduled from
 //! the request's arrival on absolute instants, so they do not drift with write overhead.
+//!
+//! Images and videos in a request are loaded and checked as a vision server would (a
+//! malformed part is a 400 in the dialect's error format), can lengthen the prefill, and
+//! are listed at `GET /sim/media` for tests to see what a probe sent.
 
+mod config;
 pub mod faults;
+mod media;
+mod parts;
 mod plan;
 mod render;
 mod request;
+mod timeline;
+mod tls;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -27,128 +36,24 @@ use tokio::net::TcpListener;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+use timeline::{Timeline, wall_ns};
+
+pub use config::{Prefill, SimConfig};
 pub use faults::{FAULT_HEADER, Fault};
 pub use plan::{Action, Step, stream_plan, stream_steps};
 pub use request::{Dialect, SimRequest};
 
 type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
-const MAX_REQUEST_BYTES: usize = 4 << 20;
-
-#[derive(Clone, Debug, PartialEq, clap::Args)]
-pub struct SimConfig {
-    /// Time to first token.
-    #[arg(long, default_value = "50ms", value_parser = humantime::parse_duration)]
-    pub ttft: Duration,
-    /// Time per output token after the first.
-    #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
-    pub itl: Duration,
-    /// Uniform relative jitter on every delay: 0.2 means ±20%.
-    #[arg(long, default_value_t = 0.0)]
-    pub jitter: f64,
-    /// Tokens per streamed chunk.
-    #[arg(long, default_value_t = 1)]
-    pub tokens_per_chunk: u32,
-    /// Output length, overriding the request's max_tokens.
-    #[arg(long)]
-    pub output_tokens: Option<u32>,
-    /// Send no usage even when the request asks for it.
-    #[arg(long = "no-usage", action = clap::ArgAction::SetFalse)]
-    pub usage: bool,
-    /// Ignore `continuous_usage_stats` requests (usage only at the end).
-    #[arg(long = "no-continuous-usage", action = clap::ArgAction::SetFalse)]
-    pub continuous_usage: bool,
-    /// Do not send the role-only first chat chunk.
-    #[arg(long = "no-role-chunk", action = clap::ArgAction::SetFalse)]
-    pub role_chunk: bool,
-    /// Inject a fault with a probability, e.g. `--fault reset=0.05` (repeatable). Faults:
-    /// http_429 http_500 http_401 error_event reset stall ttft_stall malformed_json no_done empty.
-    #[arg(long = "fault", value_name = "NAME=P", value_parser = faults::parse_fault_spec)]
-    pub faults: Vec<(Fault, f64)>,
-    /// How long `stall` and `ttft_stall` pause.
-    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
-    pub stall: Duration,
-    /// Seed for fault draws and jitter.
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Length of the vectors `/v1/embeddings` returns.
-    #[arg(long, default_value_t = 16)]
-    pub embedding_dimensions: u32,
-    /// The `drip` fault sends one byte per this interval.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
-    pub drip_interval: Duration,
-    /// Serve HTTPS with this certificate chain (PEM)...
-    #[arg(long, requires = "tls_key")]
-    pub tls_cert: Option<std::path::PathBuf>,
-    /// ...and this private key (PEM).
-    #[arg(long, requires = "tls_cert")]
-    pub tls_key: Option<std::path::PathBuf>,
-    /// Require client certificates signed by this CA (PEM): mutual TLS.
-    #[arg(long, requires = "tls_cert")]
-    pub tls_client_ca: Option<std::path::PathBuf>,
-    /// Append, per streamed response, when the request arrived and when each token chunk
-    /// was handed to the connection (JSON lines, wall-clock nanoseconds): ground truth for
-    /// the fidelity benchmark.
-    #[arg(long)]
-    pub timeline_file: Option<std::path::PathBuf>,
-}
-
-impl Default for SimConfig {
-    fn default() -> Self {
-        Self {
-            ttft: Duration::from_millis(50),
-            itl: Duration::from_millis(10),
-            jitter: 0.0,
-            tokens_per_chunk: 1,
-            output_tokens: None,
-            usage: true,
-            continuous_usage: true,
-            role_chunk: true,
-            faults: Vec::new(),
-            stall: Duration::from_secs(3600),
-            seed: None,
-            embedding_dimensions: 16,
-            drip_interval: Duration::from_secs(1),
-            tls_cert: None,
-            tls_key: None,
-            tls_client_ca: None,
-            timeline_file: None,
-        }
-    }
-}
+/// Room for a probe's largest inline media: a 64 MiB video is 86 MiB of base64.
+const MAX_REQUEST_BYTES: usize = 128 << 20;
 
 struct Shared {
     config: SimConfig,
     rng: Mutex<StdRng>,
-    timeline: Option<Arc<Mutex<std::io::BufWriter<std::fs::File>>>>,
-}
-
-/// One response's ground truth, written as a JSON line when the response ends (or is
-/// dropped because the client went away).
-struct Timeline {
-    out: Arc<Mutex<std::io::BufWriter<std::fs::File>>>,
-    request_id: String,
-    arrival_ns: u128,
-    token_sends_ns: Vec<u128>,
-}
-
-fn wall_ns() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
-}
-
-impl Drop for Timeline {
-    fn drop(&mut self) {
-        use std::io::Write;
-        let line = json!({
-            "request_id": self.request_id,
-            "arrival_ns": self.arrival_ns.to_string(),
-            "token_sends_ns": self.token_sends_ns.iter().map(u128::to_string).collect::<Vec<_>>(),
-        });
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
-    }
+    timeline: Option<timeline::Sink>,
+    loader: media::Loader,
+    ledger: media::Ledger,
 }
 
 impl Shared {
@@ -172,22 +77,18 @@ pub async fn serve(
         Some(seed) => StdRng::seed_from_u64(seed),
         None => rand::make_rng(),
     };
-    let tls = tls_acceptor(&config)?;
-    let timeline = match &config.timeline_file {
-        None => None,
-        Some(path) => {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            Some(Arc::new(Mutex::new(std::io::BufWriter::new(file))))
-        }
-    };
+    let tls = tls::acceptor(&config)?;
+    let timeline = config
+        .timeline_file
+        .as_deref()
+        .map(timeline::open)
+        .transpose()?;
     let shared = Arc::new(Shared {
         config,
         rng: Mutex::new(rng),
         timeline,
+        loader: media::Loader::new()?,
+        ledger: media::Ledger::default(),
     });
     let options = crate::server::ServeOptions {
         close_grace: Duration::from_secs(1),
@@ -204,50 +105,6 @@ pub async fn serve(
     Ok(())
 }
 
-/// HTTPS for TLS tests: the configured certificate, and client certificates required when
-/// a client CA is given.
-fn tls_acceptor(config: &SimConfig) -> Result<Option<tokio_rustls::TlsAcceptor>, String> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-
-    let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) else {
-        return Ok(None);
-    };
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .and_then(Iterator::collect)
-        .map_err(|e| format!("{}: {e}", cert.display()))?;
-    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
-    let builder = match &config.tls_client_ca {
-        None => builder.with_no_client_auth(),
-        Some(ca) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in
-                CertificateDer::pem_file_iter(ca).map_err(|e| format!("{}: {e}", ca.display()))?
-            {
-                roots
-                    .add(cert.map_err(|e| e.to_string())?)
-                    .map_err(|e| e.to_string())?;
-            }
-            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-                Arc::new(roots),
-                provider,
-            )
-            .build()
-            .map_err(|e| e.to_string())?;
-            builder.with_client_cert_verifier(verifier)
-        }
-    };
-    let mut server = builder
-        .with_single_cert(chain, key)
-        .map_err(|e| e.to_string())?;
-    server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Some(tokio_rustls::TlsAcceptor::from(Arc::new(server))))
-}
-
 async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body>, Infallible> {
     let arrival = Instant::now();
     let arrival_ns = wall_ns();
@@ -255,8 +112,7 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
         .headers()
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
+        .map(str::to_owned);
     let dialect = match (req.method(), req.uri().path()) {
         (&Method::GET, "/health") => {
             return Ok(json_response(StatusCode::OK, json!({"status": "ok"})));
@@ -264,6 +120,9 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
         (&Method::GET, "/v1/models") => {
             let models = json!({"object": "list", "data": [{"id": "sim", "object": "model"}]});
             return Ok(json_response(StatusCode::OK, models));
+        }
+        (&Method::GET, "/sim/media") => {
+            return Ok(json_response(StatusCode::OK, shared.ledger.json()));
         }
         (method, path) => match Dialect::route(method, path) {
             Some(dialect) => dialect,
@@ -299,10 +158,11 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
             ));
         }
     };
-    let request = match request::parse(dialect, &content_type, &body) {
-        Ok(request) => request,
-        Err(e) => return Ok(error(StatusCode::BAD_REQUEST, &e)),
+    let (mut request, media) = match request::parse(dialect, &content_type, &body) {
+        Ok(parsed) => parsed,
+        Err(e) => return Ok(bad_request(dialect, &e)),
     };
+    drop(body);
     let fault = match forced {
         Some(Ok(fault)) => Some(fault),
         Some(Err(e)) => return Ok(error(StatusCode::BAD_REQUEST, &e)),
@@ -334,13 +194,28 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
         }
         _ => {}
     }
+    // After the status faults: a gateway's 429 never reaches the model server. The token
+    // schedule stays anchored at arrival, so loading counts towards the time to first
+    // token instead of being added to it.
+    if !media.is_empty() {
+        let loaded = match shared.loader.load_all(media).await {
+            Ok(loaded) => loaded,
+            Err(e) => return Ok(bad_request(dialect, &e)),
+        };
+        for item in &loaded {
+            request.prompt_tokens += item.tokens();
+            request.media_items += 1;
+            request.image_pixels += item.pixels();
+        }
+        shared.ledger.record(request_id.as_deref(), &loaded);
+    }
     if !request.stream {
         return Ok(whole(&request, &shared.config, fault, arrival).await);
     }
     let steps = shared.with_rng(|rng| stream_steps(&request, &shared.config, fault, rng));
     let timeline = shared.timeline.as_ref().map(|out| Timeline {
         out: Arc::clone(out),
-        request_id,
+        request_id: request_id.unwrap_or_default(),
         arrival_ns,
         token_sends_ns: Vec::new(),
     });
@@ -427,30 +302,17 @@ fn json_response(status: StatusCode, value: serde_json::Value) -> Response<Body>
     response
 }
 
+/// A 400 in the dialect's own error format.
+fn bad_request(dialect: Dialect, message: &str) -> Response<Body> {
+    json_response(
+        StatusCode::BAD_REQUEST,
+        render::bad_request(dialect, message),
+    )
+}
+
 /// An OpenAI-shaped error body.
 fn error(status: StatusCode, message: &str) -> Response<Body> {
     let body =
         json!({"error": {"message": message, "type": "SimulatedError", "code": status.as_u16()}});
     json_response(status, body)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        sim: SimConfig,
-    }
-
-    #[test]
-    fn cli_defaults_equal_the_programmatic_defaults() {
-        assert_eq!(Cli::parse_from(["sim"]).sim, SimConfig::default());
-        let cli = Cli::parse_from(["sim", "--no-usage", "--fault", "reset=0.5", "--ttft", "2s"]);
-        assert!(!cli.sim.usage);
-        assert_eq!(cli.sim.faults, vec![(Fault::Reset, 0.5)]);
-        assert_eq!(cli.sim.ttft, Duration::from_secs(2));
-    }
 }

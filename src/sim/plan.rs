@@ -5,6 +5,8 @@
 //! usage every ITL observation should equal `itl` and TTFT should equal `ttft` plus
 //! transport overhead. Events before the first token (a chat role chunk, `message_start`)
 //! are written on arrival, so a probe that took TTFT on one of them would report ~0.
+//! Images and videos lengthen the prefill: `ttft` grows by the configured time per item
+//! and per megapixel ([`first_token`]).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -18,6 +20,9 @@ use super::render::{self, Ctx};
 use super::request::{Dialect, SimRequest};
 
 const MAX_OUTPUT_TOKENS: u64 = 100_000;
+/// The media's share of TTFT is capped: the item count and pixels are the client's, and
+/// an instant too far out would overflow.
+const MAX_MEDIA_PREFILL: Duration = Duration::from_secs(24 * 3600);
 
 const WORDS: &[&str] = &[
     "probe", "token", "stream", "latency", "model", "server", "metric", "river", "stone", "light",
@@ -45,8 +50,19 @@ pub struct Step {
 pub fn output_tokens(req: &SimRequest, config: &SimConfig) -> u64 {
     config
         .output_tokens
-        .map_or(req.max_tokens, u64::from)
+        .map_or(req.max_tokens, |n| u64::from(n.get()))
         .clamp(1, MAX_OUTPUT_TOKENS)
+}
+
+/// Time to first token: `ttft`, plus the prefill of the request's images and videos.
+pub fn first_token(req: &SimRequest, config: &SimConfig) -> Duration {
+    let items = u32::try_from(req.media_items).unwrap_or(u32::MAX);
+    let per_item = config.prefill.per_image.saturating_mul(items);
+    let megapixels = req.image_pixels as f64 / 1e6;
+    let per_pixel =
+        Duration::try_from_secs_f64(config.prefill.per_megapixel.as_secs_f64() * megapixels)
+            .unwrap_or(MAX_MEDIA_PREFILL);
+    config.ttft + per_item.saturating_add(per_pixel).min(MAX_MEDIA_PREFILL)
 }
 
 fn text(from: u64, count: u64) -> String {
@@ -98,7 +114,7 @@ pub fn stream_plan(
         }
     }
     if fault == Some(Fault::Empty) {
-        let t = jitter(config.ttft);
+        let t = jitter(first_token(req, config));
         send(&mut steps, t, r.chunk(&ctx, "", 0, Some("stop")));
         for event in r.epilogue(&ctx, 0) {
             send(&mut steps, t, event);
@@ -110,7 +126,7 @@ pub fn stream_plan(
     let chunks = n.div_ceil(k);
     // Mid-stream faults strike before this chunk: at least one token has been sent.
     let strike_at = (chunks / 2).max(1);
-    let mut t = jitter(config.ttft);
+    let mut t = jitter(first_token(req, config));
     if fault == Some(Fault::TtftStall) {
         t += config.stall;
     }
@@ -194,7 +210,7 @@ pub fn stream_steps(
                 continuous: false,
             };
             let r = render::renderer(req.dialect);
-            let (ttft, itl) = (config.ttft, config.itl);
+            let (ttft, itl) = (first_token(req, config), config.itl);
             let tokens = (0u64..).map(move |i| Step {
                 at: ttft + itl * i as u32,
                 action: Action::Send(Bytes::from(r.chunk(&ctx, &text(i, 1), i + 1, None))),
@@ -211,7 +227,7 @@ pub fn stream_steps(
                 })
                 .flat_map(|b| b.to_vec())
                 .collect();
-            let (ttft, drip) = (config.ttft, config.drip_interval);
+            let (ttft, drip) = (first_token(req, config), config.drip_interval);
             Box::new(bytes.into_iter().enumerate().map(move |(i, byte)| Step {
                 at: ttft + drip * i as u32,
                 action: Action::Send(Bytes::copy_from_slice(&[byte])),
@@ -235,7 +251,7 @@ pub fn whole_response(req: &SimRequest, config: &SimConfig) -> (Duration, Value)
             "object": "list", "model": req.model, "usage": usage,
             "data": [{ "object": "embedding", "index": 0, "embedding": vector }],
         });
-        return (config.ttft, body);
+        return (first_token(req, config), body);
     }
     let content = text(0, n);
     let finish = if n == req.max_tokens {
@@ -255,7 +271,7 @@ pub fn whole_response(req: &SimRequest, config: &SimConfig) -> (Duration, Value)
         "choices": [choice],
         "usage": usage,
     });
-    let delay = config.ttft + config.itl * (n.saturating_sub(1) as u32);
+    let delay = first_token(req, config) + config.itl * (n.saturating_sub(1) as u32);
     (delay, body)
 }
 

@@ -1,9 +1,11 @@
 //! What the simulator was asked: the endpoint's dialect and the request fields that shape
-//! the response (model, output length, streaming and usage options), parsed per dialect.
+//! the response (model, output length, streaming and usage options), parsed per dialect,
+//! and the images and videos to load (their parts are read by [`super::parts`]).
 
 use http::Method;
 use serde_json::Value;
 
+use super::parts::{self, MediaRef, words};
 use crate::backend::wav;
 
 /// Output length when a request names none.
@@ -50,22 +52,10 @@ pub struct SimRequest {
     pub stream: bool,
     pub include_usage: bool,
     pub continuous_usage: bool,
-}
-
-/// Words in a prompt value (a string, or anything else serialized), as its token count.
-fn words(value: Option<&Value>) -> u64 {
-    match value {
-        Some(Value::String(s)) => s.split_whitespace().count() as u64,
-        None | Some(Value::Null) => 0,
-        Some(other) => other.to_string().split_whitespace().count() as u64,
-    }
-}
-
-fn messages_words(messages: Option<&Value>) -> Result<u64, String> {
-    let messages = messages
-        .and_then(Value::as_array)
-        .ok_or("`messages` is required")?;
-    Ok(messages.iter().map(|m| words(m.get("content"))).sum())
+    /// Images and videos that loaded (each adds `--prefill-per-image`).
+    pub media_items: u64,
+    /// Pixels of those images (`--prefill-per-megapixel`).
+    pub image_pixels: u64,
 }
 
 fn number(body: &Value, keys: &[&str]) -> Option<u64> {
@@ -79,11 +69,17 @@ fn flag(body: Option<&Value>, key: &str) -> bool {
         .unwrap_or(false)
 }
 
-pub fn parse(dialect: Dialect, content_type: &str, body: &[u8]) -> Result<SimRequest, String> {
+/// The request, and its media still to load (in content order). Its prompt tokens are the
+/// text's words until the media add theirs.
+pub fn parse(
+    dialect: Dialect,
+    content_type: &str,
+    body: &[u8],
+) -> Result<(SimRequest, Vec<MediaRef>), String> {
     if dialect == Dialect::Audio {
-        return parse_audio(content_type, body);
+        return Ok((parse_audio(content_type, body)?, Vec::new()));
     }
-    let json: Value =
+    let mut json: Value =
         serde_json::from_slice(body).map_err(|e| format!("invalid request JSON: {e}"))?;
     let model = json
         .get("model")
@@ -100,12 +96,18 @@ pub fn parse(dialect: Dialect, content_type: &str, body: &[u8]) -> Result<SimReq
         stream: flag(Some(&json), "stream"),
         include_usage: flag(options, "include_usage"),
         continuous_usage: flag(options, "continuous_usage_stats"),
+        media_items: 0,
+        image_pixels: 0,
     };
+    let mut media = Vec::new();
     match dialect {
         Dialect::Completions => {
             request.prompt_tokens = words(Some(json.get("prompt").ok_or("`prompt` is required")?))
         }
-        Dialect::Chat => request.prompt_tokens = messages_words(json.get("messages"))?,
+        Dialect::Chat => {
+            let prompt = parts::messages(json.get_mut("messages"), false)?;
+            (request.prompt_tokens, media) = (prompt.words, prompt.media);
+        }
         Dialect::Tgi => {
             request.prompt_tokens = words(Some(json.get("inputs").ok_or("`inputs` is required")?));
             let parameters = json.get("parameters");
@@ -123,11 +125,13 @@ pub fn parse(dialect: Dialect, content_type: &str, body: &[u8]) -> Result<SimReq
             request.model = "ensemble".into();
         }
         Dialect::Anthropic => {
-            request.prompt_tokens = messages_words(json.get("messages"))?;
+            let prompt = parts::messages(json.get_mut("messages"), true)?;
+            (request.prompt_tokens, media) = (prompt.words, prompt.media);
             request.include_usage = true;
         }
         Dialect::Responses => {
-            request.prompt_tokens = words(Some(json.get("input").ok_or("`input` is required")?));
+            let prompt = parts::responses_input(json.get_mut("input"))?;
+            (request.prompt_tokens, media) = (prompt.words, prompt.media);
             request.max_tokens =
                 number(&json, &["max_output_tokens"]).unwrap_or(DEFAULT_MAX_TOKENS);
             request.include_usage = true;
@@ -137,7 +141,7 @@ pub fn parse(dialect: Dialect, content_type: &str, body: &[u8]) -> Result<SimReq
         }
         Dialect::Audio => {}
     }
-    Ok(request)
+    Ok((request, media))
 }
 
 /// The transcription form: a WAV file part and text fields. Audio counts as 10 tokens
@@ -169,6 +173,8 @@ fn parse_audio(content_type: &str, body: &[u8]) -> Result<SimRequest, String> {
         stream: yes("stream"),
         include_usage: yes("stream_include_usage"),
         continuous_usage: yes("stream_continuous_usage_stats"),
+        media_items: 0,
+        image_pixels: 0,
     })
 }
 
@@ -227,6 +233,10 @@ mod tests {
         assert_eq!(Dialect::route(&Method::POST, "/nope"), None);
     }
 
+    fn parse(dialect: Dialect, content_type: &str, body: &[u8]) -> Result<SimRequest, String> {
+        super::parse(dialect, content_type, body).map(|(request, _)| request)
+    }
+
     #[test]
     fn parses_each_dialect() {
         let tgi = parse(
@@ -268,6 +278,26 @@ mod tests {
         .unwrap();
         assert_eq!((triton.max_tokens, triton.stream), (4, true));
         assert!(parse(Dialect::Chat, "", br#"{"model":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn media_parts_are_returned_for_loading_and_text_is_counted() {
+        let chat = br#"{"stream":true,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":[
+            {"type":"text","text":"what is it"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]}"#;
+        let (request, media) = super::parse(Dialect::Chat, "", chat).unwrap();
+        assert_eq!((request.prompt_tokens, media.len()), (5, 1));
+        assert_eq!((request.media_items, request.image_pixels), (0, 0));
+        let anthropic = br#"{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"http://h/i.png"}}]}]}"#;
+        let (_, media) = super::parse(Dialect::Anthropic, "", anthropic).unwrap();
+        assert_eq!(media.len(), 1);
+        let responses = br#"{"input":[{"role":"user","content":[{"type":"input_image","image_url":"https://h/i.png"},{"type":"input_text","text":"hi"}]}]}"#;
+        let (request, media) = super::parse(Dialect::Responses, "", responses).unwrap();
+        assert_eq!((request.prompt_tokens, media.len()), (1, 1));
+        let unknown = br#"{"messages":[{"role":"user","content":[{"type":"input_audio"}]}]}"#;
+        assert_eq!(
+            parse(Dialect::Chat, "", unknown),
+            Err("Unsupported content part type: input_audio".into())
+        );
     }
 
     #[test]

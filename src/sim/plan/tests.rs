@@ -1,3 +1,4 @@
+use crate::sim::Prefill;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -18,6 +19,8 @@ fn request(chat: bool, max_tokens: u64, continuous: bool) -> SimRequest {
         stream: true,
         include_usage: true,
         continuous_usage: continuous,
+        media_items: 0,
+        image_pixels: 0,
     }
 }
 
@@ -194,7 +197,7 @@ fn truncation_faults() {
 #[test]
 fn output_length_and_jitter() {
     let fixed = SimConfig {
-        output_tokens: Some(2),
+        output_tokens: std::num::NonZeroU32::new(2),
         ..config()
     };
     assert_eq!(output_tokens(&request(false, 50, false), &fixed), 2);
@@ -290,5 +293,43 @@ fn events_carry_sse_event_names_where_the_dialect_uses_them() {
     assert!(
         first.starts_with("event: message_start\ndata: {"),
         "{first}"
+    );
+}
+
+#[test]
+fn media_lengthen_the_time_to_first_token() {
+    let config = SimConfig {
+        prefill: Box::new(Prefill {
+            per_image: MS * 300,
+            per_megapixel: MS * 100,
+        }),
+        ..config()
+    };
+    let text_only = request(true, 2, false);
+    assert_eq!(first_token(&text_only, &config), MS * 100);
+    let with_media = SimRequest {
+        media_items: 3,
+        image_pixels: 2_500_000,
+        ..text_only
+    };
+    assert_eq!(first_token(&with_media, &config), MS * (100 + 900 + 250));
+    let steps = events(&plan(&with_media, &config, None));
+    assert_eq!(
+        steps[1].0,
+        MS * 1250,
+        "the first token, after the role chunk"
+    );
+    let (delay, _) = whole_response(&with_media, &config);
+    assert_eq!(delay, MS * 1260);
+    // Without the flags, media cost nothing; a client's absurd counts saturate.
+    assert_eq!(first_token(&with_media, &SimConfig::default()), MS * 50);
+    let absurd = SimRequest {
+        media_items: u64::MAX,
+        image_pixels: u64::MAX,
+        ..with_media
+    };
+    assert_eq!(
+        first_token(&absurd, &config),
+        MS * 100 + Duration::from_secs(24 * 3600)
     );
 }

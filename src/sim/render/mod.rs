@@ -66,3 +66,20 @@ pub fn event(name: &str, value: &Value) -> String {
 
 /// A truncated JSON payload, for the `malformed_json` fault (same in every dialect).
 pub const MALFORMED: &str = "data: {\"choices\":[{\"index\":0,\"text\":\"trunc\n\n";
+
+/// The body of a 400 for a request the dialect's server would refuse (a malformed content
+/// part, a missing field), in that server's error format.
+pub fn bad_request(dialect: Dialect, message: &str) -> Value {
+    match dialect {
+        Dialect::Anthropic => {
+            json!({ "type": "error", "error": { "type": "invalid_request_error", "message": message } })
+        }
+        Dialect::Responses => {
+            json!({ "error": { "message": message, "type": "invalid_request_error", "param": null, "code": null } })
+        }
+        // vLLM's ErrorResponse.
+        _ => {
+            json!({ "error": { "message": message, "type": "BadRequestError", "param": null, "code": 400 } })
+        }
+    }
+}

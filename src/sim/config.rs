@@ -1,0 +1,161 @@
+//! `inferprobe simulate`'s flags: the latencies, faults, TLS and prefill costs of the
+//! simulated server (also built directly by the tests, with `..SimConfig::default()`).
+
+use std::time::Duration;
+
+use super::faults::{self, Fault};
+
+#[derive(Clone, Debug, PartialEq, clap::Args)]
+pub struct SimConfig {
+    /// Time to first token.
+    #[arg(long, default_value = "50ms", value_parser = humantime::parse_duration)]
+    pub ttft: Duration,
+    /// Time per output token after the first.
+    #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
+    pub itl: Duration,
+    /// Uniform relative jitter on every delay: 0.2 means ±20%.
+    #[arg(long, default_value_t = 0.0)]
+    pub jitter: f64,
+    /// Tokens per streamed chunk.
+    #[arg(long, default_value_t = 1)]
+    pub tokens_per_chunk: u32,
+    /// Output length, overriding the request's max_tokens.
+    // NonZero to save four bytes (see `prefill`); 0 still means 1, as the planner clamps.
+    #[arg(long, value_parser = at_least_one)]
+    pub output_tokens: Option<std::num::NonZeroU32>,
+    /// Send no usage even when the request asks for it.
+    #[arg(long = "no-usage", action = clap::ArgAction::SetFalse)]
+    pub usage: bool,
+    /// Ignore `continuous_usage_stats` requests (usage only at the end).
+    #[arg(long = "no-continuous-usage", action = clap::ArgAction::SetFalse)]
+    pub continuous_usage: bool,
+    /// Do not send the role-only first chat chunk.
+    #[arg(long = "no-role-chunk", action = clap::ArgAction::SetFalse)]
+    pub role_chunk: bool,
+    /// Inject a fault with a probability, e.g. `--fault reset=0.05` (repeatable). Faults:
+    /// http_429 http_500 http_401 error_event reset stall ttft_stall malformed_json no_done empty.
+    #[arg(long = "fault", value_name = "NAME=P", value_parser = faults::parse_fault_spec)]
+    pub faults: Vec<(Fault, f64)>,
+    /// How long `stall` and `ttft_stall` pause.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    pub stall: Duration,
+    /// Seed for fault draws and jitter.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Length of the vectors `/v1/embeddings` returns.
+    #[arg(long, default_value_t = 16)]
+    pub embedding_dimensions: u32,
+    /// The `drip` fault sends one byte per this interval.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub drip_interval: Duration,
+    /// Serve HTTPS with this certificate chain (PEM)...
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// ...and this private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Require client certificates signed by this CA (PEM): mutual TLS.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_client_ca: Option<std::path::PathBuf>,
+    /// Append, per streamed response, when the request arrived and when each token chunk
+    /// was handed to the connection (JSON lines, wall-clock nanoseconds): ground truth for
+    /// the fidelity benchmark.
+    #[arg(long)]
+    pub timeline_file: Option<std::path::PathBuf>,
+    // What images and videos add to the time to first token. Boxed (and `output_tokens`
+    // NonZero): `SimConfig` is a CLI enum variant, which clippy keeps within 200 bytes of
+    // the others.
+    #[command(flatten)]
+    pub prefill: Box<Prefill>,
+}
+
+/// `--output-tokens`: a count, 0 read as 1.
+fn at_least_one(text: &str) -> Result<std::num::NonZeroU32, String> {
+    let n: u32 = text.parse().map_err(|e| format!("{e}"))?;
+    Ok(std::num::NonZeroU32::MIN.saturating_add(n.saturating_sub(1)))
+}
+
+/// Prefill time for a request's media, on top of `--ttft`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
+pub struct Prefill {
+    /// Time to first token added per image or video in the request (the vision encoder's
+    /// share of prefill).
+    #[arg(
+        long = "prefill-per-image",
+        value_name = "DURATION",
+        default_value = "0s",
+        value_parser = humantime::parse_duration
+    )]
+    pub per_image: Duration,
+    /// Time to first token added per megapixel of the request's images.
+    #[arg(
+        long = "prefill-per-megapixel",
+        value_name = "DURATION",
+        default_value = "0s",
+        value_parser = humantime::parse_duration
+    )]
+    pub per_megapixel: Duration,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            ttft: Duration::from_millis(50),
+            itl: Duration::from_millis(10),
+            jitter: 0.0,
+            tokens_per_chunk: 1,
+            output_tokens: None,
+            usage: true,
+            continuous_usage: true,
+            role_chunk: true,
+            faults: Vec::new(),
+            stall: Duration::from_secs(3600),
+            seed: None,
+            embedding_dimensions: 16,
+            drip_interval: Duration::from_secs(1),
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
+            timeline_file: None,
+            prefill: Box::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sim: SimConfig,
+    }
+
+    #[test]
+    fn cli_defaults_equal_the_programmatic_defaults() {
+        assert_eq!(Cli::parse_from(["sim"]).sim, SimConfig::default());
+        let cli = Cli::parse_from(["sim", "--no-usage", "--fault", "reset=0.5", "--ttft", "2s"]);
+        assert!(!cli.sim.usage);
+        assert_eq!(cli.sim.faults, vec![(Fault::Reset, 0.5)]);
+        assert_eq!(cli.sim.ttft, Duration::from_secs(2));
+        let cli = Cli::parse_from([
+            "sim",
+            "--prefill-per-image",
+            "300ms",
+            "--prefill-per-megapixel",
+            "1s",
+        ]);
+        assert_eq!(cli.sim.prefill.per_image, Duration::from_millis(300));
+        assert_eq!(cli.sim.prefill.per_megapixel, Duration::from_secs(1));
+        let output = |n: &str| {
+            Cli::parse_from(["sim", "--output-tokens", n])
+                .sim
+                .output_tokens
+        };
+        assert_eq!(output("0"), std::num::NonZeroU32::new(1));
+        assert_eq!(output("7"), std::num::NonZeroU32::new(7));
+        assert!(Cli::try_parse_from(["sim", "--output-tokens", "-1"]).is_err());
+    }
+}

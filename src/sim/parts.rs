@@ -1,0 +1,392 @@
+//! The content parts of a prompt, per dialect: the text to count and the images and videos
+//! to check. OpenAI/vLLM chat (`text`, `image_url`, `video_url`), Anthropic Messages
+//! (`text`, `image` with a `base64` or `url` source) and OpenAI Responses (`input_text`,
+//! `input_image`); a plain-string `content` or `input` is text, as it always was.
+//!
+//! Only the shape is checked here (part types, URL schemes, data URL syntax), as a server
+//! validates a request before it loads anything; [`super::media`] then decodes and fetches
+//! the payloads. Payload strings are moved out of the request JSON rather than copied:
+//! one request may carry tens of megabytes of base64.
+
+use serde_json::Value;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MediaKind {
+    Image,
+    Video,
+}
+
+impl MediaKind {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Image => "image",
+            Self::Video => "video",
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Payload {
+    /// Inline base64 (a data URL, or Anthropic's `base64` source) and its declared MIME
+    /// type, lowercased.
+    Base64 { mime: String, data: String },
+    /// An http(s) URL the server fetches.
+    Url(String),
+}
+
+/// One image or video of a request, not loaded yet.
+#[derive(Debug, PartialEq, Eq)]
+pub struct MediaRef {
+    pub kind: MediaKind,
+    pub payload: Payload,
+    /// The bytes must be of the declared type: Anthropic checks this, while vLLM sniffs
+    /// the bytes and ignores the data URL's type.
+    pub strict_type: bool,
+}
+
+/// What a prompt holds besides its settings.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Prompt {
+    /// Words of the text: the simulator's token count.
+    pub words: u64,
+    pub media: Vec<MediaRef>,
+}
+
+/// Words in a prompt value (a string, or anything else serialized), as its token count.
+pub fn words(value: Option<&Value>) -> u64 {
+    match value {
+        Some(Value::String(s)) => s.split_whitespace().count() as u64,
+        None | Some(Value::Null) => 0,
+        Some(other) => other.to_string().split_whitespace().count() as u64,
+    }
+}
+
+/// Chat-style `messages` (OpenAI/vLLM chat, or Anthropic's with `anthropic`): each
+/// message's `content` is a string or a list of parts.
+pub fn messages(value: Option<&mut Value>, anthropic: bool) -> Result<Prompt, String> {
+    let messages = value
+        .and_then(Value::as_array_mut)
+        .ok_or("`messages` is required")?;
+    let mut prompt = Prompt::default();
+    for message in messages {
+        match message.get_mut("content") {
+            Some(Value::Array(parts)) => {
+                for part in parts {
+                    if anthropic {
+                        anthropic_block(part, &mut prompt)?;
+                    } else {
+                        chat_part(part, &mut prompt)?;
+                    }
+                }
+            }
+            content => prompt.words += words(content.map(|c| &*c)),
+        }
+    }
+    Ok(prompt)
+}
+
+/// The Responses API's `input`: a string, or a list of items whose `content` is a string
+/// or a list of parts. Items without content (tool outputs) count as their JSON's words.
+pub fn responses_input(value: Option<&mut Value>) -> Result<Prompt, String> {
+    let input = value.ok_or("`input` is required")?;
+    let mut prompt = Prompt::default();
+    let Value::Array(items) = input else {
+        prompt.words = words(Some(input));
+        return Ok(prompt);
+    };
+    for item in items {
+        if let Some(Value::Array(parts)) = item.get_mut("content") {
+            for part in parts {
+                responses_part(part, &mut prompt)?;
+            }
+        } else {
+            prompt.words += words(Some(item.get("content").unwrap_or(item)));
+        }
+    }
+    Ok(prompt)
+}
+
+fn part_type(part: &Value) -> Result<String, String> {
+    part.get("type")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| "Invalid content part: it has no `type`".to_owned())
+}
+
+fn unsupported(kind: &str) -> String {
+    format!("Unsupported content part type: {kind}")
+}
+
+fn failed(kind: MediaKind, detail: &str) -> String {
+    format!("Failed to load {}: {detail}", kind.name())
+}
+
+/// The string at `value`, moved out of the JSON.
+fn take_string(value: Option<&mut Value>) -> Option<String> {
+    match value {
+        Some(Value::String(s)) => Some(std::mem::take(s)),
+        _ => None,
+    }
+}
+
+/// `part[field]`: `{"url": ...}` as the APIs define it, or the URL as a plain string (which
+/// the Responses API uses and vLLM also accepts).
+fn url_field(part: &mut Value, field: &str, kind: MediaKind) -> Result<String, String> {
+    let value = match part.get_mut(field) {
+        Some(Value::Object(object)) => object.get_mut("url"),
+        other => other,
+    };
+    take_string(value).ok_or_else(|| failed(kind, &format!("`{field}` needs a string URL")))
+}
+
+fn has_prefix(s: &str, prefix: &str) -> bool {
+    s.get(..prefix.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(prefix))
+}
+
+/// A data URL's base64 payload, or an http(s) URL to fetch.
+fn payload(kind: MediaKind, mut url: String) -> Result<Payload, String> {
+    if has_prefix(&url, "http://") || has_prefix(&url, "https://") {
+        return Ok(Payload::Url(url));
+    }
+    if !has_prefix(&url, "data:") {
+        return Err(failed(
+            kind,
+            "the URL must be either a HTTP(S) or a data URL",
+        ));
+    }
+    let comma = url
+        .find(',')
+        .ok_or_else(|| failed(kind, "malformed data URL (no comma)"))?;
+    let mut params = url["data:".len()..comma].split(';');
+    let mime = params.next().unwrap_or("").trim().to_ascii_lowercase();
+    if !params.any(|p| p.trim().eq_ignore_ascii_case("base64")) {
+        return Err(failed(kind, "only base64 data URLs are supported"));
+    }
+    // In place: the payload may be megabytes long.
+    url.drain(..=comma);
+    Ok(Payload::Base64 { mime, data: url })
+}
+
+fn chat_part(part: &mut Value, prompt: &mut Prompt) -> Result<(), String> {
+    let (kind, field) = match part_type(part)?.as_str() {
+        "text" => {
+            prompt.words += words(part.get("text"));
+            return Ok(());
+        }
+        "image_url" => (MediaKind::Image, "image_url"),
+        "video_url" => (MediaKind::Video, "video_url"),
+        other => return Err(unsupported(other)),
+    };
+    let url = url_field(part, field, kind)?;
+    prompt.media.push(MediaRef {
+        kind,
+        payload: payload(kind, url)?,
+        strict_type: false,
+    });
+    Ok(())
+}
+
+fn anthropic_block(block: &mut Value, prompt: &mut Prompt) -> Result<(), String> {
+    let kind = MediaKind::Image;
+    match part_type(block)?.as_str() {
+        "text" => {
+            prompt.words += words(block.get("text"));
+            return Ok(());
+        }
+        "image" => {}
+        other => return Err(unsupported(other)),
+    }
+    let source = block
+        .get_mut("source")
+        .filter(|s| s.is_object())
+        .ok_or_else(|| failed(kind, "an image block needs a `source` object"))?;
+    let payload = match part_type(source)?.as_str() {
+        "base64" => {
+            let mime = source
+                .get("media_type")
+                .and_then(Value::as_str)
+                .ok_or_else(|| failed(kind, "a base64 source needs a `media_type`"))?
+                .to_ascii_lowercase();
+            let data = take_string(source.get_mut("data"))
+                .ok_or_else(|| failed(kind, "a base64 source needs its `data` as a string"))?;
+            Payload::Base64 { mime, data }
+        }
+        "url" => {
+            let url = take_string(source.get_mut("url"))
+                .ok_or_else(|| failed(kind, "a url source needs its `url` as a string"))?;
+            if !(has_prefix(&url, "http://") || has_prefix(&url, "https://")) {
+                return Err(failed(kind, "the URL must be a HTTP(S) URL"));
+            }
+            Payload::Url(url)
+        }
+        other => return Err(failed(kind, &format!("unsupported source type {other}"))),
+    };
+    prompt.media.push(MediaRef {
+        kind,
+        payload,
+        strict_type: true,
+    });
+    Ok(())
+}
+
+fn responses_part(part: &mut Value, prompt: &mut Prompt) -> Result<(), String> {
+    let kind = MediaKind::Image;
+    match part_type(part)?.as_str() {
+        "input_text" | "output_text" => {
+            prompt.words += words(part.get("text"));
+            return Ok(());
+        }
+        "input_image" => {}
+        other => return Err(unsupported(other)),
+    }
+    if part.get("image_url").is_none() && part.get("file_id").is_some() {
+        return Err(failed(
+            kind,
+            "`file_id` images are not supported; send `image_url`",
+        ));
+    }
+    let url = url_field(part, "image_url", kind)?;
+    prompt.media.push(MediaRef {
+        kind,
+        payload: payload(kind, url)?,
+        strict_type: false,
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn chat(content: Value) -> Result<Prompt, String> {
+        messages(
+            Some(&mut json!([{"role": "user", "content": content}])),
+            false,
+        )
+    }
+
+    fn base64(mime: &str, data: &str) -> Payload {
+        Payload::Base64 {
+            mime: mime.into(),
+            data: data.into(),
+        }
+    }
+
+    #[test]
+    fn chat_parts_are_text_images_and_videos_in_order() {
+        let prompt = chat(json!([
+            {"type": "text", "text": "what is this"},
+            {"type": "image_url", "image_url": {"url": "data:image/PNG;base64,AAAA"}},
+            {"type": "video_url", "video_url": {"url": "https://example.test/v.mp4"}},
+            {"type": "image_url", "image_url": "http://127.0.0.1:9/a.jpg"},
+            {"type": "text", "text": "and that"},
+        ]))
+        .unwrap();
+        assert_eq!(prompt.words, 5);
+        let kinds: Vec<_> = prompt.media.iter().map(|m| m.kind).collect();
+        assert_eq!(
+            kinds,
+            [MediaKind::Image, MediaKind::Video, MediaKind::Image]
+        );
+        assert_eq!(prompt.media[0].payload, base64("image/png", "AAAA"));
+        assert_eq!(
+            prompt.media[1].payload,
+            Payload::Url("https://example.test/v.mp4".into())
+        );
+        assert!(!prompt.media[0].strict_type);
+        // A plain string is text, as before.
+        assert_eq!(chat(json!("a b c")).unwrap().words, 3);
+    }
+
+    #[test]
+    fn chat_part_errors() {
+        let error = |part: Value| chat(json!([part])).unwrap_err();
+        assert_eq!(
+            error(json!({"type": "audio_url", "audio_url": {"url": "x"}})),
+            "Unsupported content part type: audio_url"
+        );
+        assert!(error(json!({"text": "no type"})).contains("no `type`"));
+        assert_eq!(
+            error(json!({"type": "image_url", "image_url": {"url": "ftp://h/a.png"}})),
+            "Failed to load image: the URL must be either a HTTP(S) or a data URL"
+        );
+        assert_eq!(
+            error(json!({"type": "video_url", "video_url": {"url": "data:video/mp4,AAAA"}})),
+            "Failed to load video: only base64 data URLs are supported"
+        );
+        assert!(error(json!({"type": "image_url", "image_url": {}})).contains("needs a string"));
+        assert!(
+            error(json!({"type": "image_url", "image_url": {"url": "data:é"}}))
+                .contains("no comma")
+        );
+        // Slicing a multi-byte prefix must not panic.
+        assert!(error(json!({"type": "image_url", "image_url": "dé"})).contains("must be"));
+    }
+
+    #[test]
+    fn anthropic_blocks() {
+        let mut body = json!([{"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/"}},
+            {"type": "image", "source": {"type": "url", "url": "https://h/x.png"}},
+            {"type": "text", "text": "describe both"},
+        ]}]);
+        let prompt = messages(Some(&mut body), true).unwrap();
+        assert_eq!(prompt.words, 2);
+        assert_eq!(prompt.media[0].payload, base64("image/jpeg", "/9j/"));
+        assert!(prompt.media[0].strict_type);
+        assert_eq!(
+            prompt.media[1].payload,
+            Payload::Url("https://h/x.png".into())
+        );
+        let error = |block: Value| {
+            messages(
+                Some(&mut json!([{"role": "user", "content": [block]}])),
+                true,
+            )
+            .unwrap_err()
+        };
+        assert_eq!(
+            error(json!({"type": "document", "source": {}})),
+            "Unsupported content part type: document"
+        );
+        assert_eq!(
+            error(json!({"type": "image", "source": {"type": "file", "file_id": "f"}})),
+            "Failed to load image: unsupported source type file"
+        );
+        assert!(
+            error(json!({"type": "image", "source": {"type": "base64", "data": "AA"}}))
+                .contains("media_type")
+        );
+        assert!(error(json!({"type": "image", "source": {"type": "url", "url": "data:image/png;base64,AA"}})).contains("HTTP(S)"));
+        assert!(error(json!({"type": "image"})).contains("`source`"));
+    }
+
+    #[test]
+    fn responses_input() {
+        let mut input = json!([{"role": "user", "content": [
+            {"type": "input_text", "text": "one two"},
+            {"type": "input_image", "image_url": "data:image/png;base64,iVBO"},
+        ]}, {"role": "assistant", "content": "three"}]);
+        let prompt = super::responses_input(Some(&mut input)).unwrap();
+        assert_eq!(prompt.words, 3);
+        assert_eq!(prompt.media[0].payload, base64("image/png", "iVBO"));
+        assert_eq!(
+            super::responses_input(Some(&mut json!("a b")))
+                .unwrap()
+                .words,
+            2
+        );
+        assert!(super::responses_input(None).is_err());
+        let error = |part: Value| {
+            super::responses_input(Some(&mut json!([{"role": "user", "content": [part]}])))
+                .unwrap_err()
+        };
+        assert_eq!(
+            error(json!({"type": "input_file", "file_id": "f"})),
+            "Unsupported content part type: input_file"
+        );
+        assert!(error(json!({"type": "input_image", "file_id": "f"})).contains("file_id"));
+    }
+}

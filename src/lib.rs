@@ -14,6 +14,7 @@
 //! - [`record`]: the instants of one probe and the one place durations are derived.
 //! - [`error`]: the closed set of error categories and the typed errors behind them.
 //! - [`prompt`]: prompts (synthetic, datasets, tokenizer) and models per probe.
+//! - [`media`]: the images and videos multimodal probes send.
 //! - [`validation`]: response checks a target requires.
 //! - [`metrics`]: the metric contract, registered on an injected registry.
 //! - [`server`]: `/`, `/metrics`, `/healthz`, `/readyz`, `/config`, `/-/reload`.
@@ -37,6 +38,7 @@ pub mod discovery;
 pub mod error;
 pub mod files;
 pub mod logging;
+pub mod media;
 pub mod metrics;
 pub mod probe;
 pub mod prompt;

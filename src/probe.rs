@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Backend, RequestBody};
 use crate::error::{ProbeError, closed_before_response};
+use crate::media::MediaSummary;
 use crate::prompt::Prompt;
 use crate::record::{Measurement, RequestRecord};
 use crate::target::{ConnectionMode, Target, Timeouts};
@@ -45,6 +46,8 @@ pub struct ProbeReport {
     /// The request was sent twice (the keep-alive race, see [`Prober::probe`]); only the
     /// second attempt is in `record` and `outcome`.
     pub retried: bool,
+    /// The images and videos it carried (for the log line and the status page).
+    pub media: MediaSummary,
 }
 
 enum Stop {
@@ -96,6 +99,16 @@ impl Prober {
         // not the endpoint's: retry once, timed from the retry's own t0, and count it. A
         // connection the probe opened itself and the server dropped unanswered is the
         // endpoint failing, and so is anything in `connection = "fresh"` mode: never retried.
+        if let Err(e) = &prompt.media {
+            return ProbeReport {
+                record: RequestRecord::new(Instant::now()),
+                outcome: Outcome::Finished(Err(ProbeError::Other(format!(
+                    "cannot build the request's images or videos: {e}"
+                )))),
+                retried: false,
+                media: MediaSummary::default(),
+            };
+        }
         let mut retried = false;
         loop {
             let request = self.build_request(request_id, prompt);
@@ -119,6 +132,7 @@ impl Prober {
                 record,
                 outcome,
                 retried,
+                media: MediaSummary::of(prompt.media()),
             };
         }
     }

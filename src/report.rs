@@ -16,6 +16,8 @@ pub fn log_probe(
 ) {
     let record = &report.record;
     let retried = report.retried;
+    // Only when there are any: most targets send text alone.
+    let media = (!report.media.is_empty()).then(|| report.media.to_string());
     match result {
         Ok(m) => tracing::debug!(
             target = %target.id,
@@ -27,6 +29,7 @@ pub fn log_probe(
             prompt_tokens = m.prompt_tokens,
             itl_observations = m.itl_observations(),
             retried,
+            media,
             server_prompt_ms = record.response.server_timings.and_then(|t| t.prompt_ms),
             server_tpot_ms = record.response.server_timings.and_then(|t| t.predicted_per_token_ms),
             "probe ok"
@@ -39,6 +42,7 @@ pub fn log_probe(
                 category = %e.category(),
                 error = %cause,
                 retried,
+                media,
                 "probe failed"
             );
             tracing::debug!(

@@ -139,9 +139,12 @@ pub async fn run(
                         .metrics
                         .record_without_blocking(&request_id, result)
                         .await;
-                    sinks
-                        .status
-                        .push(ProbeSummary::new(&request_id, result, &prober.target));
+                    sinks.status.push(ProbeSummary::new(
+                        &request_id,
+                        result,
+                        &prober.target,
+                        probe.media,
+                    ));
                     ctx.recorded.fetch_add(1, Ordering::Relaxed);
                 }
                 Outcome::Cut => {
@@ -157,7 +160,7 @@ pub async fn run(
 /// The prompt of `draw`. A tokenizer's work (exact lengths) runs on the blocking pool, off
 /// the runtime workers that stamp other probes' chunks; `None` if the runtime shuts down.
 async fn build_prompt(target: &Arc<Target>, draw: Draw) -> Option<Prompt> {
-    if !target.prompts.tokenizes() {
+    if !target.prompts.is_heavy() {
         return Some(target.prompts.build(draw));
     }
     let target = Arc::clone(target);

@@ -24,9 +24,29 @@ impl Backend for Anthropic {
         let mut body = Map::new();
         body.insert("model".into(), Value::from(prompt.model.as_str()));
         body.insert("max_tokens".into(), Value::from(prompt.max_tokens));
+        // Images go before the text, as Anthropic recommends.
+        let content = match prompt.media() {
+            [] => Value::from(prompt.text.as_str()),
+            media => {
+                let mut blocks: Vec<Value> = media
+                    .iter()
+                    .map(|m| {
+                        let source = match m.base64() {
+                            Some((mime, data)) => {
+                                json!({ "type": "base64", "media_type": mime, "data": data })
+                            }
+                            None => json!({ "type": "url", "url": &*m.url }),
+                        };
+                        json!({ "type": "image", "source": source })
+                    })
+                    .collect();
+                blocks.push(json!({ "type": "text", "text": prompt.text }));
+                Value::Array(blocks)
+            }
+        };
         body.insert(
             "messages".into(),
-            json!([{ "role": "user", "content": prompt.text }]),
+            json!([{ "role": "user", "content": content }]),
         );
         body.insert("stream".into(), Value::Bool(true));
         for (key, value) in &target.sampling {

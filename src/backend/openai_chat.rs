@@ -1,10 +1,13 @@
 //! `backend = "openai-chat"`: the OpenAI chat completions endpoint,
-//! `POST /v1/chat/completions`, with the prompt as one user message.
+//! `POST /v1/chat/completions`, with the prompt as one user message. With images or videos
+//! the message's content is a list of parts, the text first and then `image_url` and
+//! `video_url` parts (data URLs or http URLs), as vLLM's benchmark sends them.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::openai_wire::{OpenAiStreamParser, common_body};
 use super::{Backend, RequestSpec, StreamParser, finish_body};
+use crate::media::MediaKind;
 use crate::prompt::Prompt;
 use crate::target::Target;
 
@@ -14,9 +17,24 @@ pub struct OpenAiChat;
 impl Backend for OpenAiChat {
     fn request(&self, target: &Target, prompt: &Prompt) -> RequestSpec {
         let mut body = common_body(target, prompt);
+        let content = match prompt.media() {
+            [] => Value::from(prompt.text.as_str()),
+            media => {
+                let mut parts = vec![json!({ "type": "text", "text": prompt.text })];
+                parts.extend(media.iter().map(|m| match m.kind {
+                    MediaKind::Image => {
+                        json!({ "type": "image_url", "image_url": { "url": &*m.url } })
+                    }
+                    MediaKind::Video => {
+                        json!({ "type": "video_url", "video_url": { "url": &*m.url } })
+                    }
+                }));
+                Value::Array(parts)
+            }
+        };
         body.insert(
             "messages".into(),
-            json!([{ "role": "user", "content": prompt.text }]),
+            json!([{ "role": "user", "content": content }]),
         );
         RequestSpec::json(finish_body(body, target))
     }

@@ -6,7 +6,7 @@
 //! stream with usage; `response.failed` and `error` (flat or nested) fail it. There is no
 //! `[DONE]`, though one is tolerated.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, count_field, error_message};
 use crate::error::ProbeError;
@@ -22,7 +22,19 @@ impl Backend for Responses {
     fn request(&self, target: &Target, prompt: &Prompt) -> RequestSpec {
         let mut body = Map::new();
         body.insert("model".into(), Value::from(prompt.model.as_str()));
-        body.insert("input".into(), Value::from(prompt.text.as_str()));
+        let input = match prompt.media() {
+            [] => Value::from(prompt.text.as_str()),
+            media => {
+                let mut content = vec![json!({ "type": "input_text", "text": prompt.text })];
+                content.extend(
+                    media
+                        .iter()
+                        .map(|m| json!({ "type": "input_image", "image_url": &*m.url })),
+                );
+                json!([{ "role": "user", "content": content }])
+            }
+        };
+        body.insert("input".into(), input);
         body.insert("max_output_tokens".into(), Value::from(prompt.max_tokens));
         body.insert("stream".into(), Value::Bool(true));
         // A probe's responses need not be kept (and vLLM rejects storing by default).

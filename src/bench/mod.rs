@@ -8,6 +8,7 @@
 
 mod arrivals;
 mod failures;
+mod media;
 mod result;
 mod stats;
 mod summary;
@@ -130,6 +131,8 @@ pub struct BenchArgs {
     /// Print nothing while running.
     #[arg(long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub media: media::MediaArgs,
 }
 
 /// What a run produced.

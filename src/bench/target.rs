@@ -76,6 +76,16 @@ fn name_the_flags(mut error: ConfigError, deadlines: &[Deadline; 3]) -> ConfigEr
     error
 }
 
+/// Image and video flags, when given, replace what a config file's target sends.
+fn set_media(target: &mut RawTarget, args: &BenchArgs) {
+    if let Some(images) = args.media.images() {
+        target.images = Some(images);
+    }
+    if let Some(videos) = args.media.videos() {
+        target.videos = Some(videos);
+    }
+}
+
 /// The one target to run, from a config file or from the flags.
 pub(super) fn load(args: &BenchArgs) -> Result<Arc<config::Target>, ConfigError> {
     let deadlines = deadlines(args);
@@ -86,6 +96,7 @@ pub(super) fn load(args: &BenchArgs) -> Result<Arc<config::Target>, ConfigError>
             // overrides both.
             for target in &mut raw.targets {
                 set_deadlines(target, &deadlines);
+                set_media(target, args);
             }
             raw
         }
@@ -113,6 +124,7 @@ pub(super) fn load(args: &BenchArgs) -> Result<Arc<config::Target>, ConfigError>
                 ..RawTarget::default()
             };
             set_deadlines(&mut target, &deadlines);
+            set_media(&mut target, args);
             RawConfig {
                 targets: vec![target],
                 ..RawConfig::default()
@@ -120,7 +132,7 @@ pub(super) fn load(args: &BenchArgs) -> Result<Arc<config::Target>, ConfigError>
         }
     };
     let targets = config::validate(&raw)
-        .map_err(|e| name_the_flags(e, &deadlines))?
+        .map_err(|e| args.media.name_the_flag(name_the_flags(e, &deadlines)))?
         .targets;
     match &args.target {
         Some(name) => targets

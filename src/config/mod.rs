@@ -7,6 +7,7 @@
 
 mod discovery;
 mod fields;
+mod media;
 mod operations;
 mod prompts;
 mod raw;
@@ -31,7 +32,8 @@ pub use discovery::{
 };
 pub use fields::RESERVED_LABELS;
 pub use raw::{
-    RawConfig, RawDiscovery, RawDuration, RawKubernetes, RawPort, RawSlo, RawTarget, RawValidation,
+    RawConfig, RawDiscovery, RawDuration, RawKubernetes, RawMedia, RawPort, RawSlo, RawTarget,
+    RawValidation,
 };
 pub use validate::validate;
 

@@ -27,6 +27,8 @@ const DEFAULT_ANTHROPIC_VERSION: &str = "2023-06-01";
 pub(super) struct Loaded {
     tokenizers: HashMap<String, Arc<TokenCounter>>,
     datasets: HashMap<(String, String), Arc<Dataset>>,
+    /// Held while an image is generated: one at a time in the whole configuration.
+    images: Arc<std::sync::Mutex<()>>,
 }
 
 type At<'a> = &'a dyn Fn(&str) -> String;
@@ -39,6 +41,7 @@ pub(super) fn prompt_source(
     at: At,
     t: &RawTarget,
     model: &str,
+    backend: BackendKind,
     loaded: &mut Loaded,
 ) -> Result<PromptSource, ConfigError> {
     let tokenizer = match &t.tokenizer {
@@ -148,6 +151,7 @@ pub(super) fn prompt_source(
         range_ratio,
         models,
         tokenizer,
+        media: super::media::media(at, t, backend, &loaded.images)?,
     })
 }
 

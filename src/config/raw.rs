@@ -143,6 +143,10 @@ pub struct RawTarget {
     pub audio_tone_hz: Option<f64>,
     pub audio_language: Option<String>,
     pub anthropic_version: Option<String>,
+    /// Images in every request (`openai-chat`, `anthropic`, `openai-responses`).
+    pub images: Option<RawMedia>,
+    /// Videos in every request (`openai-chat`, for servers that take `video_url`).
+    pub videos: Option<RawMedia>,
     /// `openai`/`openai-chat`: the name the output limit is sent under.
     pub max_tokens_field: Option<String>,
 
@@ -154,6 +158,22 @@ pub struct RawTarget {
     pub tls_client_key_file: Option<String>,
     pub insecure_skip_verify: Option<bool>,
     pub max_output_tokens_per_hour: Option<u64>,
+}
+
+/// Where a request's images (or videos) come from: generated (`width`, `height`, `format`,
+/// `pattern`, `cache`), or `files`, a `dir`, or `urls`; `count` per request either way.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawMedia {
+    pub count: Option<u64>,
+    pub width: Option<u64>,
+    pub height: Option<u64>,
+    pub format: Option<String>,
+    pub pattern: Option<String>,
+    pub cache: Option<bool>,
+    pub files: Option<Vec<String>>,
+    pub dir: Option<String>,
+    pub urls: Option<Vec<String>>,
 }
 
 /// Latency thresholds and the objective (e.g. 0.99) a target is held to.
@@ -240,6 +260,8 @@ impl RawTarget {
             audio_language,
             anthropic_version,
             max_tokens_field,
+            images,
+            videos,
             slo,
             connection,
             tls_ca_file,

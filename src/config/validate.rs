@@ -177,7 +177,7 @@ pub(super) fn validate_target(
         backend,
         &model,
     )?;
-    let prompts = prompt_source(&at, &t, &model, loaded)?;
+    let prompts = prompt_source(&at, &t, &model, backend, loaded)?;
     let validation = validation(&at, &t, backend, prompts.tokenizer.is_some())?;
     let options = backend_options(&at, &t)?;
     let slo = slo(&at, &t)?;

@@ -15,6 +15,8 @@ use rand::{Rng, RngExt};
 pub use dataset::{Dataset, DatasetFormat, Entry};
 pub use tokenizer::TokenCounter;
 
+use crate::media::{MediaPart, MediaSource};
+
 /// One probe's request content.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Prompt {
@@ -28,6 +30,16 @@ pub struct Prompt {
     pub max_tokens: u32,
     /// The model name to send (a LoRA adapter when several are configured).
     pub model: String,
+    /// Images and videos to send with the text; an error when they could not be made (a
+    /// media file gone since the configuration was checked): the probe then fails.
+    pub media: Result<Vec<MediaPart>, String>,
+}
+
+impl Prompt {
+    /// The media parts to send (none when they could not be made).
+    pub fn media(&self) -> &[MediaPart] {
+        self.media.as_deref().unwrap_or(&[])
+    }
 }
 
 /// The random choices behind one prompt, drawn from the target's seeded RNG where the
@@ -39,6 +51,8 @@ pub struct Draw {
     pub max_tokens: u32,
     input: Drawn,
     nonce: u64,
+    /// Per media source, the first of its parts this probe gets (files go in order).
+    media: Vec<u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -73,6 +87,8 @@ pub struct PromptSource {
     /// Drawn uniformly per probe.
     pub models: Vec<String>,
     pub tokenizer: Option<Arc<TokenCounter>>,
+    /// Images, then videos, for every request.
+    pub media: Vec<Arc<MediaSource>>,
 }
 
 /// Uniform in `[floor(len·(1−r)), ceil(len·(1+r))]`, at least `min`.
@@ -91,9 +107,15 @@ impl PromptSource {
         self.build(self.draw(rng))
     }
 
-    /// Whether [`Self::build`] runs a tokenizer (seconds of CPU for long prompts).
+    /// Whether a tokenizer counts tokens (seconds of CPU for long prompts or answers).
     pub fn tokenizes(&self) -> bool {
         self.tokenizer.is_some()
+    }
+
+    /// Whether [`Self::build`] is heavy: a tokenizer, or images to generate and encode.
+    /// Heavy builds run on the blocking pool.
+    pub fn is_heavy(&self) -> bool {
+        self.tokenizes() || !self.media.is_empty()
     }
 
     /// The random parts of one prompt.
@@ -123,6 +145,7 @@ impl PromptSource {
             max_tokens,
             input,
             nonce: rng.random(),
+            media: self.media.iter().map(|m| m.draw()).collect(),
         }
     }
 
@@ -164,12 +187,22 @@ impl PromptSource {
                 }
             }
         };
+        let mut media = Ok(Vec::new());
+        for (source, first) in self.media.iter().zip(&draw.media) {
+            if let Ok(parts) = &mut media {
+                match source.build(*first, draw.nonce) {
+                    Ok(built) => parts.extend(built),
+                    Err(e) => media = Err(e),
+                }
+            }
+        }
         Prompt {
             text,
             input_tokens,
             input_exact,
             max_tokens: draw.max_tokens,
             model: draw.model,
+            media,
         }
     }
 }

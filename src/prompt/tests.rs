@@ -24,6 +24,7 @@ fn synthetic(input_tokens: u32, prefix: u32, counter: Option<Arc<TokenCounter>>)
         range_ratio: 0.0,
         models: vec!["m".into()],
         tokenizer: counter,
+        media: Vec::new(),
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
 use crate::error::{ErrorCategory, ProbeError};
+use crate::media::MediaSummary;
 use crate::metrics::is_good;
 use crate::record::Measurement;
 use crate::report::redact;
@@ -30,6 +31,8 @@ pub struct ProbeSummary {
     pub error: Option<(ErrorCategory, String)>,
     /// A success within every SLO threshold.
     pub good: bool,
+    /// The images and videos the request carried.
+    pub media: MediaSummary,
 }
 
 impl ProbeSummary {
@@ -38,6 +41,7 @@ impl ProbeSummary {
         request_id: &Arc<String>,
         outcome: &Result<Measurement, ProbeError>,
         target: &Target,
+        media: MediaSummary,
     ) -> Self {
         let request_id = Arc::clone(request_id);
         let at = SystemTime::now();
@@ -50,6 +54,7 @@ impl ProbeSummary {
                 output_tokens: m.output_tokens.map(|c| c.value()),
                 error: None,
                 good: target.slo.as_ref().is_none_or(|slo| is_good(slo, m)),
+                media,
             },
             Err(e) => Self {
                 at,
@@ -59,6 +64,7 @@ impl ProbeSummary {
                 output_tokens: None,
                 error: Some((e.category(), redact(&crate::error::chain(e), target))),
                 good: false,
+                media,
             },
         }
     }

@@ -157,7 +157,7 @@ fn section(out: &mut String, target: &TargetStatus) {
     );
     out.push_str("<table><thead><tr><th>time (UTC)</th><th>outcome</th><th>TTFT ms</th><th>E2EL ms</th><th>tokens</th><th>request id</th><th>detail</th></tr></thead><tbody>");
     for p in probes.iter().rev().take(TABLE_ROWS) {
-        let (outcome, class, detail) = match &p.error {
+        let (outcome, class, mut detail) = match &p.error {
             None => (
                 "ok".to_owned(),
                 if p.good { "good" } else { "slow" },
@@ -169,6 +169,12 @@ fn section(out: &mut String, target: &TargetStatus) {
                 crate::backend::snippet(message),
             ),
         };
+        if !p.media.is_empty() {
+            detail = match detail.is_empty() {
+                true => format!("sent {}", p.media),
+                false => format!("sent {}: {detail}", p.media),
+            };
+        }
         let _ = write!(
             out,
             "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",

@@ -9,6 +9,7 @@ fn prompt() -> Prompt {
         text: "q".into(),
         input_tokens: 2,
         input_exact: false,
+        media: Ok(Vec::new()),
         max_tokens: 8,
         model: "lora-a".into(),
     }

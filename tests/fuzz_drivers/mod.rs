@@ -271,6 +271,7 @@ pub fn backends(input: &[u8]) {
         text: "fuzz".into(),
         input_tokens: 2,
         input_exact: false,
+        media: Ok(Vec::new()),
         max_tokens: 4,
         model: "m".into(),
     };

@@ -29,6 +29,7 @@ fn prompt(max_tokens: u32) -> Prompt {
         text: "hello there".into(),
         input_tokens: 2,
         input_exact: false,
+        media: Ok(Vec::new()),
         max_tokens,
         model: "m".into(),
     }

@@ -61,6 +61,10 @@ impl Drop for Server {
 }
 
 async fn start_server(context: u32) -> Server {
+    start_server_with(context, &[]).await
+}
+
+async fn start_server_with(context: u32, extra: &[&str]) -> Server {
     let (binary, model) = paths();
     let port = common::closed_port().await;
     let child = Command::new(binary)
@@ -83,6 +87,7 @@ async fn start_server(context: u32) -> Server {
             "tiny",
             "--metrics",
         ])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -293,5 +298,59 @@ async fn max_completion_tokens_limits_this_llama_server() {
             Some(32),
             "output_tokens = 32"
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs llama-server: scripts/real-server/setup.sh"]
+async fn images_reach_a_real_vision_model() {
+    // A tiny random-weight vision projector for the tiny model (make_tiny_mmproj.py): every
+    // image becomes 16 tokens of the prompt.
+    let mmproj = std::env::var_os("TINY_MMPROJ").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/real-server/tiny-mmproj.gguf"),
+        PathBuf::from,
+    );
+    let server = start_server_with(4096, &["--mmproj", mmproj.to_str().unwrap()]).await;
+    let images = "images = { count = 2, width = 64, height = 64, format = \"png\" }";
+    let with = target(&server.url, "openai-chat", true, images);
+    let without = target(&server.url, "openai-chat", true, "");
+    let (with_images, text_only) = (
+        Prober::new(Arc::clone(&with), Counter::default()).unwrap(),
+        Prober::new(Arc::clone(&without), Counter::default()).unwrap(),
+    );
+    // One seed for both: the same prompt texts, so only the images differ.
+    let (mut a, mut b) = (StdRng::seed_from_u64(3), StdRng::seed_from_u64(3));
+    for i in 0..4 {
+        let (p, q) = (with.prompts.next(&mut a), without.prompts.next(&mut b));
+        assert_eq!(p.text, q.text);
+        assert_eq!(p.media().len(), 2);
+        let (m, record) = vision_probe(&with_images, &p, i).await;
+        let (text, _) = vision_probe(&text_only, &q, i).await;
+        assert_eq!(
+            m.prompt_tokens.unwrap(),
+            text.prompt_tokens.unwrap() + 2 * 16,
+            "two images of 16 tokens each"
+        );
+        assert_eq!(m.output_tokens.map(|c| c.value()), Some(32));
+        // The server's prompt time includes encoding the images; TTFT includes sending them.
+        let prompt_ms = record.response.server_timings.unwrap().prompt_ms.unwrap();
+        assert!(m.ttft.unwrap().as_secs_f64() * 1e3 >= prompt_ms);
+    }
+}
+
+async fn vision_probe(
+    prober: &Prober,
+    prompt: &inferprobe::prompt::Prompt,
+    i: usize,
+) -> (
+    inferprobe::record::Measurement,
+    inferprobe::record::RequestRecord,
+) {
+    let report = prober
+        .probe(&format!("vision-{i}"), prompt, &CancellationToken::new())
+        .await;
+    match report.outcome {
+        Outcome::Finished(Ok(m)) => (m, report.record),
+        other => panic!("{other:?}"),
     }
 }

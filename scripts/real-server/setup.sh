@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's `llama-server` from the llama.cpp source vendored in the PyPI sdist of
 # llama-cpp-python (pinned; cmake and ninja from PyPI; no git, no model hub) and writes a
-# tiny random-weight GGUF model with PyPI `gguf`. Everything is cached under
-# target/real-server/, so only the first run pays the ~8 minute build on 2 cores.
-# Prints the paths of the server binary and the model, one per line.
+# tiny random-weight GGUF model and a tiny vision projector for it (`--mmproj`) with PyPI `gguf`.
+# Everything is cached under target/real-server/, so only the first run pays the ~8 minute
+# build on 2 cores. Prints the paths of the server binary, the model and the mmproj, one per line.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=$(pwd)/target/real-server
@@ -38,5 +38,10 @@ if [ ! -f "$OUT/tiny.gguf" ]; then
   log "writing the tiny random-weight model"
   "$OUT/venv/bin/python" scripts/real-server/make_tiny_gguf.py "$OUT/tiny.gguf" >&2
 fi
+if [ ! -f "$OUT/tiny-mmproj.gguf" ]; then
+  log "writing the tiny random-weight vision projector"
+  "$OUT/venv/bin/python" scripts/real-server/make_tiny_mmproj.py "$OUT/tiny-mmproj.gguf" >&2
+fi
 echo "$OUT/bin/llama-server"
 echo "$OUT/tiny.gguf"
+echo "$OUT/tiny-mmproj.gguf"

@@ -3,6 +3,6 @@
 # then runs the tests that probe it (tests/real_server.rs, ignored by plain `cargo test`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-{ read -r LLAMA_SERVER; read -r TINY_GGUF; } < <(bash scripts/real-server/setup.sh)
-export LLAMA_SERVER TINY_GGUF
+{ read -r LLAMA_SERVER; read -r TINY_GGUF; read -r TINY_MMPROJ; } < <(bash scripts/real-server/setup.sh)
+export LLAMA_SERVER TINY_GGUF TINY_MMPROJ
 cargo test --test real_server -- --ignored --nocapture

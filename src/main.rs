@@ -7,6 +7,7 @@ use clap::Parser;
 use inferprobe::cli::{Cli, execute};
 
 fn main() -> ExitCode {
+    return_large_buffers_to_the_kernel();
     let cli = Cli::parse();
     if let Err(e) = inferprobe::logging::init(cli.log_format, &cli.log_level) {
         eprintln!("error: {e}");
@@ -27,3 +28,18 @@ fn main() -> ExitCode {
     runtime.shutdown_timeout(Duration::from_secs(1));
     ExitCode::from(code)
 }
+
+/// Buffers over 256 KiB (a probe's image, its request body) are mapped on their own and
+/// unmapped when freed. glibc otherwise raises its threshold to the largest buffer freed so
+/// far (up to 32 MiB), after which multi-megabyte images are carved from per-thread arenas
+/// that keep their peak: a 4K image per second held 316 MiB of RSS, 52 MiB with this.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn return_large_buffers_to_the_kernel() {
+    // SAFETY: mallopt sets one malloc parameter; called first, before any other thread.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn return_large_buffers_to_the_kernel() {}

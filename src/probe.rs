@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{ACCEPT, CONTENT_TYPE};
+use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE};
 use prometheus_client::metrics::counter::Counter;
 use tokio::time::{Instant, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
@@ -164,10 +164,19 @@ impl Prober {
                 } else {
                     "application/json"
                 };
-                builder
+                let builder = builder
                     .header(CONTENT_TYPE, "application/json")
-                    .header(ACCEPT, accept)
-                    .body(body.to_string())
+                    .header(ACCEPT, accept);
+                match prompt.media() {
+                    [] => builder.body(body.to_string()),
+                    // Megabytes of base64: sent from the media's own buffers, not copied.
+                    media => {
+                        let body = crate::media::body::splice(&body, media);
+                        builder
+                            .header(CONTENT_LENGTH, body.content_length())
+                            .body(reqwest::Body::wrap(body))
+                    }
+                }
             }
             RequestBody::Multipart(form) => builder.multipart(form),
         };

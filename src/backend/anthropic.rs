@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, count_field, error_message};
 use crate::error::ProbeError;
+use crate::media::body::{Slice, placeholder};
 use crate::prompt::Prompt;
 use crate::record::{Chunk, ResponseInfo};
 use crate::sse::SseEvent;
@@ -30,12 +31,13 @@ impl Backend for Anthropic {
             media => {
                 let mut blocks: Vec<Value> = media
                     .iter()
-                    .map(|m| {
-                        let source = match m.base64() {
-                            Some((mime, data)) => {
-                                json!({ "type": "base64", "media_type": mime, "data": data })
-                            }
-                            None => json!({ "type": "url", "url": &*m.url }),
+                    .enumerate()
+                    .map(|(i, m)| {
+                        // Placeholders, spliced with the media's own buffers when sent.
+                        let source = match m.inline {
+                            Some((mime, _)) => json!({ "type": "base64", "media_type": mime,
+                                                       "data": placeholder(i, Slice::Base64) }),
+                            None => json!({ "type": "url", "url": placeholder(i, Slice::Url) }),
                         };
                         json!({ "type": "image", "source": source })
                     })

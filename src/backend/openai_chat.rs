@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::openai_wire::{OpenAiStreamParser, common_body};
 use super::{Backend, RequestSpec, StreamParser, finish_body};
 use crate::media::MediaKind;
+use crate::media::body::{Slice, placeholder};
 use crate::prompt::Prompt;
 use crate::target::Target;
 
@@ -21,12 +22,16 @@ impl Backend for OpenAiChat {
             [] => Value::from(prompt.text.as_str()),
             media => {
                 let mut parts = vec![json!({ "type": "text", "text": prompt.text })];
-                parts.extend(media.iter().map(|m| match m.kind {
-                    MediaKind::Image => {
-                        json!({ "type": "image_url", "image_url": { "url": &*m.url } })
-                    }
-                    MediaKind::Video => {
-                        json!({ "type": "video_url", "video_url": { "url": &*m.url } })
+                // Placeholders, spliced with the media's own buffers when sent.
+                parts.extend(media.iter().enumerate().map(|(i, m)| {
+                    let url = placeholder(i, Slice::Url);
+                    match m.kind {
+                        MediaKind::Image => {
+                            json!({ "type": "image_url", "image_url": { "url": url } })
+                        }
+                        MediaKind::Video => {
+                            json!({ "type": "video_url", "video_url": { "url": url } })
+                        }
                     }
                 }));
                 Value::Array(parts)

@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, count_field, error_message};
 use crate::error::ProbeError;
+use crate::media::body::{Slice, placeholder};
 use crate::prompt::Prompt;
 use crate::record::{Chunk, ResponseInfo};
 use crate::sse::SseEvent;
@@ -26,11 +27,10 @@ impl Backend for Responses {
             [] => Value::from(prompt.text.as_str()),
             media => {
                 let mut content = vec![json!({ "type": "input_text", "text": prompt.text })];
-                content.extend(
-                    media
-                        .iter()
-                        .map(|m| json!({ "type": "input_image", "image_url": &*m.url })),
-                );
+                // Placeholders, spliced with the media's own buffers when sent.
+                content.extend((0..media.len()).map(
+                    |i| json!({ "type": "input_image", "image_url": placeholder(i, Slice::Url) }),
+                ));
                 json!([{ "role": "user", "content": content }])
             }
         };

@@ -13,6 +13,7 @@
 //! pool (never on a thread that stamps chunks), and one image at a time per process, so a
 //! 4K image at 1 probe/s costs one image's worth of memory, not one per probe in flight.
 
+pub mod body;
 mod files;
 mod generate;
 
@@ -35,7 +36,7 @@ pub enum MediaKind {
 pub struct MediaPart {
     pub kind: MediaKind,
     /// A `data:<mime>;base64,<data>` URL, or the http(s) URL the server fetches.
-    pub url: Arc<str>,
+    pub url: Arc<String>,
     /// For inline data: its MIME type, and where the base64 starts in `url` (Anthropic
     /// takes the two apart).
     pub inline: Option<(&'static str, usize)>,
@@ -60,7 +61,7 @@ impl MediaPart {
         base64::engine::general_purpose::STANDARD.encode_string(bytes, &mut url);
         Self {
             kind,
-            url: url.into(),
+            url: Arc::new(url),
             inline: Some((mime, prefix.len())),
             width,
             height,
@@ -70,7 +71,7 @@ impl MediaPart {
     fn remote(kind: MediaKind, url: &str) -> Self {
         Self {
             kind,
-            url: url.into(),
+            url: Arc::new(url.to_owned()),
             inline: None,
             width: 0,
             height: 0,

@@ -171,3 +171,31 @@ fn a_summary_counts_images_videos_and_pixels() {
     );
     assert_eq!(summary.to_string(), "2 image(s), 0.01 MP");
 }
+
+#[test]
+fn spliced_bodies_are_the_json_a_serializer_would_write() {
+    use body::{Slice, placeholder, splice};
+    let source = generated(Format::Png, Pattern::Noise, false, 2);
+    let mut media = source.build(source.draw(), 5).unwrap();
+    media.push(MediaPart::remote(
+        MediaKind::Image,
+        "http://images.test/a \"quoted\" \\ name.png",
+    ));
+    let text = "a prompt with a stray \u{1}media:9:u\u{1} mark";
+    let with_placeholders = serde_json::json!({
+        "text": text,
+        "parts": [placeholder(0, Slice::Url), placeholder(1, Slice::Base64), placeholder(2, Slice::Url)],
+    });
+    let expected = serde_json::json!({
+        "text": text,
+        "parts": [&*media[0].url, media[1].base64().unwrap().1, &*media[2].url],
+    });
+    let body = splice(&with_placeholders, &media);
+    let bytes = body.to_vec();
+    assert_eq!(body.content_length(), bytes.len() as u64);
+    let sent: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(sent, expected);
+    // Nothing but the JSON around them was added.
+    let media_len: usize = media[0].url.len() + media[1].base64().unwrap().1.len();
+    assert!(bytes.len() < media_len + 300, "{} bytes", bytes.len());
+}

@@ -123,10 +123,11 @@ def daemon(work, name, config, env=None):
     return proc, port
 
 
-def metric_sum(exposition, name):
+def metric_sum(exposition, name, label=None):
+    """The sum of a metric's samples, of those with `label` (e.g. 'target="x"') if given."""
     total = 0.0
     for line in exposition.decode().splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
+        if (line.startswith(name + "{") or line.startswith(name + " ")) and (label is None or label in line):
             total += float(line.rsplit(" ", 1)[1])
     return total
 

@@ -8,6 +8,12 @@ alive on its probing runtime (`inferprobe_runtime_alive_tasks`); they must stay 
 
   python3 bench/soak.py --seconds 3600 --out bench/SOAK.md   # the long one (release build)
   INFERPROBE_BIN=target/debug/inferprobe python3 bench/soak.py --seconds 90 --rate 40   # .ci/run
+  python3 bench/soak.py --seconds 600 --rate 40 --vision-rate 2 --max-rss-mib 128 --out bench/SOAK-vision.md
+
+`--vision-rate R` adds a ninth target that sends a new generated `--vision-size` JPEG
+(random pixels: the largest upload) with each of its R probes per second, which the
+simulator decodes in full; `--max-rss-mib` fails the run if peak RSS passes the documented
+footprint (the DaemonSet's memory limit).
 
 Flat means: over the run after a warm-up, the median of the last third is within a small
 tolerance of the median of the first third (RSS 2 MiB, fds 16, threads 4, tasks 32, exposed
@@ -35,7 +41,7 @@ FAULTS = ["reset", "http_500", "http_429", "error_event", "malformed_json", "no_
           "stall", "ttft_stall"]
 
 
-def config(port, sim_port, variant, rate, sd_file):
+def config(port, sim_port, variant, rate, sd_file, vision_rate=0.0, vision_size=(1024, 1024)):
     """Eight targets over four wire formats, two opening a connection per probe; `variant`
     changes one target's rate so every reload restarts it (the restart path soaks too)."""
     lines = [
@@ -60,12 +66,23 @@ def config(port, sim_port, variant, rate, sd_file):
                   f'connection = "{connection}"']
         if backend in ("anthropic", "openai-responses"):
             lines.append("ignore_eos = false")
+    if vision_rate > 0:
+        # Uploading and decoding a megapixel image is inside TTFT: more room than text.
+        lines += ["[[targets]]", 'name = "soak-vision"', 'backend = "openai-chat"',
+                  f"rate = {vision_rate}", 'ttft_timeout = "5s"', 'request_timeout = "10s"',
+                  f"images = {{ width = {vision_size[0]}, height = {vision_size[1]} }}"]
     # Churned by churn(): 127.0.0.1 is the simulator; 127.0.0.2-50 refuse at once (loopback,
     # nothing listening), which is all a churned target needs to do.
     lines += ["[[discovery]]", 'name = "churn"', 'source = "file"', f'path = "{sd_file}"',
               'refresh = "100ms"', "[discovery.template]", 'backend = "openai"', "rate = 1",
               'connect_timeout = "200ms"']
     return "\n".join(lines) + "\n"
+
+
+def size(text):
+    """`1024` or `3840x2160`."""
+    w, _, h = text.partition("x")
+    return int(w), int(h or w)
 
 
 def churn(sd_file, sim_port, step):
@@ -94,19 +111,19 @@ def sample(proc, port):
     }
 
 
-def consistent(exposition):
+def consistent(exposition, names):
     """requests_total = successes + errors, per target (a scrape is one consistent snapshot)."""
     lines = exposition.decode().splitlines()
     bad = []
-    for i in range(8):
-        label = f'target="soak-{i}"'
+    for name in names:
+        label = f'target="{name}"'
         pick = lambda name: sum(float(l.rsplit(" ", 1)[1]) for l in lines
                                 if l.startswith(name + "{") and label in l)
         requests = pick("inferprobe_requests_total")
         errors = pick("inferprobe_request_errors_total")
         successes = pick("inferprobe_e2e_request_latency_seconds_count")
         if requests != successes + errors:
-            bad.append(f"soak-{i}: {requests} requests != {successes} successes + {errors} errors")
+            bad.append(f"{name}: {requests} requests != {successes} successes + {errors} errors")
     return bad
 
 
@@ -117,6 +134,10 @@ def main():
     ap.add_argument("--reload-every", type=float, default=10.0)
     ap.add_argument("--rate", type=float, default=150.0, help="probes per second per target (8 targets)")
     ap.add_argument("--out", type=Path, help="also write the Markdown report here")
+    ap.add_argument("--vision-rate", type=float, default=0.0,
+                    help="probes per second of a target sending a generated image (0: none)")
+    ap.add_argument("--vision-size", type=size, default=(1024, 1024), help="its image's size: N or WxH")
+    ap.add_argument("--max-rss-mib", type=float, help="fail if peak RSS passes this")
     args = ap.parse_args()
     if not BIN.exists():
         sys.exit(f"{BIN} is missing: cargo build --release (or set INFERPROBE_BIN)")
@@ -129,7 +150,8 @@ def main():
         port = free_port()
         sd_file = work / "sd.json"
         churn(sd_file, sim_port, 0)
-        d, _ = daemon(work, "daemon", config(port, sim_port, 0, args.rate, sd_file))
+        vision = (args.vision_rate, args.vision_size)
+        d, _ = daemon(work, "daemon", config(port, sim_port, 0, args.rate, sd_file, *vision))
         cfg = work / "daemon.toml"
         started = time.monotonic()
         samples, reloads, variant, step = [], 0, 0, 0
@@ -152,7 +174,7 @@ def main():
             # Not in the last seconds: the daemon must have time to apply (and log) it.
             if time.monotonic() >= next_reload and time.monotonic() - started < args.seconds - 2 * args.every:
                 variant = 1 - variant
-                cfg.write_text(config(port, sim_port, variant, args.rate, sd_file))
+                cfg.write_text(config(port, sim_port, variant, args.rate, sd_file, *vision))
                 os.kill(d.pid, signal.SIGHUP)
                 reloads += 1
                 next_reload += args.reload_every
@@ -161,7 +183,12 @@ def main():
         sim.stop()
         log = (work / "daemon.log").read_text(errors="replace")
 
-    failures = consistent(final)
+    names = [f"soak-{i}" for i in range(8)] + (["soak-vision"] if args.vision_rate > 0 else [])
+    failures = consistent(final, names)
+    vision_ok = metric_sum(final, "inferprobe_e2e_request_latency_seconds_count", 'target="soak-vision"')
+    vision_all = metric_sum(final, "inferprobe_requests_total", 'target="soak-vision"')
+    if args.vision_rate > 0 and vision_ok < 0.9 * vision_all:
+        failures.append(f"only {vision_ok:.0f} of {vision_all:.0f} vision probes succeeded")
     # "N added [...], M removed [...], ..." per applied set of the churning block.
     churned = sum(int(line.split(" removed ")[0].rsplit(", ", 1)[-1].split()[-1])
                   for line in log.splitlines()
@@ -186,6 +213,9 @@ def main():
         if not ok:
             failures.append(f"{key} grew from {first} to {last} (tolerance {tol})")
         rows.append((key, first, last, peak, tol, ok))
+    peak_rss = max(s["rss_kib"] for s in samples)
+    if args.max_rss_mib and peak_rss > args.max_rss_mib * 1024:
+        failures.append(f"peak RSS {mib(peak_rss)} MiB is over the footprint of {args.max_rss_mib:g} MiB")
 
     elapsed = samples[-1]["t"] - started
     probes = samples[-1]["probes"]
@@ -193,13 +223,18 @@ def main():
     report = [
         f"# Soak, {elapsed / 60:.1f} minutes",
         "",
-        f"{datetime.date.today().isoformat()}, `python3 bench/soak.py --seconds {args.seconds:g}` on {machine()}.",
+        f"{datetime.date.today().isoformat()}, `python3 bench/soak.py {' '.join(sys.argv[1:])}` on {machine()}.",
         "",
         f"{probes:,.0f} probes ({probes / elapsed:,.0f}/s over 8 targets of 5 wire formats, 2 with a new "
         f"connection per probe), {samples[-1]['errors']:,.0f} failed on the simulator's injected faults "
         f"({', '.join(FAULTS)}, 0.4% each); scraped and the status page fetched every {args.every:g} s; "
         f"{reloads} reloads by SIGHUP, each restarting one target; the discovery block's file_sd file "
-        f"rewritten {step:,} times (20 of 50 addresses), {churned:,} discovered targets started and stopped.",
+        f"rewritten {step:,} times (20 of 50 addresses), {churned:,} discovered targets started and stopped."
+        + (f" A ninth target sent a new {args.vision_size[0]}×{args.vision_size[1]} JPEG of random pixels with each of its "
+           f"{args.vision_rate:g} probes/s ({vision_all:,.0f} probes, {vision_ok:,.0f} succeeded; the simulator "
+           f"decoded every image); peak RSS {mib(peak_rss)} MiB"
+           + (f", against a footprint of {args.max_rss_mib:g} MiB." if args.max_rss_mib else ".")
+           if args.vision_rate > 0 else ""),
         "",
         "| sampled | first third (median) | last third (median) | peak | allowed growth | |",
         "|---|---:|---:|---:|---:|---|",

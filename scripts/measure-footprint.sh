@@ -4,6 +4,7 @@
 #
 #   bash scripts/measure-footprint.sh [SECONDS]     # default 180
 #   RATE_SCALE=10 bash scripts/measure-footprint.sh 60   # every rate × 10: a load test
+#   VISION=1024x1024 VISION_RATE=2 bash scripts/measure-footprint.sh 600   # + an image target
 #
 # The release binary probes its own simulator (both on 127.0.0.1 only) with 10 targets
 # (vLLM chat and completions, TGI, Anthropic, Responses; 0.2 to 1 probe/s each, 5.4/s in
@@ -11,10 +12,14 @@
 # every 15 s and the status page every 30 s. Every 5 s it reads VmRSS and VmHWM from
 # /proc/PID/status and utime+stime from /proc/PID/stat. The first 30 s (warm-up) are left
 # out of the steady-state figures. Only the daemon is measured, not the simulator.
+# VISION=WxH adds an eleventh target that sends a new generated WxH JPEG of random pixels
+# (the largest upload) with each of its VISION_RATE (default 2) probes per second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-180}
 scale=${RATE_SCALE:-1}
+vision=${VISION:-}
+vision_rate=${VISION_RATE:-2}
 warmup=30
 bin=target/release/inferprobe
 if [ ! -x "$bin" ]; then
@@ -94,6 +99,16 @@ rate = $(r 0.5)
 ignore_eos = false
 EOF
 
+if [ -n "$vision" ]; then
+  cat >>"$work/config.toml" <<EOF
+[[targets]]
+name = "vision"
+backend = "openai-chat"
+rate = $vision_rate
+images = { width = ${vision%x*}, height = ${vision#*x} }
+EOF
+fi
+
 "$bin" simulate --listen "127.0.0.1:$sim_port" --ttft 150ms --itl 15ms --jitter 0.2 \
   --fault reset=0.01 --fault http_500=0.01 >"$work/sim.log" 2>&1 &
 pids+=($!)
@@ -133,10 +148,10 @@ curl -sf "http://127.0.0.1:$port/metrics" -o "$work/metrics"
 requests=$(awk '/^inferprobe_requests_total/ { s += $NF } END { print s + 0 }' "$work/metrics")
 errors=$(awk '/^inferprobe_request_errors_total/ { s += $NF } END { print s + 0 }' "$work/metrics")
 series=$(grep -vc '^#' "$work/metrics")
-python3 - "$work/samples" "$hz" "$warmup" "$requests" "$errors" "$series" "$scale" <<'PY'
+python3 - "$work/samples" "$hz" "$warmup" "$requests" "$errors" "$series" "$scale" "${vision:-none}" <<'PY'
 import statistics, sys
 path, hz, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-requests, errors, series, scale = sys.argv[4:8]
+requests, errors, series, scale, vision = sys.argv[4:9]
 rows = [tuple(map(int, l.split())) for l in open(path).read().splitlines()[1:]]
 steady = [r for r in rows if r[0] >= warmup]
 rss = [r[1] / 1024 for r in steady]
@@ -147,7 +162,7 @@ windows = [
     (b[3] - a[3]) / hz / (b[0] - a[0]) * 1000
     for a, b in zip(steady, steady[1:]) if b[0] > a[0]
 ]
-print(f"rate scale {scale}; duration {rows[-1][0]} s ({span} s after a {warmup} s warm-up), "
+print(f"rate scale {scale}; images {vision}; duration {rows[-1][0]} s ({span} s after a {warmup} s warm-up), "
       f"{requests} probes ({errors} failed), {series} samples on /metrics")
 print(f"RSS steady: median {statistics.median(rss):.1f} MiB, max {max(rss):.1f} MiB; "
       f"VmHWM (peak) {hwm:.1f} MiB")

@@ -10,8 +10,9 @@
 //! - URLs, which the server fetches.
 //!
 //! Generating and encoding happen while the prompt is built: before t0, on the blocking
-//! pool (never on a thread that stamps chunks), and one image at a time per process, so a
-//! 4K image at 1 probe/s costs one image's worth of memory, not one per probe in flight.
+//! pool (never on a thread that stamps chunks), and one image at a time per process, so the
+//! raw pixels (25 MB for 4K) exist once at most. A probe in flight then holds its encoded
+//! image once: the request body is sent from that buffer ([`body`]), not from copies.
 
 pub mod body;
 mod files;

@@ -5,12 +5,13 @@
 
 mod common;
 
-use std::future::Future;
 use std::time::Duration;
 
 use common::kube_api::KubeApi;
-use common::kube_api::client::{EVENT_LIMIT, Events, describe, drive, events, next, until};
-use common::kube_api::objects::{self, endpoint_slice, pod, with_labels};
+use common::kube_api::client::{
+    EVENT_LIMIT, Events, bounded, describe, drive, events, next, until,
+};
+use common::kube_api::objects::{self, endpoint_slice, vllm_pod, with_labels};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
@@ -18,25 +19,11 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::runtime::watcher::{self, Event};
 use serde_json::{Value, json};
 
-/// No test may take longer (the slowest waits out one backoff step of about a second).
-const TEST_LIMIT: Duration = Duration::from_secs(30);
 const NS: &str = "inference";
-
-async fn bounded<F: Future>(test: F) -> F::Output {
-    tokio::time::timeout(TEST_LIMIT, test)
-        .await
-        .expect("test exceeded its time bound")
-}
-
-/// A vLLM pod (`app=vllm`, port `http` 8000) in [`NS`].
-fn vllm(name: &str, node: &str, ip: &str, ready: bool) -> Value {
-    let labels = [("app", "vllm")];
-    pod(NS, name, node, Some(ip), ready, &labels, &[("http", 8000)])
-}
 
 /// The same pod in another namespace.
 fn elsewhere(name: &str, ip: &str) -> Value {
-    let mut pod = vllm(name, "node-1", ip, true);
+    let mut pod = vllm_pod(NS, name, "node-1", ip, true);
     pod["metadata"]["namespace"] = json!("elsewhere");
     pod
 }
@@ -65,10 +52,10 @@ async fn pod_events(api: &KubeApi, config: watcher::Config) -> Events<Pod> {
 async fn selectors_are_sent_to_the_server_and_applied_there() {
     bounded(async {
         let api = KubeApi::start().await;
-        api.apply(vllm("a", "node-1", "10.1.0.1", true));
-        api.apply(vllm("b", "node-2", "10.1.0.2", true));
+        api.apply(vllm_pod(NS, "a", "node-1", "10.1.0.1", true));
+        api.apply(vllm_pod(NS, "b", "node-2", "10.1.0.2", true));
         api.apply(with_labels(
-            vllm("c", "node-1", "10.1.0.3", true),
+            vllm_pod(NS, "c", "node-1", "10.1.0.3", true),
             &[("app", "x")],
         ));
         let pods: Api<Pod> = Api::all(api.client().await);
@@ -79,12 +66,12 @@ async fn selectors_are_sent_to_the_server_and_applied_there() {
         let listed = until(&mut events, "InitDone").await;
         assert_eq!(listed, ["Init", "InitApply(a)", "InitDone"]);
 
-        api.apply(vllm("d", "node-2", "10.1.0.4", true)); // other node
-        api.apply(vllm("e", "node-1", "10.1.0.5", true));
+        api.apply(vllm_pod(NS, "d", "node-2", "10.1.0.4", true)); // other node
+        api.apply(vllm_pod(NS, "e", "node-1", "10.1.0.5", true));
         assert_eq!(describe(&next(&mut events).await), "Apply(e)");
         // Relabelled out of the selector: the server sends DELETED to this watch.
         api.apply(with_labels(
-            vllm("e", "node-1", "10.1.0.5", true),
+            vllm_pod(NS, "e", "node-1", "10.1.0.5", true),
             &[("app", "x")],
         ));
         assert_eq!(describe(&next(&mut events).await), "Delete(e)");
@@ -116,13 +103,13 @@ async fn added_modified_deleted_are_apply_apply_delete() {
             "the watch starts once polled past InitDone"
         );
 
-        api.apply(vllm("a", "node-1", "10.1.0.1", true));
+        api.apply(vllm_pod(NS, "a", "node-1", "10.1.0.1", true));
         let Ok(Event::Apply(added)) = next(&mut events).await else {
             panic!("not Apply")
         };
         assert_eq!(ready_condition(&added), "True");
         assert_eq!(api.open_watches(), 1);
-        api.apply(vllm("a", "node-1", "10.1.0.1", false));
+        api.apply(vllm_pod(NS, "a", "node-1", "10.1.0.1", false));
         let Ok(Event::Apply(modified)) = next(&mut events).await else {
             panic!("not Apply")
         };
@@ -134,7 +121,7 @@ async fn added_modified_deleted_are_apply_apply_delete() {
         );
         let rv = |p: &Pod| p.resource_version().unwrap().parse::<u64>().unwrap();
         assert!(rv(&modified) > rv(&added));
-        api.apply(vllm("a", "node-1", "10.1.0.1", false)); // identical: no event
+        api.apply(vllm_pod(NS, "a", "node-1", "10.1.0.1", false)); // identical: no event
         api.apply(elsewhere("z", "10.1.0.9")); // other namespace
         api.delete("v1", "Pod", NS, "a");
         let Ok(Event::Delete(deleted)) = next(&mut events).await else {
@@ -159,7 +146,7 @@ async fn added_modified_deleted_are_apply_apply_delete() {
 async fn expired_history_makes_the_watcher_relist() {
     bounded(async {
         let api = KubeApi::start().await;
-        api.apply(vllm("a", "node-1", "10.1.0.1", true));
+        api.apply(vllm_pod(NS, "a", "node-1", "10.1.0.1", true));
         let mut events = pod_events(&api, watcher::Config::default()).await;
         let listed = until(&mut events, "InitDone").await;
         assert_eq!(listed, ["Init", "InitApply(a)", "InitDone"]);
@@ -167,7 +154,7 @@ async fn expired_history_makes_the_watcher_relist() {
 
         api.expire_history();
         api.drop_watches();
-        api.apply(vllm("b", "node-1", "10.1.0.2", true));
+        api.apply(vllm_pod(NS, "b", "node-1", "10.1.0.2", true));
         let seen = until(&mut events, "InitDone").await;
         let expired = "Err(error returned by apiserver during watch: too old resource version";
         assert!(
@@ -180,7 +167,7 @@ async fn expired_history_makes_the_watcher_relist() {
         );
         assert_eq!(lists(&api), 2, "a re-list: {:#?}", api.requests());
 
-        api.apply(vllm("c", "node-1", "10.1.0.3", true));
+        api.apply(vllm_pod(NS, "c", "node-1", "10.1.0.3", true));
         assert_eq!(describe(&next(&mut events).await), "Apply(c)");
     })
     .await;
@@ -221,7 +208,7 @@ async fn bookmarks_are_consumed_and_move_the_resume_point() {
             );
             assert_eq!(drive(&mut events, Duration::from_millis(50)).await, NOTHING);
         }
-        api.apply(vllm("a", "node-1", "10.1.0.1", true));
+        api.apply(vllm_pod(NS, "a", "node-1", "10.1.0.1", true));
         assert_eq!(describe(&next(&mut events).await), "Apply(a)");
         assert_eq!(lists(&api), 1);
     })
@@ -241,7 +228,7 @@ fn api_status(item: &Result<Event<impl Sized>, watcher::Error>) -> (u16, &str) {
 async fn forbidden_is_an_error_and_the_watcher_recovers() {
     bounded(async {
         let api = KubeApi::start().await;
-        api.apply(vllm("a", "node-1", "10.1.0.1", true));
+        api.apply(vllm_pod(NS, "a", "node-1", "10.1.0.1", true));
         api.forbid("pods", true);
         let mut events = pod_events(&api, watcher::Config::default()).await;
         assert_eq!(describe(&next(&mut events).await), "Init");
@@ -316,7 +303,7 @@ async fn unreachable_server_is_an_error_and_the_watch_resumes() {
             NOTHING
         );
         api.set_down(true);
-        api.apply(vllm("a", "node-1", "10.1.0.1", true));
+        api.apply(vllm_pod(NS, "a", "node-1", "10.1.0.1", true));
         let seen = until(&mut events, "Err").await;
         let failed = seen.last().unwrap().contains("failed to start watching");
         assert!(failed, "{seen:#?}");
@@ -449,11 +436,11 @@ async fn endpoint_slices_of_a_service_list_and_watch() {
 async fn streaming_lists_end_with_the_initial_events_bookmark() {
     bounded(async {
         let api = KubeApi::start().await;
-        api.apply(vllm("a", "node-1", "10.1.0.1", true));
+        api.apply(vllm_pod(NS, "a", "node-1", "10.1.0.1", true));
         let mut events = pod_events(&api, watcher::Config::default().streaming_lists()).await;
         let listed = until(&mut events, "InitDone").await;
         assert_eq!(listed, ["Init", "InitApply(a)", "InitDone"]);
-        api.apply(vllm("b", "node-1", "10.1.0.2", true));
+        api.apply(vllm_pod(NS, "b", "node-1", "10.1.0.2", true));
         assert_eq!(describe(&next(&mut events).await), "Apply(b)");
         let requests = api.requests();
         assert_eq!(requests.len(), 1, "no list: {requests:#?}");

@@ -5,27 +5,12 @@
 
 mod common;
 
-use std::future::Future;
-use std::time::Duration;
-
 use common::kube_api::KubeApi;
-use common::kube_api::client::EVENT_LIMIT;
-use common::kube_api::objects::pod;
+use common::kube_api::client::{EVENT_LIMIT, bounded};
+use common::kube_api::objects::{pod, vllm_pod};
 use serde_json::{Value, json};
 
-const TEST_LIMIT: Duration = Duration::from_secs(30);
 const NS: &str = "inference";
-
-async fn bounded<F: Future>(test: F) -> F::Output {
-    tokio::time::timeout(TEST_LIMIT, test)
-        .await
-        .expect("test exceeded its time bound")
-}
-
-fn vllm(name: &str, node: &str, ip: &str, ready: bool) -> Value {
-    let labels = [("app", "vllm")];
-    pod(NS, name, node, Some(ip), ready, &labels, &[("http", 8000)])
-}
 
 /// GET `path?query` with a plain HTTP client.
 async fn get(api: &KubeApi, path: &str, query: &[(&str, &str)]) -> reqwest::Response {
@@ -55,7 +40,7 @@ const PODS: &str = "/api/v1/namespaces/inference/pods";
 async fn list_wire_format_and_selectors() {
     bounded(async {
         let api = KubeApi::start().await;
-        api.apply(vllm("a", "node-1", "10.1.0.1", true));
+        api.apply(vllm_pod(NS, "a", "node-1", "10.1.0.1", true));
         let labels = [("app", "sgl"), ("tier", "gpu")];
         api.apply(pod(NS, "b", "", None, false, &labels, &[]));
         let response = get(&api, PODS, &[]).await;
@@ -184,8 +169,8 @@ async fn ends(response: &mut reqwest::Response) {
 async fn watch_wire_format() {
     bounded(async {
         let api = KubeApi::start().await;
-        api.apply(vllm("a", "node-1", "10.1.0.1", true));
-        api.apply(vllm("b", "node-1", "10.1.0.2", true));
+        api.apply(vllm_pod(NS, "a", "node-1", "10.1.0.1", true));
+        api.apply(vllm_pod(NS, "b", "node-1", "10.1.0.2", true));
         let rv = api.resource_version().to_string();
         let rv = rv.as_str();
         let query = [
@@ -198,7 +183,7 @@ async fn watch_wire_format() {
         assert_eq!(watch.status(), 200);
         assert_eq!(watch.headers()["transfer-encoding"], "chunked");
         assert_eq!(watch.headers()["content-type"], "application/json");
-        api.apply(vllm("c", "node-1", "10.1.0.3", true));
+        api.apply(vllm_pod(NS, "c", "node-1", "10.1.0.3", true));
         api.bookmark_now();
         let seen = lines(&mut watch, 2).await;
         assert_eq!(

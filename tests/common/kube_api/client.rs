@@ -20,6 +20,16 @@ use super::KubeApi;
 /// The longest a single expected watch event may take (one backoff step is about 1 s).
 pub const EVENT_LIMIT: Duration = Duration::from_secs(10);
 
+/// The longest a whole test may take (the slowest waits out one backoff step).
+pub const TEST_LIMIT: Duration = Duration::from_secs(30);
+
+/// `test`, failed if it takes longer than [`TEST_LIMIT`].
+pub async fn bounded<F: std::future::Future>(test: F) -> F::Output {
+    tokio::time::timeout(TEST_LIMIT, test)
+        .await
+        .expect("test exceeded its time bound")
+}
+
 pub type Events<K> = BoxStream<'static, Result<Event<K>, watcher::Error>>;
 
 impl KubeApi {

@@ -53,6 +53,19 @@ fn host_ip(node: &str) -> String {
     format!("10.0.{}.{}", (n >> 8) % 250, n % 250 + 1)
 }
 
+/// A vLLM pod in `namespace`: label `app=vllm`, port `http` 8000.
+pub fn vllm_pod(namespace: &str, name: &str, node: &str, ip: &str, ready: bool) -> Value {
+    pod(
+        namespace,
+        name,
+        node,
+        Some(ip),
+        ready,
+        &[("app", "vllm")],
+        &[("http", 8000)],
+    )
+}
+
 /// A pod on `node` with one container `server` exposing `ports` (name, containerPort).
 /// `ip` None is a Pending pod (no podIP yet); otherwise Running, with the Ready and
 /// ContainersReady conditions and the container's `ready` following `ready`.

@@ -184,19 +184,9 @@ fn title(panel: &Value) -> String {
 
 /// Every query of every (non-row) panel: (panel description for messages, expr).
 fn exprs(dashboard: &Value) -> Vec<(String, String)> {
-    all_panels(dashboard)
+    queries(dashboard)
         .into_iter()
-        .filter(|panel| !is_row(panel))
-        .flat_map(|panel| {
-            panel["targets"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(move |target| {
-                    let expr = target["expr"].as_str().unwrap_or("").to_owned();
-                    (title(panel), expr)
-                })
-        })
+        .map(|(panel, expr, _)| (panel, expr))
         .collect()
 }
 

@@ -10,57 +10,26 @@
 //! bound either misses a real leak or fails on a healthy run.
 
 mod common;
+mod counting_alloc;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 use common::kube_api::KubeApi;
 use common::kube_api::objects::pod;
 use common::{Scrape, start_daemon, start_sim};
+use counting_alloc::Counting;
 use inferprobe::sim::SimConfig;
 
 const NS: &str = "inference";
 const CYCLES: usize = 500;
 const BATCH: usize = 50;
 
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every method forwards to `System` unchanged; the counter is bookkeeping.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Relaxed);
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let new = unsafe { System.realloc(ptr, layout, new_size) };
-        if !new.is_null() {
-            LIVE.fetch_add(new_size, Relaxed);
-            LIVE.fetch_sub(layout.size(), Relaxed);
-        }
-        new
-    }
-}
-
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
 /// Live heap bytes of the whole process: the daemon, the simulator and the test API server.
 fn live_kib() -> usize {
-    LIVE.load(Relaxed) / 1024
+    counting_alloc::live() / 1024
 }
 
 fn series(s: &Scrape) -> usize {

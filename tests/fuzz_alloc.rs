@@ -3,65 +3,17 @@
 //! parsers read hostile input. Its own test binary with a single test, so no other test's
 //! allocations count (the library itself forbids unsafe code; this wrapper is test-only).
 
+mod counting_alloc;
 #[allow(dead_code)] // this binary uses only the backends driver
 mod fuzz_drivers;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-
+use counting_alloc::{Counting, peak_during};
 use inferprobe::sse::{SseDecoder, SseError, SseEvent};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(by: usize) {
-    let live = LIVE.fetch_add(by, Relaxed) + by;
-    PEAK.fetch_max(live, Relaxed);
-}
-
-// SAFETY: every method forwards to `System` unchanged; the counters are bookkeeping.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        grew(layout.size());
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        grew(layout.size());
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if new_size > layout.size() {
-            grew(new_size - layout.size());
-        }
-        let new = unsafe { System.realloc(ptr, layout, new_size) };
-        if new_size < layout.size() {
-            LIVE.fetch_sub(layout.size() - new_size, Relaxed);
-        }
-        new
-    }
-}
-
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
-
-/// Peak live bytes `f` added above what was live when it started.
-fn peak_during<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    let base = LIVE.load(Relaxed);
-    PEAK.store(base, Relaxed);
-    let out = f();
-    (out, PEAK.load(Relaxed).saturating_sub(base))
-}
 
 const MIB: usize = 1 << 20;
 const READ: usize = 64 << 10;

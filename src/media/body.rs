@@ -43,9 +43,8 @@ pub fn placeholder(index: usize, slice: Slice) -> String {
 
 /// `body` serialized, with each placeholder replaced by its part's text.
 pub fn splice(body: &Value, media: &[MediaPart]) -> SplicedBody {
-    let json = Bytes::from(body.to_string());
     let mut chunks = VecDeque::new();
-    let mut rest = json.clone();
+    let mut rest = Bytes::from(body.to_string());
     while let Some(at) = memchr::memmem::find(&rest, ESCAPED_MARK) {
         let after = at + ESCAPED_MARK.len();
         let Some(len) = memchr::memmem::find(&rest[after..], ESCAPED_MARK) else {
@@ -109,7 +108,8 @@ impl SplicedBody {
         self.len
     }
 
-    /// The whole body, copied into one buffer (for tests).
+    /// The whole body, copied into one buffer.
+    #[cfg(test)]
     pub fn to_vec(&self) -> Vec<u8> {
         self.chunks.iter().flat_map(|c| c.iter().copied()).collect()
     }

@@ -30,41 +30,28 @@ pub(super) fn media(
     gate: &Arc<Mutex<()>>,
 ) -> Result<Vec<Arc<MediaSource>>, ConfigError> {
     let mut sources = Vec::new();
-    if let Some(images) = &t.images {
-        let accepted = matches!(
-            backend,
-            BackendKind::OpenAiChat | BackendKind::Anthropic | BackendKind::OpenAiResponses
-        );
-        if !accepted {
+    for (raw, kind, key) in [
+        (&t.images, MediaKind::Image, "images"),
+        (&t.videos, MediaKind::Video, "videos"),
+    ] {
+        let Some(raw) = raw else { continue };
+        let refused = match kind {
+            MediaKind::Image => (!matches!(
+                backend,
+                BackendKind::OpenAiChat | BackendKind::Anthropic | BackendKind::OpenAiResponses
+            ))
+            .then_some("carry no images: use openai-chat, anthropic or openai-responses"),
+            MediaKind::Video => (backend != BackendKind::OpenAiChat)
+                .then_some("carry no videos: video_url parts are openai-chat's (vLLM)"),
+        };
+        if let Some(why) = refused {
             return Err(ConfigError::new(
-                at("images"),
-                format!(
-                    "{backend} requests carry no images: use openai-chat, anthropic or openai-responses"
-                ),
+                at(key),
+                format!("{backend} requests {why}"),
             ));
         }
-        sources.push(Arc::new(source(
-            &|f| at(&format!("images.{f}")),
-            images,
-            MediaKind::Image,
-            gate,
-        )?));
-    }
-    if let Some(videos) = &t.videos {
-        if backend != BackendKind::OpenAiChat {
-            return Err(ConfigError::new(
-                at("videos"),
-                format!(
-                    "{backend} requests carry no videos: video_url parts are openai-chat's (vLLM)"
-                ),
-            ));
-        }
-        sources.push(Arc::new(source(
-            &|f| at(&format!("videos.{f}")),
-            videos,
-            MediaKind::Video,
-            gate,
-        )?));
+        let at = |field: &str| at(&format!("{key}.{field}"));
+        sources.push(Arc::new(source(&at, raw, kind, gate)?));
     }
     Ok(sources)
 }

@@ -230,7 +230,10 @@ impl Prober {
         };
         let response_at = Instant::now();
         record.response_at = Some(response_at);
-        self.reused.carried(&response);
+        // Only a pooled connection is ever reused: a fresh one per probe need not be remembered.
+        if self.target.connection == ConnectionMode::Reuse {
+            self.reused.carried(&response);
+        }
 
         let status = response.status();
         if status.is_redirection() {

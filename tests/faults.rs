@@ -237,3 +237,57 @@ async fn random_faults_keep_the_books_balanced() {
     assert_totals_consistent(&daemon, &["chaos"]).await;
     daemon.stop().await;
 }
+
+/// The probe arms its deadline timer lazily (events push the stall deadline back without
+/// touching the timer), so the one deadline that moves *earlier*, TTFT's giving way to the
+/// stall deadline at the first token, must re-arm it at once: a stall is caught a stall
+/// timeout after the last event, not when the much later TTFT deadline would have fired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stall_is_caught_at_the_stall_deadline_even_when_the_ttft_one_is_far_later() {
+    use std::sync::Arc;
+
+    use inferprobe::probe::{Outcome, Prober};
+    use inferprobe::prompt::Prompt;
+    use prometheus_client::metrics::counter::Counter;
+    use rand::{SeedableRng, rngs::StdRng};
+    use tokio_util::sync::CancellationToken;
+
+    let sim = start_sim(SimConfig {
+        ttft: Duration::from_millis(10),
+        itl: Duration::from_millis(5),
+        stall: Duration::from_secs(120),
+        ..SimConfig::default()
+    })
+    .await;
+    let toml = format!(
+        r#"
+        [[targets]]
+        name = "lazy-timer"
+        backend = "openai-chat"
+        url = "{}"
+        model = "m"
+        output_tokens = 8
+        ttft_timeout = "30s"
+        stall_timeout = "300ms"
+        request_timeout = "60s"
+        headers = {{ "x-inferprobe-fault" = "stall" }}
+        "#,
+        sim.url()
+    );
+    let target = Arc::clone(&common::parse_config(&toml).unwrap().targets[0]);
+    let prober = Prober::new(Arc::clone(&target), Counter::default()).unwrap();
+    let prompt: Prompt = target.prompts.next(&mut StdRng::seed_from_u64(1));
+    let started = std::time::Instant::now();
+    let report = prober
+        .probe("lazy-timer-1", &prompt, &CancellationToken::new())
+        .await;
+    let took = started.elapsed();
+    let Outcome::Finished(Err(e)) = &report.outcome else {
+        panic!("expected a stall timeout, got {:?}", report.outcome);
+    };
+    assert_eq!(e.category(), ErrorCategory::StallTimeout, "{e}");
+    assert!(report.record.has_token(), "the stall came after the first token");
+    // 300 ms after the last event; the TTFT deadline would have been 30 s. Generous for a
+    // busy 2-core machine, far below the wrong answer.
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}

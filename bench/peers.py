@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import BIN, ROOT, Proc, mib, ms, pct, simulator
+from harness import BIN, ROOT, Proc, mib, ms, pct, read_timeline, simulator
 
 PEERS = ROOT / "target" / "bench-peers"
 FLOOR = PEERS / "floor"
@@ -95,14 +95,6 @@ def run_vllm(work, port, tag, output_tokens, concurrency, total):
     return {"cpu": res["cpu"], "rss_kib": res["peak_rss_kib"], "timings": res}
 
 
-def timeline(path):
-    truth = {}
-    for line in path.read_text().splitlines():
-        row = json.loads(line)
-        truth[row["request_id"]] = (int(row["arrival_ns"]), [int(t) for t in row["token_sends_ns"]])
-    return truth
-
-
 def errors(res, truth, expect_tokens, opening):
     """|TTFT| and |ITL| errors (seconds) of a client's own timings against the send times,
     and the TTFT errors of the requests after the first `opening` (which open connections:
@@ -140,7 +132,7 @@ def peers(work, quick=False, rounds=None, concurrency=100, total=None, output_to
             time.sleep(0.3)
     time.sleep(0.5)
     sim.stop()
-    truth = timeline(tl)
+    truth = read_timeline(tl)
     chunks = total * output_tokens
     rows = []
     for name, _ in CLIENTS:

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import peers
-from harness import BIN, ROOT, Proc, daemon, free_port, http_get, machine, metric_sum, mib, ms, pct, simulator
+from harness import BIN, ROOT, Proc, daemon, read_timeline, free_port, http_get, machine, metric_sum, mib, ms, pct, simulator
 
 
 # ---------------------------------------------------------------------------- fidelity
@@ -66,10 +66,7 @@ def fidelity(work, streams, requests, itl_s, pinned=False):
     time.sleep(0.5)  # the simulator writes a response's line just after its last byte
     sim.stop()
 
-    truth = {}
-    for line in timeline.read_text().splitlines():
-        row = json.loads(line)
-        truth[row["request_id"]] = (int(row["arrival_ns"]), [int(t) for t in row["token_sends_ns"]])
+    truth = read_timeline(timeline)
     res = json.loads(result.read_text())
 
     err = {k: [] for k in ("ttft_server", "ttft_injected", "itl_server", "itl_injected", "sim_itl", "sim_ttft",

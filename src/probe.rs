@@ -21,13 +21,15 @@ use crate::error::{ProbeError, closed_before_response};
 use crate::media::MediaSummary;
 use crate::prompt::Prompt;
 use crate::record::{Measurement, RequestRecord};
-use crate::target::{ConnectionMode, Target, Timeouts};
+use crate::target::{ConnectionMode, Target};
 
+mod body;
+mod deadlines;
 mod stream;
+use body::{describe_body, drain, non_stream_error, read_capped};
+use deadlines::Deadlines;
 pub use stream::StreamReader;
 
-/// Error bodies and non-SSE bodies are read up to this size, for the log line.
-const MAX_ERROR_BODY: usize = 64 * 1024;
 /// After `[DONE]` the rest of the body is read briefly so the connection can be reused.
 const DRAIN_AFTER_DONE: Duration = Duration::from_secs(1);
 
@@ -349,47 +351,6 @@ impl Prober {
     }
 }
 
-/// The deadlines of one probe, from its t0.
-struct Deadlines {
-    timeouts: Timeouts,
-    ttft: Instant,
-    total: Instant,
-}
-
-impl Deadlines {
-    /// Without a stream there is no first token: only the total deadline applies.
-    fn new(start: Instant, timeouts: Timeouts, streams: bool) -> Self {
-        let total = start + timeouts.request;
-        Self {
-            timeouts,
-            ttft: if streams {
-                start + timeouts.ttft
-            } else {
-                total
-            },
-            total,
-        }
-    }
-
-    /// The next deadline, and the error if it passes first.
-    fn next(&self, record: &RequestRecord, last_event: Instant) -> (Instant, ProbeError) {
-        let (soon, error) = if record.has_token() {
-            let stall = last_event + self.timeouts.stall;
-            (stall, ProbeError::StallTimeout(self.timeouts.stall))
-        } else {
-            (self.ttft, ProbeError::TtftTimeout(self.timeouts.ttft))
-        };
-        if soon <= self.total {
-            (soon, error)
-        } else {
-            (
-                self.total,
-                ProbeError::RequestTimeout(self.timeouts.request),
-            )
-        }
-    }
-}
-
 fn judge(
     target: &Target,
     prompt: &Prompt,
@@ -400,54 +361,6 @@ fn judge(
         .validation
         .check(prompt, &record.response, &measurement)?;
     Ok(measurement)
-}
-
-/// Read up to [`MAX_ERROR_BODY`] bytes before `deadline`; whatever arrived is returned.
-async fn read_capped(mut response: reqwest::Response, deadline: Instant) -> Vec<u8> {
-    let mut body = Vec::new();
-    while body.len() < MAX_ERROR_BODY {
-        match timeout_at(deadline, response.chunk()).await {
-            Ok(Ok(Some(bytes))) => body.extend_from_slice(&bytes),
-            _ => break,
-        }
-    }
-    body.truncate(MAX_ERROR_BODY);
-    body
-}
-
-async fn drain(response: &mut reqwest::Response) {
-    let mut seen = 0;
-    while seen < MAX_ERROR_BODY {
-        match response.chunk().await {
-            Ok(Some(bytes)) => seen += bytes.len(),
-            _ => return,
-        }
-    }
-}
-
-/// A 2xx that is not an event stream: an error object (some servers answer errors with
-/// 200 JSON) or a response the probe cannot use.
-fn non_stream_error(content_type: &str, body: &[u8]) -> ProbeError {
-    if let Ok(json) = serde_json::from_slice::<serde_json::Value>(body) {
-        if let Some(error) = crate::backend::json_error(&json) {
-            return error;
-        }
-    }
-    ProbeError::InvalidResponse(format!(
-        "expected text/event-stream, got content-type `{content_type}`"
-    ))
-}
-
-/// The error message of an error response body, or a snippet of it.
-/// Understands `{"error": …}` (OpenAI, vLLM, Anthropic), `{"message": …}` (MII) and
-/// SSE-framed errors (Triton's first-response failures).
-fn describe_body(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let json = text.trim().strip_prefix("data:").unwrap_or(&text);
-    match serde_json::from_str::<serde_json::Value>(json.trim()) {
-        Ok(json) => crate::backend::error_message(json.get("error").unwrap_or(&json)),
-        Err(_) => crate::backend::snippet(&text),
-    }
 }
 
 #[cfg(test)]

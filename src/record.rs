@@ -8,15 +8,12 @@
 //! Non-streamed responses (embeddings, DeepSpeed-MII) have no first token: they record
 //! E2EL and token counts only, and never a made-up TTFT.
 //!
-//! Token attribution: a stream has *continuous usage* when its first output-carrying event
-//! also carries a cumulative `usage` (vLLM `continuous_usage_stats`). Then each event's
-//! token count is the rise of `usage.completion_tokens`, and a gap covering k tokens is
-//! split into k ITL observations of gap/k. Otherwise each output-carrying event counts as
-//! one token and one gap (vLLM bench's convention); a final usage-only chunk is never a
-//! token. Every gap is attributed to some event, so the ITL sum is always last − first.
-//! TPOT divides that span by the same attributed ("timed") tokens, so it is the mean ITL:
-//! tokens that were billed but never arrived (hidden reasoning, an unsent EOS) are in the
-//! output token count and nowhere in the timing.
+//! Timing is per token, not per event: a speculative-decoding server or one with a stream
+//! interval packs several tokens into one event, and each event's gap is shared over the
+//! tokens it carried ([`tokens`] says how many, and from what). So the ITL observations
+//! are one per token after the first event, their sum is last − first, and TPOT (that span
+//! over those tokens) is their mean. Tokens billed but never streamed (hidden reasoning, an
+//! EOS) are in the output token count and nowhere in the timing.
 //!
 //! A stream is judged in this order: it must have ended with its end marker (else it was
 //! cut, token or not: `stream_interrupted`), then carried a token (else `empty_response`).
@@ -27,6 +24,10 @@ use tokio::time::Instant;
 
 use crate::error::ProbeError;
 use crate::prompt::TokenCounter;
+
+mod tokens;
+
+pub use tokens::TimedBy;
 
 /// Usage counts above this are not a real response; bounding them also bounds the number
 /// of ITL observations one probe can produce.
@@ -42,13 +43,20 @@ pub struct Chunk {
     pub prompt_tokens: Option<u64>,
     /// A `finish_reason` was set: the generation ended normally.
     pub finished: bool,
+    /// The part of `completion_tokens` that was reasoning, when usage breaks it out
+    /// (`completion_tokens_details.reasoning_tokens`, Responses' `output_tokens_details`).
+    pub reasoning_tokens: Option<u64>,
 }
 
+/// An event that carried output or usage, and where its generated text ends in
+/// `response.text` and `response.other_text` (it starts where the previous one's ended).
 #[derive(Clone, Copy, Debug)]
 struct Observation {
     at: Instant,
     has_output: bool,
     completion_tokens: Option<u64>,
+    text_end: usize,
+    other_end: usize,
 }
 
 /// Output tokens and where the count came from: the server's usage, the configured
@@ -81,6 +89,9 @@ pub struct ResponseInfo {
     /// Generated output that is not the answer's text: reasoning, refusals, tool calls.
     /// Timed like the answer and counted by the tokenizer fallback; never validated.
     pub other_text: String,
+    /// The reasoning itself was streamed (chat `reasoning_content`, Responses
+    /// `reasoning_text`), so the usage's reasoning tokens arrived. A summary does not count.
+    pub reasoning_streamed: bool,
     pub model: Option<String>,
     pub finish_reason: Option<String>,
     /// The server's own account of the request, when it sends one (llama.cpp `timings`).
@@ -122,6 +133,8 @@ pub struct Measurement {
     pub tpot: Option<Duration>,
     /// `(gap, count)`: `count` ITL observations of `gap` each.
     pub itl: Vec<(Duration, u32)>,
+    /// Where the tokens per event that ITL and TPOT are timed by came from.
+    pub timed_by: TimedBy,
     pub e2el: Duration,
     /// `None` when the response has no output tokens (embeddings).
     pub output_tokens: Option<TokenCount>,
@@ -156,6 +169,10 @@ pub struct RequestRecord {
     prompt_tokens: Option<u64>,
     /// Highest `usage.completion_tokens` seen so far.
     usage_so_far: u64,
+    reasoning_tokens: Option<u64>,
+    /// The generation ended on an event with no text and an end-of-sequence reason: the
+    /// EOS token, counted in usage by vLLM, llama.cpp and TGI, but never streamed as text.
+    eos_event: bool,
 }
 
 impl RequestRecord {
@@ -174,6 +191,8 @@ impl RequestRecord {
             observations: Vec::new(),
             prompt_tokens: None,
             usage_so_far: 0,
+            reasoning_tokens: None,
+            eos_event: false,
         }
     }
 
@@ -182,6 +201,13 @@ impl RequestRecord {
         self.finished |= chunk.finished;
         if chunk.prompt_tokens.is_some() {
             self.prompt_tokens = chunk.prompt_tokens;
+        }
+        if chunk.reasoning_tokens.is_some() {
+            self.reasoning_tokens = chunk.reasoning_tokens;
+        }
+        if chunk.finished && !chunk.has_output {
+            let reason = self.response.finish_reason.as_deref();
+            self.eos_event = matches!(reason, Some("stop" | "eos_token"));
         }
         let rose = chunk
             .completion_tokens
@@ -192,6 +218,8 @@ impl RequestRecord {
                 at,
                 has_output: chunk.has_output,
                 completion_tokens: chunk.completion_tokens,
+                text_end: self.response.text.len(),
+                other_end: self.response.other_text.len(),
             });
         }
         if self.first_token_at.is_none() && (chunk.has_output || rose) {
@@ -227,23 +255,20 @@ impl RequestRecord {
                 "the stream ended without [DONE] or a finish_reason, {when}"
             )));
         }
-        let tokens = self.timed_tokens()?;
+        let (tokens, timed_by) = self.timed_tokens(tokenizer)?;
         let (Some(&(first, _)), Some(&(last, _))) = (tokens.first(), tokens.last()) else {
             return Err(ProbeError::EmptyResponse);
         };
 
-        let usage = self
-            .observations
-            .iter()
-            .rev()
-            .find_map(|o| o.completion_tokens);
-        let output_tokens = match usage {
+        let output_tokens = match self.billed() {
             Some(c) if c > MAX_PLAUSIBLE_TOKENS => return Err(implausible(c)),
             Some(c) => TokenCount::Usage(c),
             None => self
                 .count_text(tokenizer)
                 .unwrap_or(TokenCount::Events(tokens.len() as u64)),
         };
+        // One observation per token after the first event: an event's gap is shared over
+        // the tokens it carried.
         let itl = tokens
             .windows(2)
             .map(|pair| {
@@ -252,47 +277,26 @@ impl RequestRecord {
                 ((at - prev) / k, k)
             })
             .collect();
-        // The tokens that arrived inside the timed span, attributed exactly as for ITL: not
-        // the billed count, which includes hidden reasoning and an EOS never streamed.
-        let timed: u64 = tokens.iter().map(|&(_, k)| k).sum();
-        let tpot = (timed > 1).then(|| (last - first).div_f64((timed - 1) as f64));
+        // The first event's tokens arrived at once, with no gap to time them by.
+        let after_first: u64 = tokens.iter().skip(1).map(|&(_, k)| k).sum();
+        let tpot = (after_first > 0).then(|| (last - first).div_f64(after_first as f64));
         Ok(Measurement {
             ttft: Some(first - self.start),
             tpot,
             itl,
+            timed_by,
             e2el: end - self.start,
             output_tokens: Some(output_tokens),
             prompt_tokens: self.prompt_tokens,
         })
     }
 
-    /// `(arrival, tokens it carried)` for every token-carrying event: the rise of per-chunk
-    /// usage when the stream has it, else one per event.
-    fn timed_tokens(&self) -> Result<Vec<(Instant, u64)>, ProbeError> {
-        let continuous = self
-            .observations
+    /// The last `usage.completion_tokens` the stream carried: what the server billed.
+    fn billed(&self) -> Option<u64> {
+        self.observations
             .iter()
-            .find(|o| o.has_output)
-            .is_some_and(|o| o.completion_tokens.is_some());
-        let mut tokens = Vec::with_capacity(self.observations.len());
-        let mut cumulative = 0u64;
-        for o in &self.observations {
-            let rise = match o.completion_tokens {
-                Some(c) if continuous => {
-                    if c > MAX_PLAUSIBLE_TOKENS {
-                        return Err(implausible(c));
-                    }
-                    let rise = c.saturating_sub(cumulative);
-                    cumulative = cumulative.max(c);
-                    rise
-                }
-                _ => 0,
-            };
-            if rise > 0 || o.has_output {
-                tokens.push((o.at, rise.max(1)));
-            }
-        }
-        Ok(tokens)
+            .rev()
+            .find_map(|o| o.completion_tokens)
     }
 
     /// Every generated text counts: the answer, and reasoning and tool calls (timed like it).
@@ -325,6 +329,7 @@ impl RequestRecord {
             ttft: None,
             tpot: None,
             itl: Vec::new(),
+            timed_by: TimedBy::Event,
             e2el: end - self.start,
             output_tokens,
             prompt_tokens: whole.prompt_tokens.or(self.prompt_tokens),

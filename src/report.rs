@@ -28,6 +28,7 @@ pub fn log_probe(
             output_tokens = ?m.output_tokens,
             prompt_tokens = m.prompt_tokens,
             itl_observations = m.itl_observations(),
+            tokens_timed_by = m.timed_by.as_str(),
             retried,
             media,
             server_prompt_ms = record.response.server_timings.and_then(|t| t.prompt_ms),

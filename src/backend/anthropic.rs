@@ -164,6 +164,13 @@ impl StreamParser for MessagesParser {
                         usage.and_then(|u| u.get("output_tokens")),
                         "output_tokens",
                     )?,
+                    // Claude streams a summary of its thinking and bills all of it.
+                    reasoning_tokens: count_field(
+                        usage
+                            .and_then(|u| u.get("output_tokens_details"))
+                            .and_then(|d| d.get("thinking_tokens")),
+                        "output_tokens_details.thinking_tokens",
+                    )?,
                     finished: reason.is_some(),
                     ..none
                 })

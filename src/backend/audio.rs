@@ -108,6 +108,7 @@ impl StreamParser for TranscriptParser {
                         "input_tokens",
                     )?,
                     finished: true,
+                    reasoning_tokens: None,
                 }))
             }
             _ => OpenAiStreamParser.on_event(event, info),

@@ -110,6 +110,14 @@ struct WireUsage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens_details: Option<WireUsageDetails>,
+}
+
+#[derive(Deserialize)]
+struct WireUsageDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
 }
 
 /// `delta.content`: a string (everyone), or an array of typed parts (Mistral's reasoning
@@ -188,13 +196,22 @@ impl WireChoice<'_> {
             match &delta.content {
                 Some(Content::Text(text)) => info.text.push_str(text),
                 Some(Content::Parts(parts)) => {
+                    let reasoning_before = info.other_text.len();
                     part_texts(parts, &mut info.text, &mut info.other_text);
+                    info.reasoning_streamed |= info.other_text.len() > reasoning_before;
                 }
                 None => {}
             }
-            let other = [&delta.reasoning_content, &delta.reasoning, &delta.refusal];
-            for text in other.into_iter().flatten() {
+            let reasoning_before = info.other_text.len();
+            for text in [&delta.reasoning_content, &delta.reasoning]
+                .into_iter()
+                .flatten()
+            {
                 info.other_text.push_str(text);
+            }
+            info.reasoning_streamed |= info.other_text.len() > reasoning_before;
+            if let Some(refusal) = &delta.refusal {
+                info.other_text.push_str(refusal);
             }
             let calls = delta
                 .tool_calls
@@ -269,6 +286,11 @@ impl StreamParser for OpenAiStreamParser {
             completion_tokens: chunk.usage.as_ref().and_then(|u| u.completion_tokens),
             prompt_tokens: chunk.usage.as_ref().and_then(|u| u.prompt_tokens),
             finished,
+            reasoning_tokens: chunk
+                .usage
+                .as_ref()
+                .and_then(|u| u.completion_tokens_details.as_ref())
+                .and_then(|d| d.reasoning_tokens),
         }))
     }
 }

@@ -114,6 +114,12 @@ impl StreamParser for ResponsesParser {
                         usage.and_then(|u| u.get("input_tokens")),
                         "input_tokens",
                     )?,
+                    reasoning_tokens: count_field(
+                        usage
+                            .and_then(|u| u.get("output_tokens_details"))
+                            .and_then(|d| d.get("reasoning_tokens")),
+                        "output_tokens_details.reasoning_tokens",
+                    )?,
                     finished: true,
                     ..Chunk::default()
                 }))
@@ -122,6 +128,11 @@ impl StreamParser for ResponsesParser {
                 let text = object.get("delta").and_then(Value::as_str).unwrap_or("");
                 match delta {
                     "response.output_text.delta" => info.text.push_str(text),
+                    // The reasoning itself (open-weight models); a summary is not it.
+                    "response.reasoning_text.delta" => {
+                        info.reasoning_streamed |= !text.is_empty();
+                        info.other_text.push_str(text);
+                    }
                     _ => info.other_text.push_str(text),
                 }
                 Ok(StreamEvent::Chunk(Chunk {

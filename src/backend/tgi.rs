@@ -129,6 +129,7 @@ impl StreamParser for TgiParser {
             completion_tokens: details.generated_tokens,
             prompt_tokens: details.input_length,
             finished,
+            reasoning_tokens: None,
         }))
     }
 }

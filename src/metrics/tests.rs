@@ -28,6 +28,7 @@ fn measurement() -> Measurement {
     Measurement {
         ttft: Some(Duration::from_millis(150)),
         tpot: Some(Duration::from_millis(20)),
+        timed_by: crate::record::TimedBy::Event,
         itl: vec![
             (Duration::from_millis(10), 3),
             (Duration::from_millis(40), 1),
@@ -147,6 +148,7 @@ fn non_streamed_successes_have_no_ttft_and_embeddings_no_output_tokens() {
     let whole = Measurement {
         ttft: None,
         tpot: None,
+        timed_by: crate::record::TimedBy::Event,
         itl: Vec::new(),
         output_tokens: None,
         ..measurement()

@@ -1,5 +1,6 @@
 use super::*;
 use crate::error::ErrorCategory;
+use crate::record::TimedBy;
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -133,7 +134,9 @@ fn continuous_usage_splits_a_k_token_gap_into_k_observations() {
     assert_eq!(m.itl, vec![(MS * 10, 3), (MS * 10, 3)]);
     assert_eq!(m.itl_observations(), 6);
     assert_eq!(m.output_tokens, Some(TokenCount::Usage(9)));
-    assert_eq!(m.tpot, Some(MS * 60 / 8));
+    // The first event's three tokens arrived at once: 60 ms over the six after it.
+    assert_eq!(m.tpot, Some(MS * 10));
+    assert_eq!(m.timed_by, TimedBy::Usage);
 }
 
 #[test]
@@ -241,4 +244,162 @@ fn implausible_usage_is_invalid_not_a_billion_observations() {
         .measure(None)
         .unwrap_err();
     assert_eq!(err.category(), ErrorCategory::InvalidResponse);
+}
+
+/// A stream whose events carry `text` (appended as a parser would) at the given offsets,
+/// then a final usage-only chunk; the record is not yet measured.
+fn streamed(events: &[(u64, &str)], last: Chunk) -> RequestRecord {
+    let t0 = Instant::now();
+    let mut r = RequestRecord::new(t0);
+    let mut end = 0;
+    for &(ms, text) in events {
+        r.response.text.push_str(text);
+        r.on_chunk(t0 + MS * ms as u32, output());
+        end = ms;
+    }
+    r.on_chunk(t0 + MS * (end + 1) as u32, last);
+    r.end = Some(t0 + MS * (end + 2) as u32);
+    r.done = true;
+    r
+}
+
+/// `k` words of five bytes per event, events `gap` ms apart from 100 ms.
+fn words(sizes: &[u64], gap: u64) -> Vec<(u64, String)> {
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| (100 + gap * i as u64, " word".repeat(k as usize)))
+        .collect()
+}
+
+fn borrowed(events: &[(u64, String)]) -> Vec<(u64, &str)> {
+    events.iter().map(|(ms, t)| (*ms, t.as_str())).collect()
+}
+
+#[test]
+fn a_final_total_is_shared_over_multi_token_events() {
+    // 64 tokens, 4 per event, 40 ms apart (10 ms per token), usage only at the end: a
+    // speculative-decoding server or vLLM --stream-interval 4 without per-chunk usage.
+    let events = words(&[4; 16], 40);
+    let m = streamed(&borrowed(&events), with_usage(false, 64))
+        .measure(None)
+        .unwrap();
+    assert_eq!(m.timed_by, TimedBy::Estimate);
+    assert_eq!(m.output_tokens, Some(TokenCount::Usage(64)));
+    assert_eq!(
+        m.itl_observations(),
+        60,
+        "one per token after the first event"
+    );
+    assert_eq!(m.itl, vec![(MS * 10, 4); 15]);
+    assert_eq!(m.tpot, Some(MS * 10), "not 40 ms");
+
+    // Varying: 2, 1, 3, 2 tokens per event, each token 10 ms.
+    let sizes = [2, 1, 3, 2, 2, 1, 3, 2];
+    let t0 = Instant::now();
+    let mut r = RequestRecord::new(t0);
+    let mut at = 100;
+    for &k in &sizes {
+        at += 10 * k;
+        r.response.text.push_str(&" word".repeat(k as usize));
+        r.on_chunk(t0 + MS * at as u32, output());
+    }
+    r.on_chunk(t0 + MS * (at + 1) as u32, with_usage(false, 16));
+    (r.end, r.done) = (Some(t0 + MS * (at + 2) as u32), true);
+    let m = r.measure(None).unwrap();
+    let expected: Vec<_> = sizes[1..].iter().map(|&k| (MS * 10, k as u32)).collect();
+    assert_eq!(m.itl, expected);
+    assert_eq!(m.tpot, Some(MS * 10));
+}
+
+#[test]
+fn one_token_per_event_is_unchanged_by_the_estimate() {
+    let events = words(&[1; 20], 10);
+    let m = streamed(&borrowed(&events), with_usage(false, 20))
+        .measure(None)
+        .unwrap();
+    assert_eq!(m.timed_by, TimedBy::Event);
+    assert_eq!(m.itl, vec![(MS * 10, 1); 19]);
+    assert_eq!(m.tpot, Some(MS * 10));
+}
+
+#[test]
+fn hidden_reasoning_is_not_shared_over_the_visible_events() {
+    // 1,000 reasoning tokens billed and broken out in usage, 60 visible streamed 10 ms
+    // apart, and packed two per event (30 events).
+    let events = words(&[2; 30], 20);
+    let billed = Chunk {
+        reasoning_tokens: Some(1000),
+        ..with_usage(false, 1060)
+    };
+    let m = streamed(&borrowed(&events), billed).measure(None).unwrap();
+    assert_eq!(m.output_tokens, Some(TokenCount::Usage(1060)), "billed");
+    assert_eq!(m.timed_by, TimedBy::Estimate);
+    assert_eq!(m.tpot, Some(MS * 10));
+    assert_eq!(m.itl_observations(), 58);
+
+    // The same when the reasoning itself was streamed: then its tokens arrived, and the
+    // total is shared over the reasoning events too.
+    let mut r = streamed(&borrowed(&events), billed);
+    r.response.reasoning_streamed = true;
+    let m = r.measure(None).unwrap();
+    assert_eq!(
+        m.timed_by,
+        TimedBy::Event,
+        "1,060 tokens cannot fit in 300 bytes"
+    );
+
+    // Hidden and not broken out: more tokens than bytes of text, so not all of them
+    // arrived; one per event rather than a made-up share.
+    let m = streamed(&borrowed(&events), with_usage(false, 1060))
+        .measure(None)
+        .unwrap();
+    assert_eq!(m.timed_by, TimedBy::Event);
+    assert_eq!(m.tpot, Some(MS * 20));
+}
+
+#[test]
+fn an_empty_eos_event_is_billed_but_not_timed() {
+    // vLLM with ignore_eos = false: every token its own event, then the EOS as an empty
+    // `stop` chunk; completion_tokens counts the EOS.
+    let t0 = Instant::now();
+    let mut r = RequestRecord::new(t0);
+    for i in 0..10u32 {
+        r.response.text.push_str(" word");
+        r.on_chunk(t0 + MS * (100 + 10 * i), output());
+    }
+    r.response.finish_reason = Some("stop".into());
+    let eos = Chunk {
+        finished: true,
+        ..Chunk::default()
+    };
+    r.on_chunk(t0 + MS * 200, eos);
+    r.on_chunk(t0 + MS * 201, with_usage(false, 11));
+    (r.end, r.done) = (Some(t0 + MS * 202), true);
+    let m = r.measure(None).unwrap();
+    assert_eq!(m.output_tokens, Some(TokenCount::Usage(11)));
+    assert_eq!(m.itl, vec![(MS * 10, 1); 9], "no event got the EOS");
+}
+
+#[test]
+fn the_tokenizer_counts_each_events_text() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/tokenizer/tiny-bpe.json");
+    let counter = TokenCounter::load(&path).unwrap();
+    let texts = ["the answer", " is", " forty two and more words"];
+    let counts: Vec<u64> = texts.iter().map(|t| counter.count(t).unwrap()).collect();
+    assert!(counts[2] > 1, "{counts:?}");
+    let events: Vec<(u64, &str)> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| (100 + 10 * i as u64, t))
+        .collect();
+    // No usage at all: the tokenizer is the only source.
+    let m = streamed(&events, Chunk::default())
+        .measure(Some(&counter))
+        .unwrap();
+    assert_eq!(m.timed_by, TimedBy::Tokenizer);
+    let after: u64 = counts[1..].iter().sum();
+    assert_eq!(m.itl_observations(), after);
+    assert_eq!(m.tpot, Some((MS * 20).div_f64(after as f64)));
 }

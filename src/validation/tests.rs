@@ -22,6 +22,7 @@ fn response(text: &str, finish: Option<&str>, model: Option<&str>) -> ResponseIn
         model: model.map(str::to_owned),
         server_timings: None,
         other_text: String::new(),
+        reasoning_streamed: false,
     }
 }
 
@@ -29,6 +30,7 @@ fn measurement(tokens: Option<TokenCount>) -> Measurement {
     Measurement {
         ttft: Some(Duration::from_millis(1)),
         tpot: None,
+        timed_by: crate::record::TimedBy::Event,
         itl: Vec::new(),
         e2el: Duration::from_millis(2),
         output_tokens: tokens,

@@ -481,6 +481,7 @@ fn openai_parser_fills_response_info() {
             finish_reason: Some("stop".into()),
             server_timings: None,
             other_text: String::new(),
+            reasoning_streamed: false,
         }
     );
 }

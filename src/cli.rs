@@ -61,8 +61,9 @@ pub enum Command {
     Simulate {
         #[arg(long, default_value = "127.0.0.1:8000")]
         listen: SocketAddr,
+        // Boxed: the simulator's flags are most of this enum's size.
         #[command(flatten)]
-        sim: SimConfig,
+        sim: Box<SimConfig>,
     },
     /// A finite run against one target, summarized like `vllm bench serve`.
     Bench(Box<BenchArgs>),
@@ -155,7 +156,7 @@ pub async fn execute(command: Command) -> u8 {
                 graceful.cancelled().await;
                 stopper.cancel();
             });
-            match sim::serve(listener, sim, stop).await {
+            match sim::serve(listener, *sim, stop).await {
                 Ok(()) => 0,
                 Err(e) => {
                     tracing::error!("{e}");

@@ -47,7 +47,7 @@ async fn the_summary_agrees_with_the_exported_metrics() {
     let sim = start_sim(SimConfig {
         ttft: Duration::from_millis(20),
         itl: Duration::from_millis(2),
-        tokens_per_chunk: 2,
+        tokens_per_chunk: 2.into(),
         faults: vec![(Fault::Http429, 0.1), (Fault::Reset, 0.1)],
         seed: Some(3),
         ..SimConfig::default()

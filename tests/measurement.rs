@@ -69,9 +69,32 @@ fn sim(tokens_per_chunk: u32) -> SimConfig {
     SimConfig {
         ttft: TTFT,
         itl: ITL,
-        tokens_per_chunk,
+        tokens_per_chunk: tokens_per_chunk.into(),
         ..SimConfig::default()
     }
+}
+
+/// Chunks of 2, 1, 3, 2, 2, 1, 3, 2, … tokens: speculative decoding's accepted drafts.
+fn varying() -> SimConfig {
+    use clap::Parser;
+    let args = ["inferprobe", "simulate", "--tokens-per-chunk", "2,1,3,2"];
+    let sizes = match inferprobe::cli::Cli::try_parse_from(args).map(|c| c.command) {
+        Ok(inferprobe::cli::Command::Simulate { sim, .. }) => sim.tokens_per_chunk,
+        other => panic!("the flag does not parse: {other:?}"),
+    };
+    SimConfig {
+        tokens_per_chunk: sizes,
+        ..sim(1)
+    }
+}
+
+/// Per probe: ITL observations, and the mean ITL and TPOT.
+fn per_token(s: &Scrape) -> (f64, f64, f64) {
+    let successes = s.successes("t");
+    let (itl, itl_count) = mean(s, "inferprobe_inter_token_latency_seconds");
+    let (tpot, tpot_count) = mean(s, "inferprobe_time_per_output_token_seconds");
+    assert_eq!(tpot_count, successes);
+    (itl_count / successes, itl, tpot)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,32 +141,75 @@ async fn k_tokens_per_chunk_give_k_itl_observations_with_continuous_usage() {
     // 12 tokens in chunks of 4, 4·ITL apart: each later chunk is 4 observations of ITL.
     let s = measure(sim(4), "openai-chat", 12, true).await;
     let successes = s.successes("t");
-    let (itl, count) = mean(&s, "inferprobe_inter_token_latency_seconds");
-    assert_eq!(
-        count,
-        8.0 * successes,
-        "(12 - 4) tokens after the first chunk"
-    );
+    let (per_probe, itl, tpot) = per_token(&s);
+    assert_eq!(per_probe, 8.0, "(12 - 4) tokens after the first chunk");
     assert_close("ITL", itl, ITL, 0.002, 0.006);
     let output_total = s.sum("inferprobe_output_tokens_total", &[("target", "t")]);
     assert_eq!(output_total, 12.0 * successes);
-    let (tpot, _) = mean(&s, "inferprobe_time_per_output_token_seconds");
-    assert_close("TPOT", tpot, ITL * 8 / 11, 0.002, 0.006);
+    assert_close("TPOT", tpot, ITL, 0.002, 0.006);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_continuous_usage_each_chunk_is_one_gap() {
-    let s = measure(sim(4), "openai", 12, false).await;
-    let successes = s.successes("t");
-    let (itl, count) = mean(&s, "inferprobe_inter_token_latency_seconds");
-    assert_eq!(count, 2.0 * successes, "two gaps between three chunks");
-    assert_close("ITL per chunk", itl, ITL * 4, 0.002, 0.008);
-    let output_total = s.sum("inferprobe_output_tokens_total", &[("target", "t")]);
-    assert_eq!(
-        output_total,
-        12.0 * successes,
-        "the final usage chunk counts tokens"
+async fn without_per_chunk_usage_the_final_total_is_shared_over_the_chunks() {
+    // `inferprobe simulate --tokens-per-chunk 4`, usage only at the end: a speculative or
+    // --stream-interval 4 server. Per chunk this read ITL and TPOT 4x too large.
+    for backend in ["openai", "openai-chat"] {
+        let s = measure(sim(4), backend, 32, false).await;
+        let (per_probe, itl, tpot) = per_token(&s);
+        // Shared by text, the first chunk may be credited one token more or less.
+        assert!(
+            (27.0..=29.0).contains(&per_probe),
+            "{backend}: {per_probe} ITL per probe, not 28"
+        );
+        assert_close(&format!("{backend} ITL"), itl, ITL, 0.002, 0.006);
+        assert_close(&format!("{backend} TPOT"), tpot, ITL, 0.002, 0.006);
+        let output = s.sum("inferprobe_output_tokens_total", &[("target", "t")]);
+        assert_eq!(output, 32.0 * s.successes("t"), "{backend}: billed");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_varying_number_of_tokens_per_chunk_is_timed_per_token() {
+    // 2,1,3,2 cycled: 32 tokens in 16 chunks, the first of 2.
+    let s = measure(varying(), "openai-chat", 32, true).await;
+    let (per_probe, itl, tpot) = per_token(&s);
+    assert_eq!(per_probe, 30.0, "per-chunk usage: exact");
+    assert_close("ITL", itl, ITL, 0.002, 0.006);
+    assert_close("TPOT", tpot, ITL, 0.002, 0.006);
+
+    let s = measure(varying(), "openai", 32, false).await;
+    let (per_probe, itl, tpot) = per_token(&s);
+    assert!(
+        (29.0..=31.0).contains(&per_probe),
+        "estimated: {per_probe} per probe, not 30"
     );
+    assert_close("ITL (estimated)", itl, ITL, 0.002, 0.006);
+    assert_close("TPOT (estimated)", tpot, ITL, 0.002, 0.006);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hidden_reasoning_is_billed_but_not_timed() {
+    // 20 reasoning tokens before the answer, never streamed, broken out in usage; the
+    // answer's 16 tokens come 4 per chunk.
+    let thinking = SimConfig {
+        hidden_reasoning: 20,
+        ..sim(4)
+    };
+    for continuous in [false, true] {
+        let s = measure(thinking.clone(), "openai-chat", 16, continuous).await;
+        let successes = s.successes("t");
+        let (per_probe, itl, tpot) = per_token(&s);
+        assert_eq!(
+            per_probe, 12.0,
+            "continuous usage {continuous}: 16 - 4 visible tokens"
+        );
+        assert_close("ITL", itl, ITL, 0.002, 0.006);
+        assert_close("TPOT", tpot, ITL, 0.002, 0.006);
+        let (ttft, _) = mean(&s, "inferprobe_time_to_first_token_seconds");
+        assert_close("TTFT", ttft, TTFT + ITL * 20, 0.0, 0.06);
+        let output = s.sum("inferprobe_output_tokens_total", &[("target", "t")]);
+        assert_eq!(output, 36.0 * successes, "billed: reasoning included");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

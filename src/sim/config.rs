@@ -16,9 +16,14 @@ pub struct SimConfig {
     /// Uniform relative jitter on every delay: 0.2 means ±20%.
     #[arg(long, default_value_t = 0.0)]
     pub jitter: f64,
-    /// Tokens per streamed chunk.
-    #[arg(long, default_value_t = 1)]
-    pub tokens_per_chunk: u32,
+    /// Tokens per streamed chunk: a count, or a list cycled over the chunks (`2,1,3,2`),
+    /// as speculative decoding accepts a varying number of draft tokens per step.
+    #[arg(long, default_value = "1", value_parser = ChunkSizes::parse)]
+    pub tokens_per_chunk: ChunkSizes,
+    /// Reasoning tokens generated (at `itl` each) before the first visible token, billed in
+    /// usage and broken out (`reasoning_tokens`) but never streamed: an o-series model.
+    #[arg(long, default_value_t = 0)]
+    pub hidden_reasoning: u32,
     /// Output length, overriding the request's max_tokens.
     // NonZero to save four bytes (see `prefill`); 0 still means 1, as the planner clamps.
     #[arg(long, value_parser = at_least_one)]
@@ -69,6 +74,37 @@ pub struct SimConfig {
     pub prefill: Box<Prefill>,
 }
 
+/// `--tokens-per-chunk`: the sizes of successive chunks, cycled; each at least one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkSizes(Box<[u32]>);
+
+impl ChunkSizes {
+    fn parse(text: &str) -> Result<Self, String> {
+        let sizes = text
+            .split(',')
+            .map(|n| match n.trim().parse::<u32>() {
+                Ok(0) | Err(_) => Err(format!("`{n}` is not a positive token count")),
+                Ok(n) => Ok(n),
+            })
+            .collect::<Result<Box<[u32]>, _>>()?;
+        Ok(Self(sizes))
+    }
+
+    /// The size of chunk `j` (0-based).
+    pub fn nth(&self, j: u64) -> u64 {
+        let len = self.0.len().max(1) as u64;
+        self.0
+            .get((j % len) as usize)
+            .map_or(1, |&k| u64::from(k.max(1)))
+    }
+}
+
+impl From<u32> for ChunkSizes {
+    fn from(k: u32) -> Self {
+        Self(Box::new([k.max(1)]))
+    }
+}
+
 /// `--output-tokens`: a count, 0 read as 1.
 fn at_least_one(text: &str) -> Result<std::num::NonZeroU32, String> {
     let n: u32 = text.parse().map_err(|e| format!("{e}"))?;
@@ -103,7 +139,8 @@ impl Default for SimConfig {
             ttft: Duration::from_millis(50),
             itl: Duration::from_millis(10),
             jitter: 0.0,
-            tokens_per_chunk: 1,
+            tokens_per_chunk: ChunkSizes::from(1),
+            hidden_reasoning: 0,
             output_tokens: None,
             usage: true,
             continuous_usage: true,
@@ -157,5 +194,20 @@ mod tests {
         assert_eq!(output("0"), std::num::NonZeroU32::new(1));
         assert_eq!(output("7"), std::num::NonZeroU32::new(7));
         assert!(Cli::try_parse_from(["sim", "--output-tokens", "-1"]).is_err());
+    }
+
+    #[test]
+    fn tokens_per_chunk_is_a_count_or_a_cycle() {
+        let sizes = |arg: &str| Cli::try_parse_from(["sim", "--tokens-per-chunk", arg]);
+        let cycle = sizes("2,1,3").unwrap().sim.tokens_per_chunk;
+        let firsts: Vec<u64> = (0..7).map(|j| cycle.nth(j)).collect();
+        assert_eq!(firsts, [2, 1, 3, 2, 1, 3, 2]);
+        assert_eq!(
+            sizes("4").unwrap().sim.tokens_per_chunk,
+            ChunkSizes::from(4)
+        );
+        for bad in ["0", "2,0", "x", "", "2,,1"] {
+            assert!(sizes(bad).is_err(), "{bad:?} accepted");
+        }
     }
 }

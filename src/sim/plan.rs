@@ -56,13 +56,14 @@ pub fn output_tokens(req: &SimRequest, config: &SimConfig) -> u64 {
 
 /// Time to first token: `ttft`, plus the prefill of the request's images and videos.
 pub fn first_token(req: &SimRequest, config: &SimConfig) -> Duration {
+    let thinking = config.itl.saturating_mul(config.hidden_reasoning);
     let items = u32::try_from(req.media_items).unwrap_or(u32::MAX);
     let per_item = config.prefill.per_image.saturating_mul(items);
     let megapixels = req.image_pixels as f64 / 1e6;
     let per_pixel =
         Duration::try_from_secs_f64(config.prefill.per_megapixel.as_secs_f64() * megapixels)
             .unwrap_or(MAX_MEDIA_PREFILL);
-    config.ttft + per_item.saturating_add(per_pixel).min(MAX_MEDIA_PREFILL)
+    config.ttft + thinking + per_item.saturating_add(per_pixel).min(MAX_MEDIA_PREFILL)
 }
 
 fn text(from: u64, count: u64) -> String {
@@ -103,6 +104,7 @@ pub fn stream_plan(
             .map_or(0, |d| d.as_secs()),
         usage,
         continuous: usage && config.continuous_usage && req.continuous_usage,
+        hidden: u64::from(config.hidden_reasoning),
     };
     let r = render::renderer(req.dialect);
     let mut steps = Vec::new();
@@ -122,8 +124,17 @@ pub fn stream_plan(
         return steps;
     }
     let n = output_tokens(req, config);
-    let k = u64::from(config.tokens_per_chunk.max(1));
-    let chunks = n.div_ceil(k);
+    let mut sizes = Vec::new();
+    let mut planned = 0;
+    while planned < n {
+        let size = config
+            .tokens_per_chunk
+            .nth(sizes.len() as u64)
+            .min(n - planned);
+        sizes.push(size);
+        planned += size;
+    }
+    let chunks = sizes.len() as u64;
     // Mid-stream faults strike before this chunk: at least one token has been sent.
     let strike_at = (chunks / 2).max(1);
     let mut t = jitter(first_token(req, config));
@@ -160,7 +171,7 @@ pub fn stream_plan(
         if j == chunks {
             break;
         }
-        let size = k.min(n - sent);
+        let size = sizes[j as usize];
         if j > 0 {
             t += jitter(config.itl * size as u32);
         }
@@ -208,6 +219,7 @@ pub fn stream_steps(
                 created: 0,
                 usage: false,
                 continuous: false,
+                hidden: 0,
             };
             let r = render::renderer(req.dialect);
             let (ttft, itl) = (first_token(req, config), config.itl);

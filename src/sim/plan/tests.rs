@@ -102,7 +102,7 @@ fn chat_timeline_role_chunk_first_then_tokens_on_schedule() {
 #[test]
 fn continuous_usage_is_cumulative_on_every_chunk() {
     let config = SimConfig {
-        tokens_per_chunk: 2,
+        tokens_per_chunk: 2.into(),
         ..config()
     };
     let steps = events(&plan(&request(false, 5, true), &config, None));

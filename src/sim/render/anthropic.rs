@@ -45,7 +45,7 @@ impl Render for Anthropic {
             ),
             event(
                 "message_delta",
-                &json!({ "type": "message_delta", "delta": { "stop_reason": reason, "stop_sequence": null }, "usage": { "output_tokens": tokens } }),
+                &json!({ "type": "message_delta", "delta": { "stop_reason": reason, "stop_sequence": null }, "usage": { "output_tokens": tokens + ctx.hidden, "output_tokens_details": { "thinking_tokens": ctx.hidden } } }),
             ),
             event("message_stop", &json!({ "type": "message_stop" })),
         ]

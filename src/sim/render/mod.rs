@@ -21,12 +21,22 @@ pub struct Ctx {
     pub usage: bool,
     /// Cumulative usage on every chunk.
     pub continuous: bool,
+    /// Reasoning tokens billed before the visible ones and never streamed.
+    pub hidden: u64,
 }
 
 impl Ctx {
-    pub fn usage_json(&self, completion: u64) -> Value {
+    /// OpenAI usage after `visible` streamed tokens: the hidden reasoning, done before the
+    /// first of them, is included and broken out (as OpenAI does).
+    pub fn usage_json(&self, visible: u64) -> Value {
         let prompt = self.req.prompt_tokens;
-        json!({ "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion })
+        let hidden = if visible > 0 { self.hidden } else { 0 };
+        let completion = visible + hidden;
+        let mut usage = json!({ "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion });
+        if hidden > 0 {
+            usage["completion_tokens_details"] = json!({ "reasoning_tokens": hidden });
+        }
+        usage
     }
 }
 

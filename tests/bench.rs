@@ -99,10 +99,11 @@ async fn the_summary_agrees_with_the_exported_metrics() {
             sum / count * 1e3
         );
     }
-    // With per-chunk usage off, each 2-token chunk is one ITL observation of ~2·ITL.
+    // With per-chunk usage off, the final usage is shared over the 2-token chunks: each
+    // is two ITL observations of ~ITL, not one of ~2·ITL.
     let itl = report.json["median_itl_ms"].as_f64().unwrap();
     // Timer wake-ups make single gaps a little shorter or longer around the schedule.
-    assert!((3.5..8.0).contains(&itl), "median ITL {itl} ms");
+    assert!((1.0..3.0).contains(&itl), "median ITL {itl} ms");
     assert!(
         report
             .text

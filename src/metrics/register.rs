@@ -72,12 +72,12 @@ impl Metrics {
             ),
             (
                 "time_per_output_token",
-                "(last token - first token) / (timed tokens - 1): the tokens that arrived in the stream, not hidden reasoning or an EOS never sent, per successful probe with more than one",
+                "(last token - first token) / tokens that arrived after the first event (not hidden reasoning or an EOS never sent): the mean ITL, per successful probe with tokens after its first event",
                 &m.tpot,
             ),
             (
                 "inter_token_latency",
-                "Gap between successive tokens; a gap covering k tokens is observed k times as gap/k when the server reports per-chunk usage",
+                "Gap between successive tokens, one observation per token: an event carrying k tokens is observed k times as gap/k (tokens per event from per-chunk usage, the tokenizer, or the final usage shared by text)",
                 &m.itl,
             ),
             (

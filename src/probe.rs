@@ -186,8 +186,9 @@ impl Prober {
     }
 
     /// The measurement of a completed exchange, then the configured response checks. With a
-    /// tokenizer (counting output a server did not count) this runs on the blocking pool:
-    /// encoding text on a runtime worker would delay the chunks other probes are timing.
+    /// tokenizer (counting output a server did not count, or each event's tokens) this runs
+    /// on the blocking pool: encoding text on a runtime worker would delay the chunks other
+    /// probes are timing.
     async fn judge(&self, prompt: &Prompt, record: RequestRecord) -> (RequestRecord, Outcome) {
         if !self.target.prompts.tokenizes() {
             let result = judge(&self.target, prompt, &record);

@@ -153,7 +153,13 @@ async fn k_tokens_per_chunk_give_k_itl_observations_with_continuous_usage() {
 async fn without_per_chunk_usage_the_final_total_is_shared_over_the_chunks() {
     // `inferprobe simulate --tokens-per-chunk 4`, usage only at the end: a speculative or
     // --stream-interval 4 server. Per chunk this read ITL and TPOT 4x too large.
-    let backends = ["openai", "openai-chat", "anthropic", "openai-responses", "tgi"];
+    let backends = [
+        "openai",
+        "openai-chat",
+        "anthropic",
+        "openai-responses",
+        "tgi",
+    ];
     for backend in backends {
         let s = measure(sim(4), backend, 32, false).await;
         let (per_probe, itl, tpot) = per_token(&s);

@@ -402,4 +402,11 @@ fn the_tokenizer_counts_each_events_text() {
     let after: u64 = counts[1..].iter().sum();
     assert_eq!(m.itl_observations(), after);
     assert_eq!(m.tpot, Some((MS * 20).div_f64(after as f64)));
+
+    // A usage total equal to the events: one each for certain, the tokenizer not asked.
+    let m = streamed(&events, with_usage(false, 3))
+        .measure(Some(&counter))
+        .unwrap();
+    assert_eq!(m.timed_by, TimedBy::Event);
+    assert_eq!(m.itl_observations(), 2);
 }

@@ -12,7 +12,8 @@
 //!    Exact up to how the tokenizer splits a fragment.
 //! 3. **An estimate**: the visible total (below) shared over the events in proportion to
 //!    their text's bytes, by largest remainder, at least one each.
-//! 4. **One per event**, when there is no total, it is not above the event count, or it
+//! 4. **One per event**, when there is no total, it is not above the event count (equal to
+//!    it, one each is certain, and checked before the tokenizer), or it
 //!    cannot all have been streamed (more tokens than bytes of text: hidden output the
 //!    server did not account for).
 //!
@@ -85,16 +86,21 @@ impl RequestRecord {
             }
         }
         let one_each = || events.iter().map(|&(at, ..)| (at, 1)).collect();
+        let visible = self.visible_total()?;
+        // As many visible tokens as events: one each, for certain (and no tokenizing).
+        if visible == Some(events.len() as u64) {
+            return Ok((one_each(), TimedBy::Event));
+        }
         if let Some(counts) = tokenizer.and_then(|t| per_event(t, &events)) {
             return Ok((counts, TimedBy::Tokenizer));
         }
+        let Some(visible) = visible else {
+            return Ok((one_each(), TimedBy::Event));
+        };
         let bytes: Vec<u64> = events
             .iter()
             .map(|(_, text, other)| (text.len() + other.len()) as u64)
             .collect();
-        let Some(visible) = self.visible_total()? else {
-            return Ok((one_each(), TimedBy::Event));
-        };
         let text_bytes: u64 = bytes.iter().sum();
         if visible <= events.len() as u64 || visible > text_bytes {
             return Ok((one_each(), TimedBy::Event));

@@ -12,6 +12,7 @@
 mod config;
 pub mod faults;
 mod media;
+pub mod model;
 mod parts;
 mod plan;
 mod render;

@@ -72,6 +72,9 @@ pub struct SimConfig {
     // the others.
     #[command(flatten)]
     pub prefill: Box<Prefill>,
+    /// The toy model that answers greedy requests (the correctness canary's).
+    #[command(flatten)]
+    pub model: Box<super::model::ModelFlags>,
 }
 
 /// `--tokens-per-chunk`: the sizes of successive chunks, cycled; each at least one.
@@ -155,6 +158,7 @@ impl Default for SimConfig {
             tls_client_ca: None,
             timeline_file: None,
             prefill: Box::default(),
+            model: Box::default(),
         }
     }
 }

@@ -87,6 +87,12 @@ pub fn stream_plan(
     fault: Option<Fault>,
     rng: &mut impl Rng,
 ) -> Vec<Step> {
+    let n = output_tokens(req, config);
+    // A greedy request is answered by the toy model, token by token.
+    let top_k = req.logprobs.unwrap_or(0) as usize;
+    let answer = req
+        .greedy
+        .then(|| config.model.generate(&req.prompt, n as usize, top_k, rng));
     let mut uniform = || rng.random::<f64>();
     let mut jitter = |d: Duration| {
         if config.jitter > 0.0 {
@@ -123,7 +129,6 @@ pub fn stream_plan(
         }
         return steps;
     }
-    let n = output_tokens(req, config);
     let mut sizes = Vec::new();
     let mut planned = 0;
     while planned < n {
@@ -182,14 +187,20 @@ pub fn stream_plan(
             "stop"
         });
         sent += size;
+        let piece = match &answer {
+            Some(tokens) => {
+                let tokens = &tokens[(sent - size) as usize..sent as usize];
+                let text: String = tokens.iter().map(|t| t.text.as_str()).collect();
+                match req.logprobs {
+                    Some(_) => r.chunk_logprobs(&ctx, &text, sent, finish, tokens),
+                    None => r.chunk(&ctx, &text, sent, finish),
+                }
+            }
+            None => r.chunk(&ctx, &text(sent - size, size), sent, finish),
+        };
         steps.push(Step {
             at: t,
-            action: Action::Send(Bytes::from(r.chunk(
-                &ctx,
-                &text(sent - size, size),
-                sent,
-                finish,
-            ))),
+            action: Action::Send(Bytes::from(piece)),
             token: true,
         });
     }
@@ -265,16 +276,30 @@ pub fn whole_response(req: &SimRequest, config: &SimConfig) -> (Duration, Value)
         });
         return (first_token(req, config), body);
     }
-    let content = text(0, n);
+    let answer = req.greedy.then(|| {
+        let top_k = req.logprobs.unwrap_or(0) as usize;
+        config
+            .model
+            .generate(&req.prompt, n as usize, top_k, &mut rand::rng())
+    });
+    let content = match &answer {
+        Some(tokens) => tokens.iter().map(|t| t.text.as_str()).collect(),
+        None => text(0, n),
+    };
     let finish = if n == req.max_tokens {
         "length"
     } else {
         "stop"
     };
-    let choice = if req.dialect == Dialect::Chat {
-        json!({ "index": 0, "message": { "role": "assistant", "content": content }, "finish_reason": finish })
+    let chat = req.dialect == Dialect::Chat;
+    let logprobs = match (&answer, req.logprobs) {
+        (Some(tokens), Some(_)) => render::logprobs_json(chat, tokens),
+        _ => Value::Null,
+    };
+    let choice = if chat {
+        json!({ "index": 0, "message": { "role": "assistant", "content": content }, "logprobs": logprobs, "finish_reason": finish })
     } else {
-        json!({ "index": 0, "text": content, "finish_reason": finish })
+        json!({ "index": 0, "text": content, "logprobs": logprobs, "finish_reason": finish })
     };
     let body = json!({
         "id": "sim-nonstream",

@@ -56,6 +56,79 @@ pub struct SimRequest {
     pub media_items: u64,
     /// Pixels of those images (`--prefill-per-megapixel`).
     pub image_pixels: u64,
+    /// The prompt's text (every string of it but media and roles): what the toy model reads.
+    pub prompt: String,
+    /// Greedy decoding was asked for (`temperature` 0, TGI `do_sample` false, or
+    /// logprobs): answered by the toy model ([`super::model`]) rather than filler words.
+    pub greedy: bool,
+    /// Logprobs asked for, with this many alternatives per token (completions
+    /// `logprobs: k`; chat `logprobs: true` with `top_logprobs: k`).
+    pub logprobs: Option<u32>,
+}
+
+/// Keys whose strings are not prompt text.
+const NOT_TEXT: &[&str] = &[
+    "role",
+    "type",
+    "image_url",
+    "video_url",
+    "source",
+    "url",
+    "data",
+    "media_type",
+    "detail",
+    "name",
+    "id",
+    "cache_control",
+];
+
+/// Every string of a prompt value, media and roles aside, joined by newlines.
+pub fn prompt_text(value: Option<&Value>) -> String {
+    fn collect(value: &Value, out: &mut String) {
+        match value {
+            Value::String(s) => {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(s);
+            }
+            Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
+            Value::Object(map) => map
+                .iter()
+                .filter(|(k, _)| !NOT_TEXT.contains(&k.as_str()))
+                .for_each(|(_, v)| collect(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    if let Some(value) = value {
+        collect(value, &mut out);
+    }
+    out
+}
+
+/// `temperature` 0 (or `do_sample: false`, in TGI's parameters) asks for greedy decoding.
+fn greedy(body: Option<&Value>) -> bool {
+    let body = body.and_then(Value::as_object);
+    let zero = body
+        .and_then(|b| b.get("temperature"))
+        .and_then(Value::as_f64)
+        .is_some_and(|t| t == 0.0);
+    let no_sampling = body
+        .and_then(|b| b.get("do_sample"))
+        .and_then(Value::as_bool)
+        == Some(false);
+    zero || no_sampling
+}
+
+/// Completions' `logprobs: k`, or chat's `logprobs: true` with `top_logprobs: k`.
+fn logprobs(body: &Value) -> Option<u32> {
+    let k = |v: Option<&Value>| v.and_then(Value::as_u64).map(|k| k.min(20) as u32);
+    match body.get("logprobs") {
+        Some(Value::Bool(true)) => Some(k(body.get("top_logprobs")).unwrap_or(0)),
+        Some(Value::Number(_)) => k(body.get("logprobs")),
+        _ => None,
+    }
 }
 
 fn number(body: &Value, keys: &[&str]) -> Option<u64> {
@@ -98,7 +171,20 @@ pub fn parse(
         continuous_usage: flag(options, "continuous_usage_stats"),
         media_items: 0,
         image_pixels: 0,
+        prompt: String::new(),
+        greedy: greedy(Some(&json)),
+        logprobs: logprobs(&json),
     };
+    request.greedy |= request.logprobs.is_some();
+    let prompt_key = match dialect {
+        Dialect::Completions => "prompt",
+        Dialect::Chat | Dialect::Anthropic => "messages",
+        Dialect::Tgi => "inputs",
+        Dialect::Triton => "text_input",
+        Dialect::Responses | Dialect::Embeddings => "input",
+        Dialect::Audio => "",
+    };
+    request.prompt = prompt_text(json.get(prompt_key));
     let mut media = Vec::new();
     match dialect {
         Dialect::Completions => {
@@ -117,6 +203,7 @@ pub fn parse(
                 .unwrap_or(DEFAULT_MAX_TOKENS);
             request.stream = true;
             request.include_usage = flag(parameters, "details");
+            request.greedy = greedy(parameters);
         }
         Dialect::Triton => {
             request.prompt_tokens = words(Some(
@@ -175,6 +262,9 @@ fn parse_audio(content_type: &str, body: &[u8]) -> Result<SimRequest, String> {
         continuous_usage: yes("stream_continuous_usage_stats"),
         media_items: 0,
         image_pixels: 0,
+        prompt: String::new(),
+        greedy: false,
+        logprobs: None,
     })
 }
 

@@ -21,6 +21,9 @@ fn request(chat: bool, max_tokens: u64, continuous: bool) -> SimRequest {
         continuous_usage: continuous,
         media_items: 0,
         image_pixels: 0,
+        prompt: String::new(),
+        greedy: false,
+        logprobs: None,
     }
 }
 

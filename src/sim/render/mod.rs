@@ -4,12 +4,15 @@
 
 mod anthropic;
 mod openai;
+
+pub use openai::logprobs_json;
 mod responses;
 mod tgi;
 mod triton;
 
 use serde_json::{Value, json};
 
+use super::model::ToyToken;
 use super::request::{Dialect, SimRequest};
 
 /// Per-response values every renderer may use.
@@ -46,6 +49,19 @@ pub trait Render: Sync {
     /// One chunk of `text`; `tokens` is the cumulative count including it. `finish` is
     /// set on the last chunk unless a fault suppresses it.
     fn chunk(&self, ctx: &Ctx, text: &str, tokens: u64, finish: Option<&str>) -> String;
+    /// A chunk of the toy model's `answer` tokens with their logprobs, in dialects that
+    /// report them; the others send the text alone.
+    fn chunk_logprobs(
+        &self,
+        ctx: &Ctx,
+        text: &str,
+        tokens: u64,
+        finish: Option<&str>,
+        answer: &[ToyToken],
+    ) -> String {
+        let _ = answer;
+        self.chunk(ctx, text, tokens, finish)
+    }
     /// Events after the last token (usage, end markers).
     fn epilogue(&self, ctx: &Ctx, tokens: u64) -> Vec<String>;
     /// The dialect's error event, sent mid-stream by the `error_event` fault.

@@ -3,6 +3,7 @@
 use serde_json::{Value, json};
 
 use super::{Ctx, Render, data};
+use crate::sim::model::ToyToken;
 use crate::sim::request::Dialect;
 
 pub struct OpenAi;
@@ -40,11 +41,26 @@ impl Render for OpenAi {
     }
 
     fn chunk(&self, ctx: &Ctx, text: &str, tokens: u64, finish: Option<&str>) -> String {
-        let choices = match ctx.req.dialect {
-            Dialect::Chat | Dialect::Audio => {
-                json!([{ "index": 0, "delta": { "content": text }, "logprobs": null, "finish_reason": finish }])
-            }
-            _ => json!([{ "index": 0, "text": text, "logprobs": null, "finish_reason": finish }]),
+        self.chunk_logprobs(ctx, text, tokens, finish, &[])
+    }
+
+    fn chunk_logprobs(
+        &self,
+        ctx: &Ctx,
+        text: &str,
+        tokens: u64,
+        finish: Option<&str>,
+        answer: &[ToyToken],
+    ) -> String {
+        let chat = matches!(ctx.req.dialect, Dialect::Chat | Dialect::Audio);
+        let logprobs = match answer {
+            [] => Value::Null,
+            _ => logprobs_json(chat, answer),
+        };
+        let choices = if chat {
+            json!([{ "index": 0, "delta": { "content": text }, "logprobs": logprobs, "finish_reason": finish }])
+        } else {
+            json!([{ "index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish }])
         };
         chunk_json(ctx, choices, ctx.continuous.then(|| ctx.usage_json(tokens)))
     }
@@ -63,4 +79,51 @@ impl Render for OpenAi {
             &json!({"error": {"message": "simulated failure mid-stream", "type": "InternalServerError", "code": 500}}),
         )
     }
+}
+
+/// The `logprobs` of a choice: chat's `{"content": [{token, logprob, bytes, top_logprobs}]}`
+/// or completions' `{tokens, token_logprobs, top_logprobs: [{token: logprob}], text_offset}`
+/// (OpenAI's and vLLM's shapes).
+pub fn logprobs_json(chat: bool, answer: &[ToyToken]) -> Value {
+    let bytes = |t: &str| t.as_bytes().to_vec();
+    if chat {
+        let content: Vec<Value> = answer
+            .iter()
+            .map(|t| {
+                let top: Vec<Value> = t
+                    .top
+                    .iter()
+                    .map(|(tok, lp)| json!({ "token": tok, "logprob": lp, "bytes": bytes(tok) }))
+                    .collect();
+                json!({ "token": t.text, "logprob": t.logprob, "bytes": bytes(&t.text), "top_logprobs": top })
+            })
+            .collect();
+        return json!({ "content": content });
+    }
+    let mut offset = 0;
+    let offsets: Vec<usize> = answer
+        .iter()
+        .map(|t| {
+            let at = offset;
+            offset += t.text.len();
+            at
+        })
+        .collect();
+    let top: Vec<Value> = answer
+        .iter()
+        .map(|t| {
+            Value::Object(
+                t.top
+                    .iter()
+                    .map(|(tok, lp)| (tok.clone(), json!(lp)))
+                    .collect(),
+            )
+        })
+        .collect();
+    json!({
+        "tokens": answer.iter().map(|t| t.text.as_str()).collect::<Vec<_>>(),
+        "token_logprobs": answer.iter().map(|t| t.logprob).collect::<Vec<_>>(),
+        "top_logprobs": top,
+        "text_offset": offsets,
+    })
 }

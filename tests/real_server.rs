@@ -167,6 +167,18 @@ async fn probe_measurements_agree_with_the_servers_own_timings() {
                 "{case}: TTFT {ttft} ms < server prompt time {prompt_ms} ms"
             );
             ttft_gaps.push(ttft - prompt_ms);
+            // One token per event here: the ITL count is the tokens after the first, as
+            // before tokens per event were estimated (a byte token held back for the next
+            // event's text would make that event carry two, by usage or by estimate).
+            let (n, itl) = (output.value(), m.itl_observations());
+            eprintln!(
+                "{case}: timed by {}, {itl} ITL for {n} tokens",
+                m.timed_by.as_str()
+            );
+            assert!(
+                itl + 1 == n || (include_usage && itl + 2 == n),
+                "{case}: {itl} ITL for {n} tokens"
+            );
             let tpot = m.tpot.unwrap().as_secs_f64() * 1e3;
             let server_tpot = timings.predicted_per_token_ms.unwrap();
             worst_tpot_gap = worst_tpot_gap.max((tpot - server_tpot).abs());

@@ -38,6 +38,7 @@ pub mod discovery;
 pub mod error;
 pub mod files;
 pub mod logging;
+pub mod logprobs;
 pub mod media;
 pub mod metrics;
 pub mod probe;

@@ -70,7 +70,7 @@ impl From<ProbeError> for Stop {
 #[derive(Debug)]
 pub struct Prober {
     pub target: Arc<Target>,
-    backend: Arc<dyn Backend>,
+    pub(crate) backend: Arc<dyn Backend>,
     client: reqwest::Client,
     /// Which of the client's connections carried a response (and so may be reused).
     reused: crate::client::Reused,
@@ -115,6 +115,10 @@ impl Prober {
         loop {
             let request = self.build_request(request_id, prompt);
             let mut record = RequestRecord::new(Instant::now());
+            if prompt.greedy.is_some_and(|g| g.top_logprobs > 0) && self.backend.reports_logprobs()
+            {
+                record.response.logprobs = Some(Default::default());
+            }
             let result = match request {
                 Ok(request) => self.exchange(request, &mut record, abort).await,
                 Err(e) => Err(Stop::Failed(ProbeError::from_transport(e, false))),
@@ -145,7 +149,12 @@ impl Prober {
         request_id: &str,
         prompt: &Prompt,
     ) -> Result<reqwest::Request, reqwest::Error> {
-        let spec = self.backend.request(&self.target, prompt);
+        let mut spec = self.backend.request(&self.target, prompt);
+        if let (Some(greedy), RequestBody::Json(serde_json::Value::Object(body))) =
+            (&prompt.greedy, &mut spec.body)
+        {
+            self.backend.greedy(body, greedy);
+        }
         let mut builder = self
             .client
             .post(self.target.url.clone())

@@ -96,6 +96,27 @@ pub struct ResponseInfo {
     pub finish_reason: Option<String>,
     /// The server's own account of the request, when it sends one (llama.cpp `timings`).
     pub server_timings: Option<ServerTimings>,
+    /// Each generated token's logprobs, collected only when asked for (a canary's
+    /// request): `Some` before the response is read.
+    pub logprobs: Option<Logprobs>,
+}
+
+/// The logprobs of an answer, or why they could not be read (the answer still counts).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Logprobs {
+    pub positions: Vec<crate::logprobs::Position>,
+    pub malformed: Option<String>,
+}
+
+impl Logprobs {
+    /// Read one choice's `logprobs` value; after a malformed one, nothing more.
+    pub fn read(&mut self, value: &serde_json::Value) {
+        if self.malformed.is_none() {
+            if let Err(e) = crate::logprobs::read(value, &mut self.positions) {
+                self.malformed = Some(e);
+            }
+        }
+    }
 }
 
 /// llama.cpp's per-request `timings`: what the server measured on its side.

@@ -24,7 +24,7 @@ use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
 use crate::error::ProbeError;
-use crate::prompt::Prompt;
+use crate::prompt::{Greedy, Prompt};
 use crate::record::{Chunk, ResponseInfo, WholeBody};
 use crate::sse::SseEvent;
 pub use crate::target::BackendKind;
@@ -98,6 +98,21 @@ pub trait Backend: Send + Sync + fmt::Debug {
     ) -> Result<WholeBody, ProbeError> {
         let _ = (body, target, info);
         Err(ProbeError::Other("this backend streams".into()))
+    }
+
+    /// Whether responses report each token's logprobs (and alternatives) when asked: what
+    /// a correctness canary compares. Formats without them run known-answer prompts only.
+    fn reports_logprobs(&self) -> bool {
+        false
+    }
+
+    /// Make a built request body a canary's: greedy and reproducible, asking for logprobs
+    /// where the format reports them. Applied after `extra_body`, so it wins.
+    fn greedy(&self, body: &mut serde_json::Map<String, Value>, greedy: &Greedy) {
+        let _ = greedy;
+        body.insert("temperature".into(), Value::from(0));
+        body.remove("top_p");
+        body.remove("top_k");
     }
 
     /// Headers carrying the API key: a Bearer token unless the API says otherwise.

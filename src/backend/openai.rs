@@ -1,10 +1,10 @@
 //! `backend = "openai"`: the OpenAI text completions endpoint, `POST /v1/completions`.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use super::openai_wire::{OpenAiStreamParser, common_body};
+use super::openai_wire::{self, OpenAiStreamParser, common_body};
 use super::{Backend, RequestSpec, StreamParser, finish_body};
-use crate::prompt::Prompt;
+use crate::prompt::{Greedy, Prompt};
 use crate::target::Target;
 
 #[derive(Debug)]
@@ -19,5 +19,13 @@ impl Backend for OpenAiCompletions {
 
     fn stream_parser(&self) -> Box<dyn StreamParser> {
         Box::new(OpenAiStreamParser)
+    }
+
+    fn reports_logprobs(&self) -> bool {
+        true
+    }
+
+    fn greedy(&self, body: &mut Map<String, Value>, greedy: &Greedy) {
+        openai_wire::greedy(body, greedy, false);
     }
 }

@@ -3,13 +3,13 @@
 //! the message's content is a list of parts, the text first and then `image_url` and
 //! `video_url` parts (data URLs or http URLs), as vLLM's benchmark sends them.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use super::openai_wire::{OpenAiStreamParser, common_body};
+use super::openai_wire::{self, OpenAiStreamParser, common_body};
 use super::{Backend, RequestSpec, StreamParser, finish_body};
 use crate::media::MediaKind;
 use crate::media::body::{Slice, placeholder};
-use crate::prompt::Prompt;
+use crate::prompt::{Greedy, Prompt};
 use crate::target::Target;
 
 #[derive(Debug)]
@@ -46,5 +46,13 @@ impl Backend for OpenAiChat {
 
     fn stream_parser(&self) -> Box<dyn StreamParser> {
         Box::new(OpenAiStreamParser)
+    }
+
+    fn reports_logprobs(&self) -> bool {
+        true
+    }
+
+    fn greedy(&self, body: &mut Map<String, Value>, greedy: &Greedy) {
+        openai_wire::greedy(body, greedy, true);
     }
 }

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::{Payload, StreamEvent, StreamParser};
 use crate::error::ProbeError;
-use crate::prompt::Prompt;
+use crate::prompt::{Greedy, Prompt};
 use crate::record::{Chunk, ResponseInfo, ServerTimings};
 use crate::sse::SseEvent;
 use crate::target::Target;
@@ -34,12 +34,40 @@ pub(super) fn common_body(target: &Target, prompt: &Prompt) -> Map<String, Value
         }
         body.insert("stream_options".into(), Value::Object(options));
     }
-    if target.ignore_eos {
+    if target.ignore_eos && prompt.greedy.is_none() {
         // A vLLM/SGLang/llama.cpp extension; only sent when wanted, since strict APIs
-        // reject unknown fields.
+        // reject unknown fields. Never on a canary: it is the model's own answer, EOS and all.
         body.insert("ignore_eos".into(), Value::Bool(true));
     }
     body
+}
+
+/// A canary's request on either OpenAI endpoint: greedy, seeded, with logprobs (`chat`:
+/// `logprobs: true` and `top_logprobs: k`; completions: `logprobs: k`).
+pub(super) fn greedy(body: &mut Map<String, Value>, greedy: &Greedy, chat: bool) {
+    body.insert("temperature".into(), Value::from(0));
+    body.insert("seed".into(), Value::from(greedy.seed));
+    for key in [
+        "top_p",
+        "top_k",
+        "min_p",
+        "ignore_eos",
+        "min_tokens",
+        "n",
+        "best_of",
+    ] {
+        body.remove(key);
+    }
+    match (greedy.top_logprobs, chat) {
+        (0, _) => {}
+        (k, true) => {
+            body.insert("logprobs".into(), Value::Bool(true));
+            body.insert("top_logprobs".into(), Value::from(k));
+        }
+        (k, false) => {
+            body.insert("logprobs".into(), Value::from(k));
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -71,6 +99,9 @@ struct WireChoice<'a> {
     delta: Option<WireDelta<'a>>,
     #[serde(default, borrow)]
     finish_reason: Option<Cow<'a, str>>,
+    /// Read only when a canary asked for them (`null` otherwise, and cheap).
+    #[serde(default)]
+    logprobs: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -271,6 +302,9 @@ impl StreamParser for OpenAiStreamParser {
         let mut finished = false;
         for choice in chunk.choices.iter().filter(|c| c.index.unwrap_or(0) == 0) {
             has_output |= choice.read_output(info);
+            if let (Some(logprobs), Some(value)) = (&mut info.logprobs, &choice.logprobs) {
+                logprobs.read(value);
+            }
             if let Some(reason) = choice.finish_reason.as_deref().filter(|r| !r.is_empty()) {
                 if ABORTED.contains(&reason) {
                     return Err(ProbeError::StreamErrorEvent(format!(

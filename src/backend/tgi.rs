@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, error_message};
 use crate::error::ProbeError;
-use crate::prompt::Prompt;
+use crate::prompt::{Greedy, Prompt};
 use crate::record::{Chunk, ResponseInfo};
 use crate::sse::SseEvent;
 use crate::target::Target;
@@ -48,6 +48,17 @@ impl Backend for Tgi {
         body.insert("parameters".into(), Value::Object(parameters));
         body.extend(target.extra_body.clone());
         RequestSpec::json(Value::Object(body))
+    }
+
+    /// TGI rejects `temperature: 0`: greedy is `do_sample: false`, its default.
+    fn greedy(&self, body: &mut Map<String, Value>, greedy: &Greedy) {
+        if let Some(Value::Object(parameters)) = body.get_mut("parameters") {
+            for key in ["temperature", "top_p", "top_k", "typical_p"] {
+                parameters.remove(key);
+            }
+            parameters.insert("do_sample".into(), Value::Bool(false));
+            parameters.insert("seed".into(), Value::from(greedy.seed));
+        }
     }
 
     fn stream_parser(&self) -> Box<dyn StreamParser> {

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, error_message, finish_body};
 use crate::error::ProbeError;
-use crate::prompt::Prompt;
+use crate::prompt::{Greedy, Prompt};
 use crate::record::{Chunk, ResponseInfo};
 use crate::sse::SseEvent;
 use crate::target::Target;
@@ -32,6 +32,15 @@ impl Backend for TensorRtLlm {
             body.insert("min_length".into(), Value::from(prompt.max_tokens));
         }
         RequestSpec::json(finish_body(body, target))
+    }
+
+    /// The ensemble's greedy setting is `top_k: 1`; no early-stop floor on a canary.
+    fn greedy(&self, body: &mut Map<String, Value>, greedy: &Greedy) {
+        for key in ["min_tokens", "min_length", "top_p", "temperature"] {
+            body.remove(key);
+        }
+        body.insert("top_k".into(), Value::from(1));
+        body.insert("random_seed".into(), Value::from(greedy.seed));
     }
 
     fn stream_parser(&self) -> Box<dyn StreamParser> {

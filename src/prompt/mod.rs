@@ -33,6 +33,16 @@ pub struct Prompt {
     /// Images and videos to send with the text; an error when they could not be made (a
     /// media file gone since the configuration was checked): the probe then fails.
     pub media: Result<Vec<MediaPart>, String>,
+    /// A correctness canary's request: greedy and reproducible, with logprobs.
+    pub greedy: Option<Greedy>,
+}
+
+/// How a canary asks: greedy decoding (temperature 0), a fixed seed, and this many
+/// alternatives per token's logprob (0: no logprobs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Greedy {
+    pub top_logprobs: u32,
+    pub seed: u64,
 }
 
 impl Prompt {
@@ -203,6 +213,7 @@ impl PromptSource {
             max_tokens: draw.max_tokens,
             model: draw.model,
             media,
+            greedy: None,
         }
     }
 }

@@ -10,6 +10,7 @@ fn prompt() -> Prompt {
         input_tokens: 2,
         input_exact: false,
         media: Ok(Vec::new()),
+        greedy: None,
         max_tokens: 8,
         model: "lora-a".into(),
     }
@@ -23,6 +24,7 @@ fn response(text: &str, finish: Option<&str>, model: Option<&str>) -> ResponseIn
         server_timings: None,
         other_text: String::new(),
         reasoning_streamed: false,
+        logprobs: None,
     }
 }
 

@@ -272,6 +272,7 @@ pub fn backends(input: &[u8]) {
         input_tokens: 2,
         input_exact: false,
         media: Ok(Vec::new()),
+        greedy: None,
         max_tokens: 4,
         model: "m".into(),
     };

@@ -30,6 +30,7 @@ fn prompt(max_tokens: u32) -> Prompt {
         input_tokens: 2,
         input_exact: false,
         media: Ok(Vec::new()),
+        greedy: None,
         max_tokens,
         model: "m".into(),
     }
@@ -482,6 +483,7 @@ fn openai_parser_fills_response_info() {
             server_timings: None,
             other_text: String::new(),
             reasoning_streamed: false,
+            logprobs: None,
         }
     );
 }

@@ -1,0 +1,211 @@
+//! The logprobs a server reports for each generated token: one [`Position`] per token, read
+//! from the OpenAI shapes vLLM, SGLang, llama.cpp and OpenAI send, streamed or whole.
+//!
+//! - chat: `{"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token",
+//!   "logprob", "bytes"}]}]}`;
+//! - completions: `{"tokens": [...], "token_logprobs": [...], "top_logprobs": [{token:
+//!   logprob}], "text_offset": [...]}` (a JSON object per position: its order means nothing,
+//!   so the alternatives are sorted here).
+//!
+//! A token is identified by its bytes when the server gives them (a byte-fallback token is
+//! not valid UTF-8 on its own, and servers spell such tokens differently as strings).
+
+use serde_json::Value;
+
+/// A token: its bytes, and how to show it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Token {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<Vec<u8>>,
+}
+
+impl Token {
+    pub fn new(text: &str, bytes: Option<Vec<u8>>) -> Self {
+        Self {
+            text: text.to_owned(),
+            bytes,
+        }
+    }
+
+    /// What identifies the token: its bytes, else its text's.
+    pub fn key(&self) -> &[u8] {
+        self.bytes.as_deref().unwrap_or(self.text.as_bytes())
+    }
+
+    pub fn same(&self, other: &Token) -> bool {
+        self.key() == other.key()
+    }
+}
+
+/// One generated token, its logprob and the top alternatives the server listed (the
+/// token itself among them, best first).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Position {
+    pub token: Token,
+    pub logprob: Option<f64>,
+    #[serde(default)]
+    pub top: Vec<(Token, f64)>,
+}
+
+impl Position {
+    /// How far the chosen token led the best alternative, in nats: from the listed
+    /// alternatives, or, when none is listed, the bound its own probability p gives (no
+    /// other token can have more than 1 − p). `None` when nothing says.
+    pub fn margin(&self) -> Option<f64> {
+        let chosen = self.logprob.or_else(|| {
+            self.top
+                .iter()
+                .find(|(t, _)| t.same(&self.token))
+                .map(|&(_, lp)| lp)
+        })?;
+        let listed = self
+            .top
+            .iter()
+            .filter(|(t, _)| !t.same(&self.token))
+            .map(|&(_, lp)| lp)
+            .fold(None, |best: Option<f64>, lp| {
+                Some(best.map_or(lp, |b| b.max(lp)))
+            });
+        // The listed alternatives are the best ones; with none listed, the rest of the
+        // probability mass bounds them all (-inf when p = 1: sure).
+        let best_other = listed.unwrap_or_else(|| (1.0 - chosen.exp()).max(0.0).ln());
+        Some(chosen - best_other)
+    }
+}
+
+/// Largest number of positions kept from one response: a canary asks for few tokens.
+const MAX_POSITIONS: usize = 4096;
+const MAX_ALTERNATIVES: usize = 20;
+
+/// Append the positions of a choice's `logprobs` value (`null` adds nothing).
+pub fn read(value: &Value, out: &mut Vec<Position>) -> Result<(), String> {
+    match value {
+        Value::Null => Ok(()),
+        Value::Object(map) if map.contains_key("content") => chat(map.get("content"), out),
+        Value::Object(map) if map.contains_key("tokens") => completions(map, out),
+        Value::Object(_) => Ok(()), // e.g. chat's {"content": null, "refusal": null}
+        other => Err(format!("`logprobs` is not an object: {}", kind(other))),
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn push(out: &mut Vec<Position>, position: Position) -> Result<(), String> {
+    if out.len() >= MAX_POSITIONS {
+        return Err(format!("more than {MAX_POSITIONS} logprob positions"));
+    }
+    out.push(position);
+    Ok(())
+}
+
+/// A finite logprob (servers send `-9999.0` or `-inf`-like values for impossible tokens;
+/// NaN or a string is malformed).
+fn logprob(value: Option<&Value>) -> Result<Option<f64>, String> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(lp) if lp <= 1e-6 => Ok(Some(lp.min(0.0))),
+            _ => Err(format!("logprob {n} is not a log-probability")),
+        },
+        Some(other) => Err(format!("logprob is {}", kind(other))),
+    }
+}
+
+/// A chat token object: `{"token", "logprob", "bytes"}`.
+fn chat_token(value: &Value) -> Result<(Token, Option<f64>), String> {
+    let text = value
+        .get("token")
+        .and_then(Value::as_str)
+        .ok_or("a logprob entry has no `token` string")?;
+    let bytes = match value.get("bytes") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(items)) => Some(
+            items
+                .iter()
+                .map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
+                .collect::<Option<Vec<u8>>>()
+                .ok_or("`bytes` holds something other than bytes")?,
+        ),
+        Some(other) => return Err(format!("`bytes` is {}", kind(other))),
+    };
+    Ok((Token::new(text, bytes), logprob(value.get("logprob"))?))
+}
+
+fn chat(content: Option<&Value>, out: &mut Vec<Position>) -> Result<(), String> {
+    let items = match content {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Array(items)) => items,
+        Some(other) => return Err(format!("`logprobs.content` is {}", kind(other))),
+    };
+    for item in items {
+        let (token, lp) = chat_token(item)?;
+        let mut top = Vec::new();
+        if let Some(Value::Array(alternatives)) = item.get("top_logprobs") {
+            for alternative in alternatives.iter().take(MAX_ALTERNATIVES) {
+                if let (t, Some(lp)) = chat_token(alternative)? {
+                    top.push((t, lp));
+                }
+            }
+        }
+        top.sort_by(|a, b| b.1.total_cmp(&a.1));
+        push(
+            out,
+            Position {
+                token,
+                logprob: lp,
+                top,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+fn completions(
+    map: &serde_json::Map<String, Value>,
+    out: &mut Vec<Position>,
+) -> Result<(), String> {
+    let array = |key: &str| match map.get(key) {
+        None | Some(Value::Null) => Ok(&[][..]),
+        Some(Value::Array(items)) => Ok(items.as_slice()),
+        Some(other) => Err(format!("`logprobs.{key}` is {}", kind(other))),
+    };
+    let (tokens, logprobs, tops) = (
+        array("tokens")?,
+        array("token_logprobs")?,
+        array("top_logprobs")?,
+    );
+    for (i, token) in tokens.iter().enumerate() {
+        let text = token
+            .as_str()
+            .ok_or("`logprobs.tokens` holds a non-string")?;
+        let mut top = Vec::new();
+        if let Some(Value::Object(alternatives)) = tops.get(i) {
+            for (t, lp) in alternatives.iter().take(MAX_ALTERNATIVES) {
+                if let Some(lp) = logprob(Some(lp))? {
+                    top.push((Token::new(t, None), lp));
+                }
+            }
+        }
+        top.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let position = Position {
+            token: Token::new(text, None),
+            logprob: logprob(logprobs.get(i))?,
+            top,
+        };
+        push(out, position)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

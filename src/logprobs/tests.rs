@@ -1,0 +1,71 @@
+use serde_json::json;
+
+use super::*;
+
+#[test]
+fn chat_logprobs_with_bytes_and_alternatives() {
+    let value = json!({"content": [
+        {"token": " Paris", "logprob": -0.01, "bytes": [32, 80, 97, 114, 105, 115],
+         "top_logprobs": [
+            {"token": " Lyon", "logprob": -5.2, "bytes": [32, 76, 121, 111, 110]},
+            {"token": " Paris", "logprob": -0.01, "bytes": [32, 80, 97, 114, 105, 115]}]},
+        {"token": "\\xe2", "logprob": -0.5, "bytes": [226], "top_logprobs": []}
+    ]});
+    let mut out = Vec::new();
+    read(&value, &mut out).unwrap();
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[0].top[0].0.text, " Paris", "sorted best first");
+    assert!((out[0].margin().unwrap() - 5.19).abs() < 1e-9);
+    // A byte token is its bytes, whatever the server spells it as.
+    assert!(
+        out[1]
+            .token
+            .same(&Token::new("bytes:\\xe2", Some(vec![226])))
+    );
+    // No alternative listed: p = e^-0.5 = 0.61, so no other token has more than 0.39.
+    let bound = -0.5 - (1.0 - (-0.5f64).exp()).ln();
+    assert!((out[1].margin().unwrap() - bound).abs() < 1e-12);
+    read(&json!(null), &mut out).unwrap();
+    read(&json!({"content": null, "refusal": null}), &mut out).unwrap();
+    assert_eq!(out.len(), 2, "null logprobs add nothing");
+}
+
+#[test]
+fn completions_logprobs_sort_their_alternatives() {
+    let value = json!({
+        "tokens": [" a", " b"], "token_logprobs": [-0.1, -2.0],
+        "top_logprobs": [{" z": -3.0, " a": -0.1}, {" b": -2.0, " c": -1.9}],
+        "text_offset": [0, 2]
+    });
+    let mut out = Vec::new();
+    read(&value, &mut out).unwrap();
+    assert_eq!(
+        out[0]
+            .top
+            .iter()
+            .map(|(t, _)| t.text.as_str())
+            .collect::<Vec<_>>(),
+        [" a", " z"]
+    );
+    assert!((out[0].margin().unwrap() - 2.9).abs() < 1e-9);
+    // The chosen token trails an alternative (sampling, or a server's rounding): negative.
+    assert!(out[1].margin().unwrap() < 0.0);
+}
+
+#[test]
+fn malformed_logprobs_are_errors_not_panics() {
+    for bad in [
+        json!("x"),
+        json!({"content": 3}),
+        json!({"content": [{"logprob": -1.0}]}),
+        json!({"content": [{"token": "a", "logprob": "high"}]}),
+        json!({"content": [{"token": "a", "logprob": 2.5}]}),
+        json!({"content": [{"token": "a", "bytes": [300]}]}),
+        json!({"tokens": [1], "token_logprobs": [-1.0]}),
+        json!({"tokens": "a"}),
+    ] {
+        assert!(read(&bad, &mut Vec::new()).is_err(), "{bad} accepted");
+    }
+    let many = json!({"tokens": vec![" a"; MAX_POSITIONS + 1]});
+    assert!(read(&many, &mut Vec::new()).is_err());
+}

@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::bench::{self, BenchArgs};
+use crate::canary::record::{RecordArgs, RecordError, record};
 use crate::config::{self, EXIT_CONFIG, Overrides};
 use crate::logging::LogFormat;
 use crate::sim::SimConfig;
@@ -67,6 +68,9 @@ pub enum Command {
     },
     /// A finite run against one target, summarized like `vllm bench serve`.
     Bench(Box<BenchArgs>),
+    /// Correctness canary tools.
+    #[command(subcommand)]
+    Canary(CanaryCommand),
     /// Probe a built-in simulator: metrics on localhost, no config needed.
     Demo {
         #[arg(long, default_value = "127.0.0.1:9464")]
@@ -74,12 +78,18 @@ pub enum Command {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum CanaryCommand {
+    /// Write a golden file (reference answers with their logprobs) from a trusted endpoint.
+    Record(Box<RecordArgs>),
+}
+
 /// Run a command; returns the process exit code.
 pub async fn execute(command: Command) -> u8 {
     let shutdown = Shutdown::new();
     let reload = ReloadTrigger::new();
     let reloadable = matches!(command, Command::Run { .. }).then(|| reload.clone());
-    let listening = matches!(command, Command::Check { .. }) || {
+    let listening = matches!(command, Command::Check { .. } | Command::Canary(_)) || {
         match shutdown.listen_for_signals(reloadable) {
             Ok(()) => true,
             Err(e) => {
@@ -165,6 +175,32 @@ pub async fn execute(command: Command) -> u8 {
             }
         }
         Command::Bench(args) => run_bench(&args, &shutdown).await,
+        Command::Canary(CanaryCommand::Record(args)) => match record(&args).await {
+            Ok(golden) => match crate::canary::record::write(&golden, &args.out) {
+                Ok(()) => {
+                    println!(
+                        "{}: {} answer(s) from {} ({})",
+                        args.out.display(),
+                        golden.answers.len(),
+                        golden.url,
+                        golden.model
+                    );
+                    0
+                }
+                Err(e) => {
+                    eprintln!("error: cannot write {}: {e}", args.out.display());
+                    1
+                }
+            },
+            Err(RecordError::Usage(e)) => {
+                eprintln!("error: {e}");
+                EXIT_CONFIG as u8
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        },
         Command::Demo { listen } => match demo::run(listen, shutdown).await {
             Ok(()) => 0,
             Err(e) => {

@@ -29,6 +29,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod canary;
 pub mod cli;
 pub mod client;
 pub mod config;

@@ -21,10 +21,11 @@ pub struct Token {
 }
 
 impl Token {
+    /// Bytes equal to the text's are not kept: they say nothing more.
     pub fn new(text: &str, bytes: Option<Vec<u8>>) -> Self {
         Self {
+            bytes: bytes.filter(|b| b.as_slice() != text.as_bytes()),
             text: text.to_owned(),
-            bytes,
         }
     }
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::canary::{self, book::Books};
 use crate::metrics::{Metrics, TargetLabels};
 use crate::probe::Prober;
 use crate::scheduler::{self, Context, Sinks};
@@ -79,6 +80,8 @@ pub struct Supervisor {
     shutdown: CancellationToken,
     schedulers: TaskTracker,
     running: BTreeMap<String, Running>,
+    /// Canary answers by group (a discovery block's replicas, or a static target).
+    books: Books,
 }
 
 impl Supervisor {
@@ -95,6 +98,7 @@ impl Supervisor {
             shutdown,
             schedulers: TaskTracker::new(),
             running: BTreeMap::new(),
+            books: Books::default(),
         }
     }
 
@@ -181,6 +185,21 @@ impl Supervisor {
                     stop: stop.clone(),
                 },
             );
+            if let Some(spec) = &target.canary {
+                let sinks = canary::Sinks {
+                    metrics: metrics.clone(),
+                    status: Arc::clone(&status),
+                    book: self.books.group(&target.name),
+                };
+                let run = canary::run(
+                    Arc::clone(&prober),
+                    Arc::clone(spec),
+                    sinks,
+                    stop.clone(),
+                    self.ctx.clone(),
+                );
+                self.schedulers.spawn(run);
+            }
             let sinks = Sinks { metrics, status };
             self.schedulers
                 .spawn(scheduler::run(prober, sinks, seed, stop, self.ctx.clone()));

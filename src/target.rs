@@ -13,6 +13,9 @@ use url::Url;
 use crate::prompt::PromptSource;
 use crate::validation::Validation;
 
+pub mod canary;
+pub use canary::CanarySpec;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BackendKind {
     /// `/v1/completions`
@@ -162,6 +165,8 @@ pub struct Target {
     pub validation: Validation,
     pub options: BackendOptions,
     pub slo: Option<Slo>,
+    /// Correctness canary checks, next to the latency probes.
+    pub canary: Option<std::sync::Arc<CanarySpec>>,
     pub connection: ConnectionMode,
     pub tls: TlsOptions,
     /// Skip arrivals (reason `budget`) once this many max_tokens were sent in the last hour.

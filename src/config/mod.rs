@@ -5,6 +5,7 @@
 //! place that checks it and fills in defaults, so every other module can trust its input.
 //! Errors name the key path (`targets[1].rate`) and the source (file or env variable).
 
+mod canary;
 mod discovery;
 mod fields;
 mod media;
@@ -32,8 +33,8 @@ pub use discovery::{
 };
 pub use fields::RESERVED_LABELS;
 pub use raw::{
-    RawConfig, RawDiscovery, RawDuration, RawKubernetes, RawMedia, RawPort, RawSlo, RawTarget,
-    RawValidation,
+    RawCanary, RawConfig, RawDiscovery, RawDuration, RawKubernetes, RawMedia, RawPort, RawSlo,
+    RawTarget, RawValidation,
 };
 pub use validate::validate;
 

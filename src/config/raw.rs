@@ -151,6 +151,8 @@ pub struct RawTarget {
     pub max_tokens_field: Option<String>,
 
     pub slo: Option<RawSlo>,
+    /// Correctness canary checks next to the latency probes.
+    pub canary: Option<RawCanary>,
     /// `reuse` (pooled keep-alive connections) or `fresh` (a new connection per probe).
     pub connection: Option<String>,
     pub tls_ca_file: Option<String>,
@@ -185,6 +187,20 @@ pub struct RawSlo {
     pub itl: Option<RawDuration>,
     pub e2el: Option<RawDuration>,
     pub objective: Option<f64>,
+}
+
+/// `canary = { interval, max_tokens, top_logprobs, margin, prompts, golden }`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawCanary {
+    pub interval: Option<RawDuration>,
+    pub max_tokens: Option<u64>,
+    pub top_logprobs: Option<u64>,
+    pub margin: Option<f64>,
+    /// A prompts file: JSON lines `{"prompt": "...", "expect": "REGEX"}`.
+    pub prompts: Option<String>,
+    /// A golden file written by `inferprobe canary record`.
+    pub golden: Option<String>,
 }
 
 /// Checks on every successful response (`validation` category when one fails).
@@ -263,6 +279,7 @@ impl RawTarget {
             images,
             videos,
             slo,
+            canary,
             connection,
             tls_ca_file,
             tls_client_cert_file,

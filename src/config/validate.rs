@@ -193,7 +193,15 @@ pub(super) fn validate_target(
     let tls = tls(&at, &t)?;
     let max_output_tokens_per_hour = budget(&at, &t)?;
     let api_key = api_key(&at, t.api_key_env.as_deref(), t.api_key_file.as_deref())?;
-    let fingerprint = fingerprint(&t, global_labels, api_key.as_ref(), &tls);
+    let (canary, canary_files) = match &t.canary {
+        Some(raw) => {
+            let (spec, files) = super::canary::canary(&at, raw, backend)?;
+            (Some(spec), files)
+        }
+        None => (None, 0),
+    };
+    // The canary's prompt and golden files define the target too.
+    let fingerprint = fingerprint(&t, global_labels, api_key.as_ref(), &tls) ^ canary_files;
 
     let (rate, fleet_rate) = match (t.rate, t.fleet_rate) {
         (Some(_), Some(_)) => {
@@ -358,6 +366,7 @@ pub(super) fn validate_target(
         validation,
         options,
         slo,
+        canary,
         connection,
         tls,
         max_output_tokens_per_hour,

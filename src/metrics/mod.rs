@@ -5,6 +5,7 @@
 //! series exists from the moment the target starts (error counters at zero for every
 //! category), so `rate()` and absence alerts work before the first failure.
 
+mod canary;
 mod expose;
 mod family;
 mod process;
@@ -27,6 +28,7 @@ use prometheus_client::registry::Registry;
 use crate::error::ErrorCategory;
 use crate::target::{Slo, Target};
 
+pub use canary::CheckResult;
 pub use expose::Format;
 pub use family::{LabeledFamily, TargetLabels};
 pub use runtime::RuntimeCollector;
@@ -90,6 +92,7 @@ pub struct Metrics {
     slos: Arc<Mutex<HashMap<TargetLabels, Option<Slo>>>>,
     config_reload_successful: Gauge,
     config_reload_success_time: F64Gauge,
+    canary: canary::CanaryFamilies,
     /// Recording a probe holds this shared; encoding holds it exclusively. So every scrape
     /// sees each probe entirely or not at all: `requests_total` = successes + errors and
     /// ITL count = Σ per-probe observations hold in every single scrape.
@@ -201,6 +204,7 @@ impl Metrics {
             connections: self.connections.get_or_insert(l(), Counter::default),
             retries: self.retries.get_or_insert(l(), Counter::default),
             rate: self.target_rate.get_or_insert(l(), F64Gauge::default),
+            canary: target.canary.is_some().then(|| self.canary.series(&labels)),
             labels,
             snapshot: Arc::clone(&self.snapshot),
         }
@@ -272,6 +276,7 @@ impl Metrics {
         self.target_rate.remove(labels);
         self.slo_objective.remove(labels);
         self.slo_threshold.retain(|(l, _)| l != labels);
+        self.canary.remove(labels);
     }
 }
 

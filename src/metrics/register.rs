@@ -42,8 +42,10 @@ impl Metrics {
             slos: Arc::default(),
             config_reload_successful: Gauge::default(),
             config_reload_success_time: F64Gauge::default(),
+            canary: Default::default(),
             snapshot: Arc::default(),
         };
+        m.canary.register(r);
         r.register(
             "requests",
             "Probes that finished, successful or not",

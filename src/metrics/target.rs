@@ -8,6 +8,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 
+use super::canary::{CanarySeries, CheckResult};
 use super::{F64Gauge, LatencyHistogram, SkipReason, TargetLabels, unix_now};
 use crate::error::{ErrorCategory, ProbeError};
 use crate::record::Measurement;
@@ -35,6 +36,8 @@ pub struct TargetMetrics {
     pub(super) connections: Counter,
     pub(super) retries: Counter,
     pub(super) rate: F64Gauge,
+    /// For targets with a correctness canary.
+    pub(super) canary: Option<CanarySeries>,
     pub(super) snapshot: Arc<RwLock<()>>,
 }
 
@@ -134,6 +137,65 @@ impl TargetMetrics {
             }
         }
         self.requests.inc();
+    }
+
+    /// Record a canary check: its request counts like any probe's (requests, errors, good,
+    /// tokens), its latency goes into no histogram (it is not the workload's shape), and
+    /// its verdict into the canary series.
+    pub async fn record_canary(
+        &self,
+        outcome: &Result<Measurement, ProbeError>,
+        result: CheckResult,
+        position: Option<usize>,
+        drift: Option<f64>,
+    ) {
+        loop {
+            // The guard must be gone before the await: it cannot cross threads.
+            let recorded = match self.snapshot.try_read() {
+                Ok(_shared) => self.apply_canary(outcome, result, position, drift),
+                Err(TryLockError::Poisoned(poisoned)) => {
+                    let _shared = poisoned.into_inner();
+                    self.apply_canary(outcome, result, position, drift)
+                }
+                Err(TryLockError::WouldBlock) => false,
+            };
+            if recorded {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// The recording itself; the caller holds the snapshot lock (shared).
+    fn apply_canary(
+        &self,
+        outcome: &Result<Measurement, ProbeError>,
+        result: CheckResult,
+        position: Option<usize>,
+        drift: Option<f64>,
+    ) -> bool {
+        match outcome {
+            Ok(m) => {
+                if let Some(count) = m.output_tokens {
+                    self.output_tokens_total.inc_by(count.value());
+                }
+                if let Some(prompt) = m.prompt_tokens {
+                    self.prompt_tokens_total.inc_by(prompt);
+                }
+                if self.slo.as_ref().is_none_or(|slo| is_good(slo, m)) {
+                    self.good_requests.inc();
+                }
+                self.last_success.set(unix_now());
+            }
+            Err(e) => {
+                self.errors[e.category() as usize].inc();
+            }
+        }
+        self.requests.inc();
+        if let Some(canary) = &self.canary {
+            canary.record(result, position, drift);
+        }
+        true
     }
 
     pub fn skipped(&self, reason: SkipReason) {

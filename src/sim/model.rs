@@ -4,8 +4,8 @@
 //! Greedy tokens and their top-k logprobs are a pure function of (weights seed, prompt,
 //! prefix): two simulators with the same `--weights-seed` answer every prompt identically,
 //! token for token and logprob for logprob, like two healthy replicas of one model. Like a
-//! trained model it is usually sure (top-1 leads top-2 by 1.5–6 nats), sometimes less
-//! (0.05–1 nats) and now and then at a near-tie (below 0.05 nats). The faults a canary must
+//! trained model it is usually sure (85% of positions: top-1 leads top-2 by 1.5–6 nats),
+//! sometimes less (10%: 0.05–1 nats) and now and then at a near-tie (5%: below 0.05). The faults a canary must
 //! tell apart:
 //!
 //! - **benign noise** (`--near-tie-flips P`): at a near-tie, with probability P, the two
@@ -99,8 +99,8 @@ fn logits(seed: u64, prompt: u64, prefix: u64) -> Vec<(usize, f64)> {
     }
     let kind = d.unit();
     let margin = match kind {
-        k if k < 0.08 => d.between(0.0005, NEAR_TIE),
-        k if k < 0.25 => d.between(NEAR_TIE, 1.0),
+        k if k < 0.05 => d.between(0.0005, NEAR_TIE),
+        k if k < 0.15 => d.between(NEAR_TIE, 1.0),
         _ => d.between(1.5, 6.0),
     };
     let mut logit = -margin;

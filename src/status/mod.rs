@@ -4,6 +4,7 @@
 //! the page ([`page`]) renders the rings on request. Nothing here is on the probes' timing
 //! path beyond one short lock per finished probe.
 
+mod canary;
 mod page;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -17,6 +18,7 @@ use crate::record::Measurement;
 use crate::report::redact;
 use crate::target::{Slo, Target};
 
+pub use canary::CanaryCheck;
 pub use page::render;
 
 /// One finished probe, as the page shows it.
@@ -84,9 +86,27 @@ pub struct TargetStatus {
     pub slo: Option<Slo>,
     probes: Mutex<VecDeque<ProbeSummary>>,
     capacity: usize,
+    canary: Mutex<VecDeque<CanaryCheck>>,
 }
 
+/// Canary checks kept per target for the page.
+const CANARY_CHECKS: usize = 20;
+
 impl TargetStatus {
+    pub fn push_canary(&self, check: CanaryCheck) {
+        let mut checks = self.canary.lock().unwrap_or_else(|e| e.into_inner());
+        if checks.len() == CANARY_CHECKS {
+            checks.pop_front();
+        }
+        checks.push_back(check);
+    }
+
+    /// Oldest first.
+    pub fn canary_checks(&self) -> Vec<CanaryCheck> {
+        let checks = self.canary.lock().unwrap_or_else(|e| e.into_inner());
+        checks.iter().cloned().collect()
+    }
+
     pub fn push(&self, probe: ProbeSummary) {
         let mut probes = self.probes.lock().unwrap_or_else(|e| e.into_inner());
         if probes.len() == self.capacity {
@@ -120,6 +140,10 @@ impl Board {
             .get(&target.id)
             .map(|old| old.probes())
             .unwrap_or_default();
+        let kept_checks = targets
+            .get(&target.id)
+            .map(|old| old.canary_checks())
+            .unwrap_or_default();
         let status = Arc::new(TargetStatus {
             name: target.id.clone(),
             origin: target.origin.clone(),
@@ -130,6 +154,7 @@ impl Board {
             slo: target.slo,
             probes: Mutex::new(kept.into_iter().rev().take(capacity).rev().collect()),
             capacity,
+            canary: Mutex::new(kept_checks.into()),
         });
         targets.insert(target.id.clone(), Arc::clone(&status));
         status

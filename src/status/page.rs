@@ -31,7 +31,7 @@ fn ms(d: Option<Duration>) -> String {
 }
 
 /// `HH:MM:SS` UTC.
-fn clock(at: SystemTime) -> String {
+pub(super) fn clock(at: SystemTime) -> String {
     let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     format!(
         "{:02}:{:02}:{:02}",
@@ -188,14 +188,16 @@ fn section(out: &mut String, target: &TargetStatus) {
             escape(&detail),
         );
     }
-    out.push_str("</tbody></table></section>");
+    out.push_str("</tbody></table>");
+    super::canary::section(out, &target.canary_checks());
+    out.push_str("</section>");
 }
 
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}\
 h1{font-size:1.4em}section{margin:2em 0;border-top:1px solid #ddd}\
 .meta{color:#666}dl{display:flex;gap:1.5em;flex-wrap:wrap}dt{color:#666}dd{margin:0 0 0 .4em;font-weight:600}\
 table{border-collapse:collapse;margin-top:1em}td,th{padding:2px 10px;text-align:left;border-bottom:1px solid #eee}\
-tr.bad td{color:#b00}tr.slow td{color:#a60}.ok{color:#080;font-weight:600}.bad{color:#b00;font-weight:600}\
+tr.bad td{color:#b00}tr.slow td{color:#a60}tr.muted td{color:#888}.ok{color:#080;font-weight:600}.bad{color:#b00;font-weight:600}\
 .muted{color:#888}.spark polyline{fill:none;stroke:#36c;stroke-width:1.5}.spark .fail{stroke:#d00;stroke-width:2}\
 .spark text{font-size:10px;fill:#888}";
 

@@ -81,7 +81,7 @@ fn near_ties_are_a_minority_and_only_they_flip() {
         (0.04..0.14).contains(&share),
         "near-ties at {share} of positions"
     );
-    assert!(flipped_prompts > 50, "{flipped_prompts}");
+    assert!(flipped_prompts > 40, "{flipped_prompts}");
 }
 
 #[test]

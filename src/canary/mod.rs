@@ -1,0 +1,304 @@
+//! The correctness canary: a replica that answers wrong with HTTP 200 at normal speed is an
+//! outage no latency probe sees. Every `interval`, a target with `canary` set gets the next
+//! of its prompts (round robin), exactly as written, greedy and seeded, with logprobs; the
+//! answer is compared with a reference by the rule in [`compare`] (a golden file's, or the
+//! one most replicas of its group give: [`book`]), or by its prompt's `expect` regex.
+//!
+//! A canary request is measured like any probe and counts in `requests_total`, the error
+//! counters, `good_requests_total` and the token counters, but in no latency or token
+//! histogram: a short fixed prompt is not the workload's shape. Its verdict is counted in
+//! `inferprobe_canary_checks_total{result}`; a divergence or a wrong answer is logged and
+//! shown on the status page with the prompt, the position, and the expected and received
+//! tokens.
+
+pub mod book;
+pub mod compare;
+pub mod record;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::RngExt;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ProbeError;
+use crate::metrics::{CheckResult, TargetMetrics};
+use crate::probe::{Outcome, ProbeReport, Prober};
+use crate::prompt::{Greedy, Prompt};
+use crate::record::Measurement;
+use crate::scheduler::Context;
+use crate::status::{CanaryCheck, TargetStatus};
+use crate::target::canary::{CanaryPrompt, CanarySpec, Reference};
+use book::{Book, Member};
+use compare::{Verdict, compare};
+
+/// Every canary request carries this seed: servers that honour it are reproducible.
+pub const SEED: u64 = 1234;
+
+/// What one check found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Check {
+    pub result: CheckResult,
+    /// Where a divergence was (`diverged`), with the expected and received tokens.
+    pub divergence: Option<compare::Divergence>,
+    /// The largest logprob difference over the agreed prefix (scored logprob checks).
+    pub drift: Option<f64>,
+    /// Why it was unscored, or what a wrong answer said.
+    pub note: Option<String>,
+}
+
+impl Check {
+    fn unscored(note: impl Into<String>) -> Self {
+        Self {
+            result: CheckResult::Unscored,
+            divergence: None,
+            drift: None,
+            note: Some(note.into()),
+        }
+    }
+}
+
+/// The prompt a canary sends: its text exactly, no nonce, no media.
+pub fn prompt(spec: &CanarySpec, text: &str, model: &str) -> Prompt {
+    Prompt {
+        text: text.to_owned(),
+        // The client's approximation (it is not measured here).
+        input_tokens: text.split_whitespace().count() as u32,
+        input_exact: false,
+        max_tokens: spec.max_tokens,
+        model: model.to_owned(),
+        media: Ok(Vec::new()),
+        greedy: Some(Greedy {
+            top_logprobs: spec.top_logprobs,
+            seed: SEED,
+        }),
+    }
+}
+
+/// The answer a report holds: text, positions and how it ended (`None`: it failed).
+pub fn answer(report: &ProbeReport) -> Option<Reference> {
+    let Outcome::Finished(Ok(_)) = report.outcome else {
+        return None;
+    };
+    let response = &report.record.response;
+    Some(Reference {
+        text: response.text.clone(),
+        positions: response
+            .logprobs
+            .as_ref()
+            .map(|l| l.positions.clone())
+            .unwrap_or_default(),
+        finish_reason: response.finish_reason.clone(),
+    })
+}
+
+/// Score one answer. `reference` is asked for only when logprobs are compared.
+pub fn score(
+    prompt: &CanaryPrompt,
+    report: &ProbeReport,
+    margin: f64,
+    reference: impl FnOnce(Arc<Reference>) -> Option<Arc<Reference>>,
+) -> Check {
+    let Outcome::Finished(result) = &report.outcome else {
+        return Check::unscored("cut by shutdown");
+    };
+    if let Err(e) = result {
+        return Check::unscored(format!("the request failed ({})", e.category()));
+    }
+    let response = &report.record.response;
+    if let Some(expect) = &prompt.expect {
+        let right = expect.is_match(&response.text);
+        return Check {
+            result: if right {
+                CheckResult::Match
+            } else {
+                CheckResult::WrongAnswer
+            },
+            divergence: None,
+            drift: None,
+            note: (!right).then(|| {
+                format!(
+                    "expected /{}/, received {:?}",
+                    expect.as_str(),
+                    crate::backend::snippet(&response.text)
+                )
+            }),
+        };
+    }
+    match response.logprobs.as_ref() {
+        None => return Check::unscored("the server sent no logprobs"),
+        Some(l) if l.malformed.is_some() => {
+            return Check::unscored(format!(
+                "malformed logprobs: {}",
+                l.malformed.as_deref().unwrap_or("")
+            ));
+        }
+        Some(l) if l.positions.is_empty() => return Check::unscored("the server sent no logprobs"),
+        Some(_) => {}
+    }
+    let Some(answer) = answer(report) else {
+        return Check::unscored("no answer");
+    };
+    let ended = answer
+        .finish_reason
+        .as_deref()
+        .is_some_and(|r| r != "length");
+    let answer = Arc::new(answer);
+    let Some(reference) = reference(Arc::clone(&answer)) else {
+        return Check::unscored("no reference yet (no majority of replicas agrees)");
+    };
+    match compare(&reference.positions, &answer.positions, ended, margin) {
+        Verdict::Match { drift, .. } => Check {
+            result: CheckResult::Match,
+            divergence: None,
+            drift: Some(drift),
+            note: None,
+        },
+        Verdict::Diverged(d) => Check {
+            result: CheckResult::Diverged,
+            drift: Some(d.drift),
+            note: None,
+            divergence: Some(d),
+        },
+    }
+}
+
+/// Where a target's canary results go.
+#[derive(Clone)]
+pub struct Sinks {
+    pub metrics: TargetMetrics,
+    pub status: Arc<TargetStatus>,
+    /// Its group's answers (for a learned reference).
+    pub book: Arc<Book>,
+}
+
+/// Check `prober`'s target every interval until `stop`. Each check runs as a probe task of
+/// `ctx` (drained at shutdown like every probe); a check still running when the next is
+/// due delays it rather than overlapping it.
+pub async fn run(
+    prober: Arc<Prober>,
+    spec: Arc<CanarySpec>,
+    sinks: Sinks,
+    stop: CancellationToken,
+    ctx: Context,
+) {
+    let target = Arc::clone(&prober.target);
+    let member = Arc::new(sinks.book.join(&target.id));
+    // A random start within one interval, so replicas are not all checked at once.
+    let offset = rand::rng().random_range(0.0..spec.interval.as_secs_f64());
+    let mut next = Instant::now() + Duration::from_secs_f64(offset);
+    let busy = Arc::new(tokio::sync::Semaphore::new(1));
+    for round in 0usize.. {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = sleep_until(next) => {}
+        }
+        let permit = tokio::select! {
+            () = stop.cancelled() => return,
+            permit = Arc::clone(&busy).acquire_owned() => permit,
+        };
+        let Ok(permit) = permit else { return };
+        next = Instant::now().max(next) + spec.interval;
+        let index = round % spec.prompts.len();
+        let (prober, spec, sinks, member) = (
+            Arc::clone(&prober),
+            Arc::clone(&spec),
+            sinks.clone(),
+            Arc::clone(&member),
+        );
+        let abort = ctx.abort.clone();
+        ctx.probes.spawn(async move {
+            let _permit = permit;
+            check(&prober, &spec, index, &sinks, &member, &abort).await;
+        });
+    }
+}
+
+/// One check of prompt `index`.
+async fn check(
+    prober: &Prober,
+    spec: &CanarySpec,
+    index: usize,
+    sinks: &Sinks,
+    member: &Member,
+    abort: &CancellationToken,
+) {
+    let target = &prober.target;
+    let canary_prompt = &spec.prompts[index];
+    let request_id = Arc::new(format!(
+        "{}canary-{:016x}",
+        target.request_id_prefix,
+        rand::random::<u64>()
+    ));
+    let prompt = prompt(spec, &canary_prompt.text, &target.model);
+    let report = {
+        let _in_flight = sinks.metrics.in_flight();
+        prober.probe(&request_id, &prompt, abort).await
+    };
+    let Outcome::Finished(result) = &report.outcome else {
+        return; // cut by shutdown: not counted, like any probe
+    };
+    crate::report::log_probe(target, &request_id, result, &report);
+    let check = score(
+        canary_prompt,
+        &report,
+        spec.margin,
+        |answer| match &canary_prompt.reference {
+            Some(golden) => Some(Arc::clone(golden)),
+            None => sinks.book.observe(member, index, answer, spec.margin),
+        },
+    );
+    record(
+        &target.id,
+        &request_id,
+        &canary_prompt.text,
+        result,
+        &check,
+        sinks,
+    )
+    .await;
+}
+
+async fn record(
+    target: &str,
+    request_id: &Arc<String>,
+    prompt: &str,
+    result: &Result<Measurement, ProbeError>,
+    check: &Check,
+    sinks: &Sinks,
+) {
+    let position = check.divergence.as_ref().map(|d| d.position);
+    sinks
+        .metrics
+        .record_canary(result, check.result, position, check.drift)
+        .await;
+    let prompt = crate::backend::snippet(prompt);
+    match (&check.result, &check.divergence) {
+        (CheckResult::Diverged, Some(d)) => tracing::warn!(
+            target, request_id = %request_id, prompt, position = d.position,
+            expected = %d.expected, received = %d.received, reference_margin = d.margin,
+            "canary answer diverged from its reference where the reference was sure"
+        ),
+        (CheckResult::WrongAnswer, _) => tracing::warn!(
+            target, request_id = %request_id, prompt, detail = check.note.as_deref().unwrap_or(""),
+            "canary answered a known-answer prompt wrong"
+        ),
+        _ => tracing::debug!(
+            target, request_id = %request_id, prompt, result = check.result.as_str(),
+            drift = check.drift, note = check.note.as_deref(), "canary check"
+        ),
+    }
+    sinks.status.push_canary(CanaryCheck {
+        at: std::time::SystemTime::now(),
+        request_id: Arc::clone(request_id),
+        prompt,
+        result: check.result.as_str(),
+        divergence: check
+            .divergence
+            .as_ref()
+            .map(|d| (d.position, d.expected.clone(), d.received.clone())),
+        drift: check.drift,
+        detail: check.note.clone(),
+    });
+}

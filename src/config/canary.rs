@@ -1,0 +1,117 @@
+//! Validation of a target's `canary = { interval, max_tokens, top_logprobs, margin,
+//! prompts, golden }`: which backends can run one and how, and every file read now (a bad
+//! prompts or golden file fails `inferprobe check` naming its key, file and line).
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::fields::{duration, in_range};
+use super::{ConfigError, RawCanary};
+use crate::target::BackendKind;
+use crate::target::canary::{self, CanarySpec};
+
+type At<'a> = &'a dyn Fn(&str) -> String;
+
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+const DEFAULT_MAX_TOKENS: u64 = 32;
+const DEFAULT_TOP_LOGPROBS: u64 = 5;
+/// Nats. Batch noise moves logprobs by 1e-7..1e-2, rarely 0.07 (vLLM PR #32480); a trained
+/// model leads by more than 1 nat at most positions (README, Correctness canary).
+const DEFAULT_MARGIN: f64 = 1.0;
+
+/// The canary, and a hash of the files it read (their edits restart the target).
+pub(super) fn canary(
+    target_at: At,
+    raw: &RawCanary,
+    backend: BackendKind,
+) -> Result<(Arc<CanarySpec>, u64), ConfigError> {
+    let at = |field: &str| target_at(&format!("canary.{field}"));
+    if matches!(
+        backend,
+        BackendKind::OpenAiEmbeddings | BackendKind::OpenAiAudio | BackendKind::DeepSpeedMii
+    ) {
+        return Err(ConfigError::new(
+            target_at("canary"),
+            format!("{backend} generates no streamed text to check: a canary needs a text backend"),
+        ));
+    }
+    let interval = duration(&at("interval"), raw.interval.as_ref(), DEFAULT_INTERVAL)?;
+    // Tests check every 10 ms; production every minute or so.
+    if !(Duration::from_millis(10)..=Duration::from_secs(86_400)).contains(&interval) {
+        return Err(ConfigError::new(
+            at("interval"),
+            "must be between 10ms and 24h",
+        ));
+    }
+    let logprobs = backend.backend().reports_logprobs();
+    let top_logprobs = in_range(
+        &at("top_logprobs"),
+        raw.top_logprobs.unwrap_or(DEFAULT_TOP_LOGPROBS),
+        0,
+        20,
+    )? as u32;
+    let margin = raw.margin.unwrap_or(DEFAULT_MARGIN);
+    if !(margin.is_finite() && margin >= 0.0) {
+        return Err(ConfigError::new(
+            at("margin"),
+            format!("{margin} must be a number of nats >= 0"),
+        ));
+    }
+    let mut files = DefaultHasher::new();
+    let (prompts, golden, golden_max) = match (&raw.prompts, &raw.golden) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::new(
+                at("golden"),
+                "a golden file brings its own prompts: set `prompts` or `golden`, not both",
+            ));
+        }
+        (Some(path), None) => {
+            hash_file(path, &mut files);
+            let prompts = canary::load_prompts(Path::new(path))
+                .map_err(|e| ConfigError::new(at("prompts"), e))?;
+            (prompts, None, None)
+        }
+        (None, Some(path)) => {
+            hash_file(path, &mut files);
+            let (golden, prompts) = canary::load_golden(Path::new(path))
+                .map_err(|e| ConfigError::new(at("golden"), e))?;
+            (prompts, Some(path.clone()), Some(golden.max_tokens))
+        }
+        (None, None) => (canary::built_in(), None, None),
+    };
+    let compared = prompts.iter().filter(|p| p.expect.is_none()).count();
+    if compared > 0 && !(logprobs && top_logprobs > 0) {
+        let why = if logprobs {
+            "top_logprobs = 0 asks for no logprobs"
+        } else {
+            "this backend reports no logprobs"
+        };
+        return Err(ConfigError::new(
+            at("prompts"),
+            format!(
+                "{compared} prompt(s) have no `expect` and would be compared by logprobs, but {why}: give a prompts file whose every line has an `expect` regex (known answers)"
+            ),
+        ));
+    }
+    let max_tokens = match (raw.max_tokens, golden_max) {
+        (Some(n), _) => n,
+        (None, Some(n)) => u64::from(n),
+        (None, None) => DEFAULT_MAX_TOKENS,
+    };
+    let spec = CanarySpec {
+        interval,
+        max_tokens: in_range(&at("max_tokens"), max_tokens, 1, 4096)? as u32,
+        top_logprobs: if logprobs { top_logprobs } else { 0 },
+        margin,
+        prompts: prompts.into(),
+        golden,
+    };
+    Ok((Arc::new(spec), files.finish()))
+}
+
+/// A file's bytes into the target's fingerprint (an unreadable one fails just after).
+fn hash_file(path: &str, h: &mut DefaultHasher) {
+    std::fs::read(path).unwrap_or_default().hash(h);
+}

@@ -1,0 +1,115 @@
+//! The correctness canary's series: checks by result, where answers diverged, and how far
+//! logprobs drifted where they agreed. Nothing per prompt or token is a label: the prompt,
+//! the position and the tokens of a divergence go to the log line and the status page.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use super::{LabeledFamily, TargetLabels, WithLabel};
+
+/// How a check ended (the `result` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckResult {
+    Match,
+    Diverged,
+    WrongAnswer,
+    /// No verdict: no logprobs, no reference yet, or the request failed (the failure is
+    /// counted as every probe's is).
+    Unscored,
+}
+
+impl CheckResult {
+    pub const ALL: [Self; 4] = [
+        Self::Match,
+        Self::Diverged,
+        Self::WrongAnswer,
+        Self::Unscored,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Match => "match",
+            Self::Diverged => "diverged",
+            Self::WrongAnswer => "wrong_answer",
+            Self::Unscored => "unscored",
+        }
+    }
+}
+
+/// Token positions: where in a 32-token answer the first divergence was.
+const POSITION_BUCKETS: [f64; 11] = [
+    0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0,
+];
+/// Nats: benign batch noise is 1e-7..1e-2 (vLLM PR #32480); a failing kernel goes beyond.
+const DRIFT_BUCKETS: [f64; 11] = [
+    1e-6, 1e-5, 1e-4, 1e-3, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0,
+];
+
+#[derive(Clone, Debug, Default)]
+pub(super) struct CanaryFamilies {
+    checks: LabeledFamily<WithLabel<&'static str>, Counter>,
+    position: LabeledFamily<TargetLabels, Histogram>,
+    drift: LabeledFamily<TargetLabels, Histogram>,
+}
+
+/// One target's canary series.
+#[derive(Clone, Debug)]
+pub(super) struct CanarySeries {
+    checks: [Counter; 4],
+    position: Histogram,
+    drift: Histogram,
+}
+
+impl CanaryFamilies {
+    pub(super) fn register(&self, r: &mut Registry) {
+        r.register(
+            "canary_checks",
+            "Correctness canary checks by result: match, diverged (a token differs where the reference was sure), wrong_answer (a known-answer regex failed), unscored (no logprobs, no reference yet, or the request failed)",
+            self.checks.clone(),
+        );
+        r.register(
+            "canary_divergence_position",
+            "The first token position where a canary answer diverged from its reference",
+            self.position.clone(),
+        );
+        r.register(
+            "canary_logprob_drift",
+            "Per scored canary check, the largest logprob difference (nats) from the reference over the tokens where both agreed",
+            self.drift.clone(),
+        );
+    }
+
+    pub(super) fn series(&self, labels: &TargetLabels) -> CanarySeries {
+        CanarySeries {
+            checks: CheckResult::ALL.map(|r| {
+                self.checks
+                    .get_or_insert((labels.clone(), [("result", r.as_str())]), Counter::default)
+            }),
+            position: self.position.get_or_insert(labels.clone(), || {
+                Histogram::new(POSITION_BUCKETS.iter().copied())
+            }),
+            drift: self.drift.get_or_insert(labels.clone(), || {
+                Histogram::new(DRIFT_BUCKETS.iter().copied())
+            }),
+        }
+    }
+
+    pub(super) fn remove(&self, labels: &TargetLabels) {
+        self.checks.retain(|(l, _)| l != labels);
+        self.position.remove(labels);
+        self.drift.remove(labels);
+    }
+}
+
+impl CanarySeries {
+    pub(super) fn record(&self, result: CheckResult, position: Option<usize>, drift: Option<f64>) {
+        self.checks[result as usize].inc();
+        if let Some(position) = position {
+            self.position.observe(position as f64);
+        }
+        if let Some(drift) = drift {
+            self.drift.observe(drift);
+        }
+    }
+}

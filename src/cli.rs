@@ -113,6 +113,15 @@ pub async fn execute(command: Command) -> u8 {
                     config.display(),
                     loaded.targets.len()
                 );
+                for target in &loaded.targets {
+                    if let Some(canary) = &target.canary {
+                        println!(
+                            "  {}: {}",
+                            target.id,
+                            crate::canary::describe(canary, target.backend)
+                        );
+                    }
+                }
                 0
             }
             Err(e) => {

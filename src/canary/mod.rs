@@ -59,6 +59,35 @@ impl Check {
     }
 }
 
+/// What `inferprobe check` says of a target's canary: how its prompts will be scored.
+pub fn describe(spec: &CanarySpec, backend: crate::target::BackendKind) -> String {
+    let known = spec.prompts.iter().filter(|p| p.expect.is_some()).count();
+    let compared = spec.prompts.len() - known;
+    let reference = match &spec.golden {
+        Some(path) => format!("the golden file {path}"),
+        None => "the majority answer of its replicas (the first answer below three)".into(),
+    };
+    let mut out = format!(
+        "canary every {:?}, {} prompt(s), {} tokens",
+        spec.interval,
+        spec.prompts.len(),
+        spec.max_tokens
+    );
+    if compared > 0 {
+        out += &format!(
+            "; {compared} compared by logprobs (top {}, margin {} nats) with {reference}",
+            spec.top_logprobs, spec.margin
+        );
+    }
+    if known > 0 {
+        out += &format!("; {known} known answer(s) by regex");
+    }
+    if spec.top_logprobs == 0 {
+        out += &format!(" ({backend} reports no logprobs: known answers only)");
+    }
+    out
+}
+
 /// The prompt a canary sends: its text exactly, no nonce, no media.
 pub fn prompt(spec: &CanarySpec, text: &str, model: &str) -> Prompt {
     Prompt {

@@ -13,8 +13,8 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use common::llama;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,78 +34,8 @@ const OUTLIER_MS: f64 = 100.0;
 /// Per-token difference between what the client sees and what the server timed.
 const TPOT_MARGIN_MS: f64 = 1.0;
 
-fn paths() -> (PathBuf, PathBuf) {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/real-server");
-    let server =
-        std::env::var_os("LLAMA_SERVER").map_or(root.join("bin/llama-server"), PathBuf::from);
-    let model = std::env::var_os("TINY_GGUF").map_or(root.join("tiny.gguf"), PathBuf::from);
-    assert!(
-        server.exists() && model.exists(),
-        "run scripts/real-server/setup.sh first (missing {} or {})",
-        server.display(),
-        model.display()
-    );
-    (server, model)
-}
-
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn start_server(context: u32) -> Server {
-    start_server_with(context, &[]).await
-}
-
-async fn start_server_with(context: u32, extra: &[&str]) -> Server {
-    let (binary, model) = paths();
-    let port = common::closed_port().await;
-    let child = Command::new(binary)
-        .args([
-            "-m",
-            model.to_str().unwrap(),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-        ])
-        .args([
-            "-c",
-            &context.to_string(),
-            "-np",
-            "4",
-            "-t",
-            "2",
-            "--alias",
-            "tiny",
-            "--metrics",
-        ])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Owned by the guard at once: it is killed and reaped on every path, panics included.
-    let server = Server {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    };
-    for _ in 0..200 {
-        if let Ok(r) = reqwest::get(format!("{}/health", server.url)).await {
-            if r.status().is_success() {
-                return server;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("llama-server did not become healthy");
+async fn start_server(context: u32) -> llama::Server {
+    llama::start(&llama::tiny(), context, &[]).await
 }
 
 fn target(
@@ -318,11 +248,13 @@ async fn max_completion_tokens_limits_this_llama_server() {
 async fn images_reach_a_real_vision_model() {
     // A tiny random-weight vision projector for the tiny model (make_tiny_mmproj.py): every
     // image becomes 16 tokens of the prompt.
-    let mmproj = std::env::var_os("TINY_MMPROJ").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/real-server/tiny-mmproj.gguf"),
-        PathBuf::from,
-    );
-    let server = start_server_with(4096, &["--mmproj", mmproj.to_str().unwrap()]).await;
+    let mmproj = llama::path("TINY_MMPROJ", "tiny-mmproj.gguf");
+    let server = llama::start(
+        &llama::tiny(),
+        4096,
+        &["--mmproj", mmproj.to_str().unwrap()],
+    )
+    .await;
     let images = "images = { count = 2, width = 64, height = 64, format = \"png\" }";
     let with = target(&server.url, "openai-chat", true, images);
     let without = target(&server.url, "openai-chat", true, "");

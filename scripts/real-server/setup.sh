@@ -3,7 +3,8 @@
 # llama-cpp-python (pinned; cmake and ninja from PyPI; no git, no model hub) and writes a
 # tiny random-weight GGUF model and a tiny vision projector for it (`--mmproj`) with PyPI `gguf`.
 # Everything is cached under target/real-server/, so only the first run pays the ~8 minute
-# build on 2 cores. Prints the paths of the server binary, the model and the mmproj, one per line.
+# build on 2 cores. Prints the paths of the server binary, the model, the mmproj and the
+# other-weights model, one per line.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=$(pwd)/target/real-server
@@ -38,6 +39,10 @@ if [ ! -f "$OUT/tiny.gguf" ]; then
   log "writing the tiny random-weight model"
   "$OUT/venv/bin/python" scripts/real-server/make_tiny_gguf.py "$OUT/tiny.gguf" >&2
 fi
+if [ ! -f "$OUT/tiny-other.gguf" ]; then
+  log "writing the same tiny model with other random weights (the canary's wrong replica)"
+  "$OUT/venv/bin/python" scripts/real-server/make_tiny_gguf.py "$OUT/tiny-other.gguf" --seed 1 >&2
+fi
 if [ ! -f "$OUT/tiny-mmproj.gguf" ]; then
   log "writing the tiny random-weight vision projector"
   "$OUT/venv/bin/python" scripts/real-server/make_tiny_mmproj.py "$OUT/tiny-mmproj.gguf" >&2
@@ -45,3 +50,4 @@ fi
 echo "$OUT/bin/llama-server"
 echo "$OUT/tiny.gguf"
 echo "$OUT/tiny-mmproj.gguf"
+echo "$OUT/tiny-other.gguf"

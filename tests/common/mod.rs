@@ -4,6 +4,7 @@
 
 pub mod hostile;
 pub mod kube_api;
+pub mod llama;
 pub mod process;
 pub mod replay;
 

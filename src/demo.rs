@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{self, RawConfig, RawDuration, RawTarget};
+use crate::config::{self, RawCanary, RawConfig, RawDuration, RawTarget};
 use crate::sim::{self, Fault, SimConfig};
 use crate::{Shutdown, daemon};
 
@@ -66,7 +66,14 @@ pub fn demo_config(
             ..RawTarget::default()
         },
         targets: vec![
-            target("sim-chat", "openai-chat", 2.0, 32, true),
+            RawTarget {
+                // A correctness canary too: the simulator's toy model answers it.
+                canary: Some(RawCanary {
+                    interval: seconds("5s"),
+                    ..RawCanary::default()
+                }),
+                ..target("sim-chat", "openai-chat", 2.0, 32, true)
+            },
             target("sim-completions", "openai", 1.0, 48, false),
         ],
         ..RawConfig::default()

@@ -54,6 +54,7 @@ pub mod sse;
 pub mod status;
 pub mod supervisor;
 pub mod target;
+pub mod trace_context;
 pub mod validation;
 
 pub use config::Config;

@@ -22,6 +22,7 @@ use crate::media::MediaSummary;
 use crate::prompt::Prompt;
 use crate::record::{Measurement, RequestRecord};
 use crate::target::{ConnectionMode, Target};
+use crate::trace_context::TraceIds;
 
 mod body;
 mod deadlines;
@@ -112,9 +113,12 @@ impl Prober {
             };
         }
         let mut retried = false;
+        // One trace per probe: a retry is the same probe, sent again.
+        let trace = self.target.trace_context.then(TraceIds::random);
         loop {
-            let request = self.build_request(request_id, prompt);
+            let request = self.build_request(request_id, prompt, trace.as_ref());
             let mut record = RequestRecord::new(Instant::now());
+            record.trace = trace;
             if prompt.greedy.is_some_and(|g| g.top_logprobs > 0) && self.backend.reports_logprobs()
             {
                 record.response.logprobs = Some(Default::default());
@@ -148,6 +152,7 @@ impl Prober {
         &self,
         request_id: &str,
         prompt: &Prompt,
+        trace: Option<&TraceIds>,
     ) -> Result<reqwest::Request, reqwest::Error> {
         let mut spec = self.backend.request(&self.target, prompt);
         if let (Some(greedy), RequestBody::Json(serde_json::Value::Object(body))) =
@@ -160,6 +165,12 @@ impl Prober {
             .post(self.target.url.clone())
             .headers(self.target.headers.clone())
             .header("x-request-id", request_id);
+        if let Some(trace) = trace {
+            builder = builder.header("traceparent", trace.traceparent());
+            if let Some(state) = &self.target.tracestate {
+                builder = builder.header("tracestate", state.as_str());
+            }
+        }
         for (name, value) in spec.headers {
             builder = builder.header(name, value);
         }

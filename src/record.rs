@@ -185,6 +185,8 @@ pub struct RequestRecord {
     pub response: ResponseInfo,
     /// Set for non-streamed responses.
     pub whole: Option<WholeBody>,
+    /// The trace this probe started (its `traceparent`), unless the target opted out.
+    pub trace: Option<crate::trace_context::TraceIds>,
     first_token_at: Option<Instant>,
     observations: Vec<Observation>,
     prompt_tokens: Option<u64>,
@@ -208,6 +210,7 @@ impl RequestRecord {
             bytes: 0,
             response: ResponseInfo::default(),
             whole: None,
+            trace: None,
             first_token_at: None,
             observations: Vec::new(),
             prompt_tokens: None,

@@ -18,10 +18,13 @@ pub fn log_probe(
     let retried = report.retried;
     // Only when there are any: most targets send text alone.
     let media = (!report.media.is_empty()).then(|| report.media.to_string());
+    let trace_id = record.trace.map(|t| t.trace_hex());
+    let trace_id = trace_id.as_deref();
     match result {
         Ok(m) => tracing::debug!(
             target = %target.id,
             request_id,
+            trace_id,
             ttft_ms = m.ttft.map(ms),
             tpot_ms = m.tpot.map(ms),
             e2el_ms = ms(m.e2el),
@@ -40,6 +43,7 @@ pub fn log_probe(
             tracing::warn!(
                 target = %target.id,
                 request_id,
+                trace_id,
                 category = %e.category(),
                 error = %cause,
                 retried,

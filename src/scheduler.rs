@@ -19,7 +19,7 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::metrics::{SkipReason, TargetMetrics};
+use crate::metrics::{ProbeId, SkipReason, TargetMetrics};
 use crate::probe::{Outcome, Prober};
 use crate::prompt::{Draw, Prompt};
 use crate::report;
@@ -137,10 +137,14 @@ pub async fn run(
                     report::log_probe(&prober.target, &request_id, result, &probe);
                     sinks
                         .metrics
-                        .record_without_blocking(&request_id, result)
+                        .record_without_blocking(
+                            ProbeId::new(&request_id, probe.record.trace.as_ref()),
+                            result,
+                        )
                         .await;
                     sinks.status.push(ProbeSummary::new(
                         &request_id,
+                        probe.record.trace.as_ref(),
                         result,
                         &prober.target,
                         probe.media,

@@ -165,6 +165,9 @@ pub struct Target {
     pub validation: Validation,
     pub options: BackendOptions,
     pub slo: Option<Slo>,
+    /// Send a W3C `traceparent` (a new trace per probe), and this `tracestate` with it.
+    pub trace_context: bool,
+    pub tracestate: Option<String>,
     /// Correctness canary checks, next to the latency probes.
     pub canary: Option<std::sync::Arc<CanarySpec>>,
     pub connection: ConnectionMode,

@@ -128,6 +128,7 @@ mod tests {
     fn failed(id: &str, category: ErrorCategory, error: &str) -> RequestResult {
         RequestResult {
             request_id: id.into(),
+            trace_id: None,
             start: Duration::ZERO,
             queued: Duration::ZERO,
             outcome: Err(category),

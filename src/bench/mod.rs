@@ -299,9 +299,12 @@ pub async fn run(args: &BenchArgs, plan: Plan, shutdown: &Shutdown) -> anyhow::R
             let Outcome::Finished(outcome) = report.outcome else {
                 return None;
             };
-            metrics.record_without_blocking(&request_id, &outcome).await;
+            let trace = report.record.trace;
+            let id = crate::metrics::ProbeId::new(&request_id, trace.as_ref());
+            metrics.record_without_blocking(id, &outcome).await;
             Some(RequestResult {
                 request_id: request_id.to_string(),
+                trace_id: trace.map(|t| t.trace_hex()),
                 start: sent - start,
                 queued: sent - arrived,
                 error: outcome

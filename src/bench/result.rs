@@ -72,6 +72,15 @@ pub(super) fn json(
                     .collect::<Vec<_>>()
             ),
         );
+        out.insert(
+            "trace_ids".into(),
+            json!(
+                results
+                    .iter()
+                    .map(|r| r.trace_id.as_deref())
+                    .collect::<Vec<_>>()
+            ),
+        );
         // vLLM's `input_lens` (the server's count when reported), and the client's.
         out.insert(
             "input_lens".into(),

@@ -17,6 +17,8 @@ use crate::record::Measurement;
 #[derive(Debug)]
 pub struct RequestResult {
     pub request_id: String,
+    /// The trace it started (`traceparent`), unless the target opted out.
+    pub trace_id: Option<String>,
     /// When it was sent (after any client-side queueing), from the start of the run.
     pub start: Duration,
     /// Waiting for a `max_concurrency` slot.

@@ -153,6 +153,10 @@ pub struct RawTarget {
     pub slo: Option<RawSlo>,
     /// Correctness canary checks next to the latency probes.
     pub canary: Option<RawCanary>,
+    /// Send a W3C `traceparent` header with every probe (default true).
+    pub trace_context: Option<bool>,
+    /// A W3C `tracestate` value sent with it, e.g. `vendor=value`.
+    pub tracestate: Option<String>,
     /// `reuse` (pooled keep-alive connections) or `fresh` (a new connection per probe).
     pub connection: Option<String>,
     pub tls_ca_file: Option<String>,
@@ -280,6 +284,8 @@ impl RawTarget {
             videos,
             slo,
             canary,
+            trace_context,
+            tracestate,
             connection,
             tls_ca_file,
             tls_client_cert_file,

@@ -200,6 +200,17 @@ pub(super) fn validate_target(
         }
         None => (None, 0),
     };
+    let trace_context = t.trace_context.unwrap_or(true);
+    if let Some(state) = &t.tracestate {
+        if !trace_context {
+            return Err(ConfigError::new(
+                at("tracestate"),
+                "is sent with traceparent: it needs trace_context = true",
+            ));
+        }
+        crate::trace_context::check_tracestate(state)
+            .map_err(|e| ConfigError::new(at("tracestate"), e))?;
+    }
     // The canary's prompt and golden files define the target too.
     let fingerprint = fingerprint(&t, global_labels, api_key.as_ref(), &tls) ^ canary_files;
 
@@ -366,6 +377,8 @@ pub(super) fn validate_target(
         validation,
         options,
         slo,
+        trace_context,
+        tracestate: t.tracestate.clone(),
         canary,
         connection,
         tls,

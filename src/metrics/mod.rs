@@ -32,7 +32,7 @@ pub use canary::CheckResult;
 pub use expose::Format;
 pub use family::{LabeledFamily, TargetLabels};
 pub use runtime::RuntimeCollector;
-pub use target::{InFlight, TargetMetrics, is_good};
+pub use target::{InFlight, ProbeId, TargetMetrics, is_good};
 use values::with_bound;
 pub use values::{
     E2EL_BUCKETS, Le, SkipReason, TOKEN_COUNT_BUCKETS, TOKEN_LATENCY_BUCKETS, TTFT_BUCKETS,
@@ -50,7 +50,7 @@ pub struct DiscoveryMetrics {
 }
 
 /// The exemplar attached to latency observations: which probe produced it.
-type Exemplar = [(&'static str, Arc<String>); 1];
+type Exemplar = Vec<(&'static str, Arc<String>)>;
 type LatencyHistogram = HistogramWithExemplars<Exemplar>;
 type F64Gauge = Gauge<f64, AtomicU64>;
 /// A target's labels plus one more, e.g. `category="dns"`.

@@ -9,10 +9,56 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 
 use super::canary::{CanarySeries, CheckResult};
-use super::{F64Gauge, LatencyHistogram, SkipReason, TargetLabels, unix_now};
+use super::{Exemplar, F64Gauge, LatencyHistogram, SkipReason, TargetLabels, unix_now};
 use crate::error::{ErrorCategory, ProbeError};
 use crate::record::Measurement;
 use crate::target::Slo;
+
+/// Which probe an observation came from: its request id, and its trace id when it sent
+/// `traceparent`. Both go into the latency histograms' exemplars.
+#[derive(Clone, Debug)]
+pub struct ProbeId {
+    pub request_id: Arc<String>,
+    pub trace_id: Option<Arc<String>>,
+}
+
+impl From<&Arc<String>> for ProbeId {
+    fn from(request_id: &Arc<String>) -> Self {
+        Self {
+            request_id: Arc::clone(request_id),
+            trace_id: None,
+        }
+    }
+}
+
+/// OpenMetrics: an exemplar's label names and values hold at most 128 characters.
+const EXEMPLAR_CHARS: usize = 128;
+
+impl ProbeId {
+    pub fn new(request_id: &Arc<String>, trace: Option<&crate::trace_context::TraceIds>) -> Self {
+        Self {
+            request_id: Arc::clone(request_id),
+            trace_id: trace.map(|t| Arc::new(t.trace_hex())),
+        }
+    }
+
+    /// `trace_id` (the name Grafana's exemplar-to-trace link reads) and `request_id`, or,
+    /// when both would exceed OpenMetrics' 128 characters (a long request id prefix), the
+    /// trace id alone: it leads to the log line too.
+    fn exemplar(&self) -> Exemplar {
+        let request = ("request_id", Arc::clone(&self.request_id));
+        let Some(trace_id) = &self.trace_id else {
+            return vec![request];
+        };
+        let trace = ("trace_id", Arc::clone(trace_id));
+        let chars = |(k, v): &(&str, Arc<String>)| k.len() + v.chars().count();
+        if chars(&trace) + chars(&request) <= EXEMPLAR_CHARS {
+            vec![trace, request]
+        } else {
+            vec![trace]
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct TargetMetrics {
@@ -63,9 +109,9 @@ impl TargetMetrics {
 
     /// Record one finished probe, atomically with respect to scrapes. Blocks while a
     /// scrape is encoding: from async code use [`Self::record_without_blocking`].
-    pub fn record(&self, request_id: &Arc<String>, outcome: &Result<Measurement, ProbeError>) {
+    pub fn record(&self, id: impl Into<ProbeId>, outcome: &Result<Measurement, ProbeError>) {
         let _shared = self.snapshot.read().unwrap_or_else(|e| e.into_inner());
-        self.apply(request_id, outcome.as_ref().map_err(ProbeError::category));
+        self.apply(&id.into(), outcome.as_ref().map_err(ProbeError::category));
     }
 
     /// Record one finished probe without ever stalling an async worker thread. A scrape
@@ -77,10 +123,11 @@ impl TargetMetrics {
     /// from staying flat.) The lock prefers writers, so a waiting scrape is not starved.
     pub async fn record_without_blocking(
         &self,
-        request_id: &Arc<String>,
+        id: impl Into<ProbeId>,
         outcome: &Result<Measurement, ProbeError>,
     ) {
-        let outcome = outcome.as_ref().map_err(ProbeError::category);
+        let (id, outcome) = (id.into(), outcome.as_ref().map_err(ProbeError::category));
+        let request_id = &id;
         loop {
             // The guard must be gone before the await: it cannot cross threads.
             let recorded = match self.snapshot.try_read() {
@@ -103,10 +150,10 @@ impl TargetMetrics {
     }
 
     /// The recording itself; the caller holds the snapshot lock (shared).
-    fn apply(&self, request_id: &Arc<String>, outcome: Result<&Measurement, ErrorCategory>) {
+    fn apply(&self, id: &ProbeId, outcome: Result<&Measurement, ErrorCategory>) {
         match outcome {
             Ok(m) => {
-                let exemplar = || Some([("request_id", Arc::clone(request_id))]);
+                let exemplar = || Some(id.exemplar());
                 if let Some(ttft) = m.ttft {
                     self.ttft.observe(ttft.as_secs_f64(), exemplar(), None);
                 }

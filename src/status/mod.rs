@@ -26,6 +26,8 @@ pub use page::render;
 pub struct ProbeSummary {
     pub at: SystemTime,
     pub request_id: Arc<String>,
+    /// The trace it started, when it sent `traceparent`.
+    pub trace_id: Option<String>,
     pub ttft: Option<Duration>,
     pub e2el: Option<Duration>,
     pub output_tokens: Option<u64>,
@@ -41,16 +43,19 @@ impl ProbeSummary {
     /// The summary of a finished probe of `target` (whose API key is scrubbed from errors).
     pub fn new(
         request_id: &Arc<String>,
+        trace: Option<&crate::trace_context::TraceIds>,
         outcome: &Result<Measurement, ProbeError>,
         target: &Target,
         media: MediaSummary,
     ) -> Self {
         let request_id = Arc::clone(request_id);
+        let trace_id = trace.map(|t| t.trace_hex());
         let at = SystemTime::now();
         match outcome {
             Ok(m) => Self {
                 at,
                 request_id,
+                trace_id,
                 ttft: m.ttft,
                 e2el: Some(m.e2el),
                 output_tokens: m.output_tokens.map(|c| c.value()),
@@ -61,6 +66,7 @@ impl ProbeSummary {
             Err(e) => Self {
                 at,
                 request_id,
+                trace_id,
                 ttft: None,
                 e2el: None,
                 output_tokens: None,

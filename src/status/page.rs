@@ -155,7 +155,7 @@ fn section(out: &mut String, target: &TargetStatus) {
         n = f.probes,
         spark = sparkline(&probes),
     );
-    out.push_str("<table><thead><tr><th>time (UTC)</th><th>outcome</th><th>TTFT ms</th><th>E2EL ms</th><th>tokens</th><th>request id</th><th>detail</th></tr></thead><tbody>");
+    out.push_str("<table><thead><tr><th>time (UTC)</th><th>outcome</th><th>TTFT ms</th><th>E2EL ms</th><th>tokens</th><th>request id</th><th>trace id</th><th>detail</th></tr></thead><tbody>");
     for p in probes.iter().rev().take(TABLE_ROWS) {
         let (outcome, class, mut detail) = match &p.error {
             None => (
@@ -177,7 +177,7 @@ fn section(out: &mut String, target: &TargetStatus) {
         }
         let _ = write!(
             out,
-            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
+            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td></tr>",
             clock(p.at),
             escape(&outcome),
             ms(p.ttft),
@@ -185,6 +185,7 @@ fn section(out: &mut String, target: &TargetStatus) {
             p.output_tokens
                 .map_or_else(|| "–".into(), |n| n.to_string()),
             escape(&p.request_id),
+            p.trace_id.as_deref().unwrap_or("–"),
             escape(&detail),
         );
     }

@@ -8,6 +8,7 @@ fn success(start_ms: u64, ttft_ms: u64, itl_ms: u64, tokens: u64) -> RequestResu
     let n = tokens as u32;
     RequestResult {
         request_id: String::new(),
+        trace_id: None,
         start: MS * start_ms as u32,
         queued: Duration::ZERO,
         outcome: Ok(Measurement {
@@ -28,6 +29,7 @@ fn success(start_ms: u64, ttft_ms: u64, itl_ms: u64, tokens: u64) -> RequestResu
 fn failure(category: ErrorCategory) -> RequestResult {
     RequestResult {
         request_id: "bench-1".into(),
+        trace_id: None,
         start: Duration::ZERO,
         queued: Duration::ZERO,
         outcome: Err(category),

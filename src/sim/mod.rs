@@ -32,7 +32,7 @@ use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
@@ -55,7 +55,12 @@ struct Shared {
     timeline: Option<timeline::Sink>,
     loader: media::Loader,
     ledger: media::Ledger,
+    /// The trace context of recent requests, for `GET /sim/traces`.
+    traces: Mutex<std::collections::VecDeque<Value>>,
 }
+
+/// Requests whose trace context `/sim/traces` remembers.
+const TRACES_KEPT: usize = 10_000;
 
 impl Shared {
     /// The lock is never held across an await.
@@ -90,6 +95,7 @@ pub async fn serve(
         timeline,
         loader: media::Loader::new()?,
         ledger: media::Ledger::default(),
+        traces: Mutex::default(),
     });
     let options = crate::server::ServeOptions {
         close_grace: Duration::from_secs(1),
@@ -114,6 +120,13 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let traceparent = header("traceparent");
     let dialect = match (req.method(), req.uri().path()) {
         (&Method::GET, "/health") => {
             return Ok(json_response(StatusCode::OK, json!({"status": "ok"})));
@@ -125,11 +138,29 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
         (&Method::GET, "/sim/media") => {
             return Ok(json_response(StatusCode::OK, shared.ledger.json()));
         }
+        (&Method::GET, "/sim/traces") => {
+            let traces = shared.traces.lock().unwrap_or_else(|e| e.into_inner());
+            return Ok(json_response(
+                StatusCode::OK,
+                Value::from(Vec::from(traces.clone())),
+            ));
+        }
         (method, path) => match Dialect::route(method, path) {
             Some(dialect) => dialect,
             None => return Ok(error(StatusCode::NOT_FOUND, "no such endpoint")),
         },
     };
+    {
+        let mut traces = shared.traces.lock().unwrap_or_else(|e| e.into_inner());
+        if traces.len() == TRACES_KEPT {
+            traces.pop_front();
+        }
+        traces.push_back(json!({
+            "request_id": request_id,
+            "traceparent": traceparent,
+            "tracestate": header("tracestate"),
+        }));
+    }
     let forced = req
         .headers()
         .get(FAULT_HEADER)
@@ -217,6 +248,7 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
     let timeline = shared.timeline.as_ref().map(|out| Timeline {
         out: Arc::clone(out),
         request_id: request_id.unwrap_or_default(),
+        traceparent,
         arrival_ns,
         token_sends_ns: Vec::new(),
     });

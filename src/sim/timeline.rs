@@ -24,6 +24,8 @@ pub fn open(path: &std::path::Path) -> Result<Sink, String> {
 pub struct Timeline {
     pub out: Sink,
     pub request_id: String,
+    /// The W3C trace context the request carried, if any.
+    pub traceparent: Option<String>,
     pub arrival_ns: u128,
     pub token_sends_ns: Vec<u128>,
 }
@@ -39,6 +41,7 @@ impl Drop for Timeline {
         use std::io::Write;
         let line = json!({
             "request_id": self.request_id,
+            "traceparent": self.traceparent,
             "arrival_ns": self.arrival_ns.to_string(),
             "token_sends_ns": self.token_sends_ns.iter().map(u128::to_string).collect::<Vec<_>>(),
         });

@@ -42,6 +42,7 @@ pub mod logging;
 pub mod logprobs;
 pub mod media;
 pub mod metrics;
+pub mod otlp;
 pub mod probe;
 pub mod prompt;
 pub mod record;

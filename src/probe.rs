@@ -90,12 +90,24 @@ impl Prober {
         })
     }
 
-    /// Run one probe to completion, failure, or `abort`.
+    /// Run one probe to completion, failure, or `abort`; its trace (if it sends one) sampled.
     pub async fn probe(
         &self,
         request_id: &str,
         prompt: &Prompt,
         abort: &CancellationToken,
+    ) -> ProbeReport {
+        self.probe_sampled(request_id, prompt, abort, true).await
+    }
+
+    /// [`Self::probe`], with the trace's sampled flag chosen by the caller (the trace
+    /// exporter's sampling ratio).
+    pub async fn probe_sampled(
+        &self,
+        request_id: &str,
+        prompt: &Prompt,
+        abort: &CancellationToken,
+        sampled: bool,
     ) -> ProbeReport {
         // A reused keep-alive connection the server closed just as the request went out
         // (keep-alive timeouts; llama.cpp closes after every stream) is the pool's artefact,
@@ -114,7 +126,7 @@ impl Prober {
         }
         let mut retried = false;
         // One trace per probe: a retry is the same probe, sent again.
-        let trace = self.target.trace_context.then(TraceIds::random);
+        let trace = self.target.trace_context.then(|| TraceIds::random(sampled));
         loop {
             let request = self.build_request(request_id, prompt, trace.as_ref());
             let mut record = RequestRecord::new(Instant::now());

@@ -43,6 +43,16 @@ pub struct Context {
     pub cut: Arc<AtomicU64>,
     /// Ready pods of the probe's fleet: a target's `fleet_rate` is divided by it.
     pub fleet: watch::Receiver<usize>,
+    /// Where probe spans are exported (`[tracing]`), if anywhere.
+    pub spans: Option<crate::otlp::Spans>,
+}
+
+impl Context {
+    /// Whether the next probe's trace is sampled (always, without an exporter: the server
+    /// may record what we do not).
+    pub fn sample(&self) -> bool {
+        self.spans.as_ref().is_none_or(crate::otlp::Spans::sample)
+    }
 }
 
 /// The rate this process runs `target` at, with `fleet` probe pods sharing a `fleet_rate`.
@@ -128,13 +138,26 @@ pub async fn run(
             let Some(prompt) = build_prompt(&prober.target, draw).await else {
                 return;
             };
-            let probe = prober.probe(&request_id, &prompt, &ctx.abort).await;
+            let probe = prober
+                .probe_sampled(&request_id, &prompt, &ctx.abort, ctx.sample())
+                .await;
             if probe.retried {
                 sinks.metrics.retried();
             }
             match &probe.outcome {
                 Outcome::Finished(result) => {
                     report::log_probe(&prober.target, &request_id, result, &probe);
+                    if let Some(spans) = &ctx.spans {
+                        if let Some(span) = crate::otlp::probe_span(
+                            &prober.target,
+                            &request_id,
+                            &probe,
+                            result,
+                            false,
+                        ) {
+                            spans.offer(span);
+                        }
+                    }
                     sinks
                         .metrics
                         .record_without_blocking(

@@ -10,21 +10,28 @@ use std::fmt;
 pub struct TraceIds {
     pub trace_id: [u8; 16],
     pub span_id: [u8; 8],
+    /// The sampled flag: the server should record it, and inferprobe exports its span.
+    pub sampled: bool,
 }
 
 impl TraceIds {
     /// New random ids; all-zero ids are invalid in W3C Trace Context, so never drawn.
-    pub fn random() -> Self {
+    pub fn random(sampled: bool) -> Self {
         let mut trace_id = rand::random::<[u8; 16]>();
         let mut span_id = rand::random::<[u8; 8]>();
         trace_id[15] |= u8::from(trace_id == [0; 16]);
         span_id[7] |= u8::from(span_id == [0; 8]);
-        Self { trace_id, span_id }
+        Self {
+            trace_id,
+            span_id,
+            sampled,
+        }
     }
 
-    /// `00-<trace id>-<span id>-01`: version 00, sampled (the server should record it).
+    /// `00-<trace id>-<span id>-<flags>`: version 00, flags 01 when sampled.
     pub fn traceparent(&self) -> String {
-        format!("00-{}-{}-01", hex(&self.trace_id), hex(&self.span_id))
+        let flags = if self.sampled { "01" } else { "00" };
+        format!("00-{}-{}-{flags}", hex(&self.trace_id), hex(&self.span_id))
     }
 
     /// The 32 lowercase hex digits Grafana's exemplar-to-trace link reads as `trace_id`.
@@ -84,17 +91,20 @@ mod tests {
 
     #[test]
     fn traceparent_is_version_00_sampled_with_lowercase_hex() {
-        let ids = TraceIds {
+        let mut ids = TraceIds {
             trace_id: [0xab; 16],
             span_id: [0x01; 8],
+            sampled: true,
         };
         assert_eq!(
             ids.traceparent(),
             "00-abababababababababababababababab-0101010101010101-01"
         );
-        let random = TraceIds::random();
+        ids.sampled = false;
+        assert!(ids.traceparent().ends_with("-00"));
+        let random = TraceIds::random(true);
         assert_ne!(random.trace_id, [0; 16]);
-        assert_ne!(random, TraceIds::random());
+        assert_ne!(random, TraceIds::random(true));
         assert_eq!(random.trace_hex().len(), 32);
     }
 

@@ -236,10 +236,10 @@ pub async fn run(
             sinks.clone(),
             Arc::clone(&member),
         );
-        let abort = ctx.abort.clone();
+        let ctx_for_check = ctx.clone();
         ctx.probes.spawn(async move {
             let _permit = permit;
-            check(&prober, &spec, index, &sinks, &member, &abort).await;
+            check(&prober, &spec, index, &sinks, &member, &ctx_for_check).await;
         });
     }
 }
@@ -251,7 +251,7 @@ async fn check(
     index: usize,
     sinks: &Sinks,
     member: &Member,
-    abort: &CancellationToken,
+    ctx: &Context,
 ) {
     let target = &prober.target;
     let canary_prompt = &spec.prompts[index];
@@ -263,12 +263,19 @@ async fn check(
     let prompt = prompt(spec, &canary_prompt.text, &target.model);
     let report = {
         let _in_flight = sinks.metrics.in_flight();
-        prober.probe(&request_id, &prompt, abort).await
+        prober
+            .probe_sampled(&request_id, &prompt, &ctx.abort, ctx.sample())
+            .await
     };
     let Outcome::Finished(result) = &report.outcome else {
         return; // cut by shutdown: not counted, like any probe
     };
     crate::report::log_probe(target, &request_id, result, &report);
+    if let Some(spans) = &ctx.spans {
+        if let Some(span) = crate::otlp::probe_span(target, &request_id, &report, result, true) {
+            spans.offer(span);
+        }
+    }
     let check = score(
         canary_prompt,
         &report,

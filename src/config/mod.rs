@@ -12,6 +12,7 @@ mod media;
 mod operations;
 mod prompts;
 mod raw;
+mod tracing;
 mod validate;
 
 use std::fmt;
@@ -34,7 +35,7 @@ pub use discovery::{
 pub use fields::RESERVED_LABELS;
 pub use raw::{
     RawCanary, RawConfig, RawDiscovery, RawDuration, RawKubernetes, RawMedia, RawPort, RawSlo,
-    RawTarget, RawValidation,
+    RawTarget, RawTracing, RawValidation,
 };
 pub use validate::validate;
 
@@ -69,6 +70,8 @@ pub struct Config {
     pub kubernetes: Kubernetes,
     /// Blocks that find targets at run time (Kubernetes objects, file_sd files).
     pub discovery: Vec<Arc<Discovery>>,
+    /// Where probe spans go (OTLP), if anywhere.
+    pub tracing: Option<crate::otlp::TracingExport>,
 }
 
 /// A configuration problem: which key, what is wrong, and where the value came from.

@@ -33,6 +33,25 @@ pub struct RawConfig {
     /// Blocks that turn Kubernetes objects (or a file_sd file) into targets.
     #[serde(default)]
     pub discovery: Vec<RawDiscovery>,
+    /// OTLP export of one span per probe.
+    #[serde(default)]
+    pub tracing: RawTracing,
+}
+
+/// `[tracing]`: `otlp_endpoint`, `protocol`, `headers_file`/`headers_env`, `sampling_ratio`,
+/// `queue_size`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawTracing {
+    pub otlp_endpoint: Option<String>,
+    /// `http/protobuf` (the default, port 4318) or `grpc` (port 4317).
+    pub protocol: Option<String>,
+    /// Lines `name: value` sent with every export (e.g. an authorization header).
+    pub headers_file: Option<String>,
+    /// An environment variable holding `name=value,name2=value2`.
+    pub headers_env: Option<String>,
+    pub sampling_ratio: Option<f64>,
+    pub queue_size: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

@@ -128,7 +128,9 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
             ));
         }
     }
+    let tracing = super::tracing::tracing(&raw.tracing)?;
     Ok(Config {
+        tracing,
         listen,
         seed: raw.seed,
         shutdown_grace,

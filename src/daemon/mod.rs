@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ConfigError};
 use crate::metrics::{Metrics, RuntimeCollector};
+use crate::otlp::Spans;
 use crate::scheduler::Context;
 use crate::server::{self, ReloadRequest, State};
 use crate::shutdown::Shutdown;
@@ -95,7 +96,18 @@ async fn serve(
     )));
     let board = Arc::new(Board::default());
     let (fleet, fleet_size) = watch::channel(1usize);
+    // The span exporter runs until the probes are drained, then flushes once.
+    let spans_stop = CancellationToken::new();
+    let (spans, spans_task) = match &config.tracing {
+        Some(export) => {
+            let (spans, task) = Spans::start(export, metrics.span_export(), spans_stop.clone())
+                .map_err(anyhow::Error::msg)?;
+            (Some(spans), Some(task))
+        }
+        None => (None, None),
+    };
     let ctx = Context {
+        spans,
         probes: TaskTracker::new(),
         abort: shutdown.immediate().child_token(),
         recorded: Arc::new(AtomicU64::new(0)),
@@ -179,6 +191,11 @@ async fn serve(
     state.set_ready(false);
     targets.stop().await;
     let report = drain(&ctx, &shutdown, grace).await;
+    spans_stop.cancel();
+    if let Some(task) = spans_task {
+        // The last batch, briefly: a collector that is down must not hold the exit.
+        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+    }
     server_stop.cancel();
     server.join().await;
     Ok(report)

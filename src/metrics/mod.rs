@@ -41,6 +41,15 @@ pub use values::{
 /// `discovery="<block>"`.
 type BlockLabel = [(&'static str, String); 1];
 
+/// The OTLP span exporter's counters (process-wide).
+#[derive(Clone, Debug, Default)]
+pub struct ExportMetrics {
+    pub exported: Counter,
+    /// The queue was full: the exporter is behind (a slow or down collector).
+    pub dropped: Counter,
+    pub failed: Counter,
+}
+
 /// A discovery block's own series.
 #[derive(Clone, Debug)]
 pub struct DiscoveryMetrics {
@@ -93,6 +102,7 @@ pub struct Metrics {
     config_reload_successful: Gauge,
     config_reload_success_time: F64Gauge,
     canary: canary::CanaryFamilies,
+    spans: ExportMetrics,
     /// Recording a probe holds this shared; encoding holds it exclusively. So every scrape
     /// sees each probe entirely or not at all: `requests_total` = successes + errors and
     /// ITL count = Σ per-probe observations hold in every single scrape.
@@ -230,6 +240,11 @@ impl Metrics {
         self.discovery_up.remove(&label);
         self.discovery_targets.remove(&label);
         self.discovery_refused.remove(&label);
+    }
+
+    /// The span exporter's counters.
+    pub fn span_export(&self) -> ExportMetrics {
+        self.spans.clone()
     }
 
     /// The fleet size gauge, for the fleet watcher.

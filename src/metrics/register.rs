@@ -43,9 +43,25 @@ impl Metrics {
             config_reload_successful: Gauge::default(),
             config_reload_success_time: F64Gauge::default(),
             canary: Default::default(),
+            spans: Default::default(),
             snapshot: Arc::default(),
         };
         m.canary.register(r);
+        r.register(
+            "trace_spans_exported",
+            "Probe spans the OTLP exporter delivered to the collector",
+            m.spans.exported.clone(),
+        );
+        r.register(
+            "trace_spans_dropped",
+            "Probe spans dropped because the export queue was full (the collector is slow or down); probes never wait for it",
+            m.spans.dropped.clone(),
+        );
+        r.register(
+            "trace_spans_failed",
+            "Probe spans whose export failed (the collector refused them or did not answer)",
+            m.spans.failed.clone(),
+        );
         r.register(
             "requests",
             "Probes that finished, successful or not",

@@ -5,6 +5,7 @@
 pub mod hostile;
 pub mod kube_api;
 pub mod llama;
+pub mod otlp;
 pub mod process;
 pub mod replay;
 

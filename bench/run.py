@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 import peers
-from harness import BIN, ROOT, Proc, daemon, read_timeline, free_port, http_get, machine, metric_sum, mib, ms, pct, simulator
+from harness import (BIN, ROOT, Proc, daemon, read_timeline, free_port, http_get, machine, metric_sum, mib,
+                     ms, pct, simulator, wait_until_up)
 
 
 # ---------------------------------------------------------------------------- fidelity
@@ -252,8 +253,25 @@ def default_rate(work, quick):
     hwm = d.status_kib("VmHWM")
     d.stop()
     sim.stop()
+    demo_cpu, demo_wall = demo_cost(work, 15 if quick else 60)
     return {"targets": n, "seconds": wall, "cpu": cpu, "probes": probes,
-            "cpu_per_target_hour": cpu / wall * 3600 / n, "rss_median": statistics.median(rss), "hwm": hwm}
+            "cpu_per_target_hour": cpu / wall * 3600 / n, "rss_median": statistics.median(rss), "hwm": hwm,
+            "demo_cpu": demo_cpu, "demo_seconds": demo_wall}
+
+
+def demo_cost(work, seconds):
+    """`inferprobe demo` (the README's first command: its simulator in-process, 3 probes/s and a
+    canary every 5 s): CPU over `seconds` after a 5 s warm-up. Its daemon once spun a core on a
+    closed channel; this figure is where that would show."""
+    port = free_port()
+    proc = Proc([str(BIN), "demo", "--listen", f"127.0.0.1:{port}"], work / "demo.log")
+    wait_until_up(port, "/readyz", proc, "the demo")
+    time.sleep(5)
+    cpu0, t0 = proc.cpu_seconds(), time.monotonic()
+    time.sleep(seconds)
+    cpu, wall = proc.cpu_seconds() - cpu0, time.monotonic() - t0
+    proc.stop()
+    return cpu, wall
 
 
 # What the container image sets (Dockerfile): one malloc arena. glibc otherwise gives each
@@ -453,7 +471,10 @@ def write(path, runs, side, idle, cost, fps, soaks, micro, quick):
         f"{idle['seconds']:.0f} s after a 20 s warm-up ({idle['probes']:,.0f} probes in all): "
         f"**{idle['cpu_per_target_hour']:.2f} CPU s per hour per target** "
         f"({idle['cpu'] / idle['seconds'] * 100:.3f}% of one core for all {idle['targets']}), "
-        f"RSS {mib(idle['rss_median'])} MiB (median), {mib(idle['hwm'])} MiB peak (VmHWM).",
+        f"RSS {mib(idle['rss_median'])} MiB (median), {mib(idle['hwm'])} MiB peak (VmHWM). "
+        + (f"`inferprobe demo` (its simulator in the same process, 3 probes/s and a canary every 5 s): "
+           f"**{idle['demo_cpu'] / idle['demo_seconds'] * 100:.1f}% of one core** over {idle['demo_seconds']:.0f} s."
+           if "demo_cpu" in idle else ""),
         "",
         "### CPU per chunk, side by side",
         "",

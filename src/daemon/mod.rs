@@ -155,7 +155,9 @@ async fn serve(
     loop {
         let respond = tokio::select! {
             () = shutdown.graceful().cancelled() => break,
-            request = reload_requests.recv() => request.flatten(),
+            // A closed channel (no loader: `run`, not `run_reloadable`) ends this branch;
+            // matching `None` here would loop on it at once, forever: a core at 100%.
+            Some(request) = reload_requests.recv() => request,
             () = trigger.0.notified() => None,
             Some(update) = discovered.recv() => {
                 let block = update.block.clone();

@@ -202,7 +202,7 @@ impl ProbeError {
             Some(to) => {
                 let port = to.port().map(|p| format!(":{p}")).unwrap_or_default();
                 let host = to.host_str().unwrap_or("");
-                crate::backend::snippet(&format!("{}://{host}{port}{}", to.scheme(), to.path()))
+                snippet(&format!("{}://{host}{port}{}", to.scheme(), to.path()))
             }
             None if location.is_none() => "(no Location header)".into(),
             None => "(an unreadable Location)".into(),
@@ -326,6 +326,15 @@ pub fn chain(err: &(dyn StdError + 'static)) -> String {
         out.push_str(&text);
     }
     out
+}
+
+/// At most 200 characters, for log lines.
+pub fn snippet(text: &str) -> String {
+    const MAX: usize = 200;
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ impl Validation {
             |check: &'static str, detail: String| Err(ProbeError::Validation { check, detail });
         if let Some(regex) = &self.regex {
             if !regex.is_match(&response.text) {
-                let text = crate::backend::snippet(&response.text);
+                let text = crate::error::snippet(&response.text);
                 return fail(
                     "regex",
                     format!("output {text:?} does not match /{}/", regex.as_str()),

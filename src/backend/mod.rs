@@ -30,8 +30,9 @@ use crate::sse::SseEvent;
 pub use crate::target::BackendKind;
 use crate::target::{Secret, Target};
 
+use crate::error::snippet;
 pub use audio::wav;
-pub(crate) use openai_wire::{error_message, snippet};
+pub(crate) use openai_wire::error_message;
 
 /// How a wire format's [`Backend`] is found.
 impl BackendKind {

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{Payload, StreamEvent, StreamParser};
-use crate::error::ProbeError;
+use crate::error::{ProbeError, snippet};
 use crate::prompt::{Greedy, Prompt};
 use crate::record::{Chunk, ResponseInfo, ServerTimings};
 use crate::sse::SseEvent;
@@ -340,13 +340,4 @@ pub(crate) fn error_message(error: &Value) -> String {
         other => other.to_string(),
     };
     snippet(&text)
-}
-
-/// At most 200 characters, for log lines.
-pub(crate) fn snippet(text: &str) -> String {
-    const MAX: usize = 200;
-    match text.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
 }

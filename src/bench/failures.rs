@@ -38,7 +38,7 @@ fn one_line(error: &str) -> String {
     let line = error.split_whitespace().collect::<Vec<_>>().join(" ");
     match line.as_str() {
         "" => "(no message)".into(),
-        _ => crate::backend::snippet(&line),
+        _ => crate::error::snippet(&line),
     }
 }
 

@@ -150,7 +150,7 @@ pub fn score(
                 format!(
                     "expected /{}/, received {:?}",
                     expect.as_str(),
-                    crate::backend::snippet(&response.text)
+                    crate::error::snippet(&response.text)
                 )
             }),
         };
@@ -309,7 +309,7 @@ async fn record(
         .metrics
         .record_canary(result, check.result, position, check.drift)
         .await;
-    let prompt = crate::backend::snippet(prompt);
+    let prompt = crate::error::snippet(prompt);
     match (&check.result, &check.divergence) {
         (CheckResult::Diverged, Some(d)) => tracing::warn!(
             target, request_id = %request_id, prompt, position = d.position,

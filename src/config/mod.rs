@@ -12,6 +12,7 @@ mod media;
 mod operations;
 mod prompts;
 mod raw;
+mod target;
 mod tracing;
 mod validate;
 

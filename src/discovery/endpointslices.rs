@@ -10,7 +10,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::Health;
+use super::health::Health;
 use super::kube::{Watched, follow, socket};
 use crate::config::{Discovery, Found, Port, Source};
 

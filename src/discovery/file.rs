@@ -17,7 +17,7 @@ use serde::Deserialize;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::Health;
+use super::health::Health;
 use crate::config::{Found, RESERVED_LABELS};
 
 /// A file_sd file of a few thousand targets is far below this.

@@ -10,7 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::Health;
+use super::health::Health;
 use super::kube::{Connector, Watched, follow};
 use crate::config::Fleet;
 

@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::Health;
+use super::health::Health;
 use super::kube::{Step, Watched, pod_endpoint};
 use crate::config::{Discovery, Found, PoolVersion, Port, Source};
 

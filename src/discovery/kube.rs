@@ -14,11 +14,11 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use tokio::sync::{OnceCell, watch};
+use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
-use super::Health;
-use crate::config::{Discovery, Found, Kubernetes, Port, Source};
+use super::health::Health;
+use crate::config::{Discovery, Found, Kubernetes, Port};
 
 /// How long to wait before trying to build the client again (no service account yet, a
 /// kubeconfig being rotated).
@@ -73,29 +73,6 @@ async fn build(settings: &Kubernetes) -> Result<Client, String> {
         })?,
     };
     Client::try_from(config).map_err(|e| format!("cannot build the Kubernetes client: {e}"))
-}
-
-/// Run the block's Kubernetes source until `stop`.
-pub async fn run_source(
-    block: Arc<Discovery>,
-    connector: Connector,
-    sets: watch::Sender<Option<Vec<Found>>>,
-    mut health: Health,
-    stop: CancellationToken,
-) {
-    let Some(client) = connector.client(&mut health).await else {
-        return;
-    };
-    match &block.source {
-        Source::Pods { .. } => super::pods::run(&block, client, &sets, &mut health, &stop).await,
-        Source::EndpointSlices { .. } => {
-            super::endpointslices::run(&block, client, &sets, &mut health, &stop).await;
-        }
-        Source::InferencePool { .. } => {
-            super::inferencepool::run(&block, client, &sets, &mut health, &stop).await;
-        }
-        Source::File { .. } => {}
-    }
 }
 
 /// A watcher's events folded into the objects that exist now, keyed `namespace/name`.

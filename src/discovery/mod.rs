@@ -16,6 +16,7 @@
 mod endpointslices;
 mod file;
 pub mod fleet;
+mod health;
 mod inferencepool;
 mod kube;
 mod models;
@@ -31,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, Discovery, Found, Source};
 use crate::metrics::{DiscoveryMetrics, Metrics};
 use crate::target::Target;
+use health::Health;
 
 /// A block's complete set of targets, replacing the previous one.
 #[derive(Debug)]
@@ -73,7 +75,7 @@ pub fn start(
             }
             _ => {
                 if let Some(client) = &client {
-                    tokio::spawn(kube::run_source(
+                    tokio::spawn(run_source(
                         Arc::clone(block),
                         client.clone(),
                         sets,
@@ -100,42 +102,6 @@ pub fn start(
             metrics.fleet_size(),
             stop.clone(),
         ));
-    }
-}
-
-/// Whether a source is answering, in the block's `discovery_up` and the log: one line when
-/// it starts failing (and when the reason changes), one when it recovers.
-pub struct Health {
-    block: String,
-    up: prometheus_client::metrics::gauge::Gauge,
-    failing: Option<String>,
-}
-
-impl Health {
-    pub fn new(block: &str, up: prometheus_client::metrics::gauge::Gauge) -> Self {
-        Self {
-            block: block.to_owned(),
-            up,
-            failing: Some(String::new()),
-        }
-    }
-
-    pub fn ok(&mut self) {
-        if let Some(reason) = self.failing.take() {
-            if !reason.is_empty() {
-                tracing::info!(discovery = %self.block, "discovery recovered");
-            }
-        }
-        self.up.set(1);
-    }
-
-    pub fn failed(&mut self, reason: String) {
-        self.up.set(0);
-        if self.failing.as_deref() != Some(reason.as_str()) {
-            tracing::warn!(discovery = %self.block, %reason,
-                "discovery failing; its last known targets are kept and probed");
-            self.failing = Some(reason);
-        }
     }
 }
 
@@ -202,5 +168,28 @@ async fn run_block(
         if updates.send(update).await.is_err() {
             return;
         }
+    }
+}
+
+/// Run the block's Kubernetes source until `stop`.
+pub async fn run_source(
+    block: Arc<Discovery>,
+    connector: kube::Connector,
+    sets: watch::Sender<Option<Vec<Found>>>,
+    mut health: Health,
+    stop: CancellationToken,
+) {
+    let Some(client) = connector.client(&mut health).await else {
+        return;
+    };
+    match &block.source {
+        Source::Pods { .. } => pods::run(&block, client, &sets, &mut health, &stop).await,
+        Source::EndpointSlices { .. } => {
+            endpointslices::run(&block, client, &sets, &mut health, &stop).await;
+        }
+        Source::InferencePool { .. } => {
+            inferencepool::run(&block, client, &sets, &mut health, &stop).await;
+        }
+        Source::File { .. } => {}
     }
 }

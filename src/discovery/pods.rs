@@ -7,7 +7,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::Health;
+use super::health::Health;
 use super::kube::{Watched, follow, pod_endpoint};
 use crate::config::{Discovery, Found, Source};
 

@@ -109,7 +109,7 @@ pub fn probe_span(
         Err(e) => {
             attributes.push(KeyValue::new("error.type", e.category().as_str()));
             let message = crate::report::redact(&crate::error::chain(e), target);
-            Status::error(crate::backend::snippet(&message))
+            Status::error(crate::error::snippet(&message))
         }
     };
     let operation_name = format!("{operation} {}", target.model);

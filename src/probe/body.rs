@@ -53,6 +53,6 @@ pub(super) fn describe_body(body: &[u8]) -> String {
     let json = text.trim().strip_prefix("data:").unwrap_or(&text);
     match serde_json::from_str::<serde_json::Value>(json.trim()) {
         Ok(json) => crate::backend::error_message(json.get("error").unwrap_or(&json)),
-        Err(_) => crate::backend::snippet(&text),
+        Err(_) => crate::error::snippet(&text),
     }
 }

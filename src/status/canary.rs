@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::page::{clock, escape};
+use super::html::{clock, escape};
 
 /// One canary check, as the page shows it.
 #[derive(Clone, Debug)]

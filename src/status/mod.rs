@@ -5,6 +5,7 @@
 //! path beyond one short lock per finished probe.
 
 mod canary;
+mod html;
 mod page;
 
 use std::collections::{BTreeMap, VecDeque};

@@ -3,42 +3,17 @@
 //! messages) is HTML-escaped.
 
 use std::fmt::Write;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use super::html::{clock, escape};
 use super::{Board, ProbeSummary, TargetStatus};
 
 const REFRESH_SECONDS: u32 = 5;
 /// Rows of the probe table per target (the sparkline shows the whole ring).
 const TABLE_ROWS: usize = 20;
 
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 fn ms(d: Option<Duration>) -> String {
     d.map_or_else(|| "–".into(), |d| format!("{:.1}", d.as_secs_f64() * 1e3))
-}
-
-/// `HH:MM:SS` UTC.
-pub(super) fn clock(at: SystemTime) -> String {
-    let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    format!(
-        "{:02}:{:02}:{:02}",
-        secs / 3600 % 24,
-        secs / 60 % 60,
-        secs % 60
-    )
 }
 
 fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
@@ -163,11 +138,9 @@ fn section(out: &mut String, target: &TargetStatus) {
                 if p.good { "good" } else { "slow" },
                 String::new(),
             ),
-            Some((category, message)) => (
-                category.to_string(),
-                "bad",
-                crate::backend::snippet(message),
-            ),
+            Some((category, message)) => {
+                (category.to_string(), "bad", crate::error::snippet(message))
+            }
         };
         if !p.media.is_empty() {
             detail = match detail.is_empty() {
@@ -222,23 +195,4 @@ pub fn render(board: &Board) -> String {
     }
     out.push_str("</body></html>\n");
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escaping_covers_markup_and_quotes() {
-        assert_eq!(
-            escape("<a href=\"x\">'&'</a>"),
-            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
-        );
-    }
-
-    #[test]
-    fn clock_is_utc() {
-        let at = UNIX_EPOCH + Duration::from_secs(3600 * 25 + 61);
-        assert_eq!(clock(at), "01:01:01");
-    }
 }

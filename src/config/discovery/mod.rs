@@ -14,7 +14,7 @@ use url::Url;
 
 use super::fields::{check_labels, in_range};
 use super::prompts::Loaded;
-use super::validate::{check_name, validate_target};
+use super::target::{check_name, validate_target};
 use super::{ConfigError, RawConfig, RawDiscovery, RawTarget};
 use crate::target::Target;
 

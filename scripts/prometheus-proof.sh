@@ -240,13 +240,13 @@ SLOW_REPLICA = "replica-3"
 # Template variables as Grafana substitutes them (multi-value regex: "(a|b)"); the overview
 # selects All; the target dashboard runs twice, for the configured target with the SLO and
 # for the discovered one (its replicas), with both nodes and every pod picked explicitly.
-ALL = {"target": ".*", "model": ".*", "node": ".*", "pod": ".*"}
+ALL = {"cluster": ".*", "target": ".*", "model": ".*", "node": ".*", "pod": ".*"}
 BOTH_NODES = "(" + "|".join(NODES) + ")"
 VARIABLES = {
     "inferprobe-overview.json": [ALL],
     "inferprobe-target.json": [
-        {"target": "chat", "model": "(sim-chat)", "node": BOTH_NODES, "pod": ".*"},
-        {"target": "replicas", "model": "(sim-replica)", "node": BOTH_NODES,
+        {"cluster": ".*", "target": "chat", "model": "(sim-chat)", "node": BOTH_NODES, "pod": ".*"},
+        {"cluster": ".*", "target": "replicas", "model": "(sim-replica)", "node": BOTH_NODES,
          "pod": "(" + "|".join(REPLICAS) + ")"},
     ],
 }

@@ -69,7 +69,11 @@ const DATASOURCE_UID: &str = "${datasource}";
 /// (its "All" value `.*` also matches the series of configured targets, which have none).
 const TARGET_MATCHER: &str = r#"target=~"$target""#;
 const NODE_MATCHER: &str = r#"node=~"$node""#;
-const RAW_MATCHERS: [&str; 4] = [
+/// The site label (scripts/site_labels.py): behind Thanos or Mimir, two clusters with a
+/// target of the same name must stay apart, so every selector filters on it too.
+const CLUSTER_MATCHER: &str = r#"cluster=~"$cluster""#;
+const RAW_MATCHERS: [&str; 5] = [
+    CLUSTER_MATCHER,
     TARGET_MATCHER,
     r#"model=~"$model""#,
     NODE_MATCHER,
@@ -82,17 +86,17 @@ const DISCOVERY_MATCHER: &str = r#"discovery=~"$target""#;
 const PROBE_SERIES: &[(&str, &[&str])] = &[
     (
         "inferprobe_discovery_up",
-        &[DISCOVERY_MATCHER, NODE_MATCHER],
+        &[CLUSTER_MATCHER, DISCOVERY_MATCHER, NODE_MATCHER],
     ),
     (
         "inferprobe_discovery_targets",
-        &[DISCOVERY_MATCHER, NODE_MATCHER],
+        &[CLUSTER_MATCHER, DISCOVERY_MATCHER, NODE_MATCHER],
     ),
     (
         "inferprobe_discovery_refused_total",
-        &[DISCOVERY_MATCHER, NODE_MATCHER],
+        &[CLUSTER_MATCHER, DISCOVERY_MATCHER, NODE_MATCHER],
     ),
-    ("inferprobe_fleet_size", &[NODE_MATCHER]),
+    ("inferprobe_fleet_size", &[CLUSTER_MATCHER, NODE_MATCHER]),
 ];
 
 fn root() -> PathBuf {
@@ -422,6 +426,42 @@ fn grouped_by(expr: &str, label: &str) -> bool {
 }
 
 #[test]
+fn the_site_label_is_a_variable_and_in_every_grouping_by_target() {
+    let mut f = Failures::default();
+    for d in dashboards() {
+        let v = variable(&d.json, "cluster");
+        let query = v["query"]["query"]
+            .as_str()
+            .or(v["query"].as_str())
+            .unwrap_or("");
+        f.check(
+            query == "label_values(inferprobe_requests_total, cluster)",
+            || format!("{}: `cluster` query {query:?}", d.file),
+        );
+        f.check(v["includeAll"] == true && v["allValue"] == ".*", || {
+            format!(
+                "{}: `cluster` must offer All as \".*\" (series without it match)",
+                d.file
+            )
+        });
+        for (panel, expr) in exprs(&d.json) {
+            for key in ["target", "pod", "discovery", "category", "reason"] {
+                f.check(
+                    !grouped_by(&expr, key) || grouped_by(&expr, "cluster"),
+                    || {
+                        format!(
+                            "{} {panel}: grouped by {key} but not by cluster: {expr:?}",
+                            d.file
+                        )
+                    },
+                );
+            }
+        }
+    }
+    f.assert_none();
+}
+
+#[test]
 fn every_query_filters_on_the_template_variables() {
     let mut f = Failures::default();
     for d in dashboards() {
@@ -444,7 +484,7 @@ fn every_query_filters_on_the_template_variables() {
                     } else if name.starts_with("inferprobe_") {
                         &RAW_MATCHERS
                     } else {
-                        &[TARGET_MATCHER]
+                        &[CLUSTER_MATCHER, TARGET_MATCHER]
                     };
                 for m in required {
                     f.check(matchers.contains(m), || {
@@ -546,8 +586,9 @@ fn dashboards_cover_latency_errors_slos_nodes_and_replicas() {
 
     for metric in LATENCY_HISTOGRAMS {
         for q in ["0.5", "0.9", "0.99"] {
-            let quantile =
-                format!("histogram_quantile({q}, sum by (le, target) (rate({metric}_bucket{{");
+            let quantile = format!(
+                "histogram_quantile({q}, sum by (cluster, le, target) (rate({metric}_bucket{{"
+            );
             f.check(has(&overview, &[&quantile]), || {
                 format!("overview: no p{q} of {metric}")
             });
@@ -576,7 +617,10 @@ fn dashboards_cover_latency_errors_slos_nodes_and_replicas() {
     f.check(
         has(
             &overview,
-            &["sum by (category)", "inferprobe_request_errors_total"],
+            &[
+                "sum by (cluster, category)",
+                "inferprobe_request_errors_total",
+            ],
         ),
         || "overview: no errors by category".into(),
     );
@@ -589,7 +633,7 @@ fn dashboards_cover_latency_errors_slos_nodes_and_replicas() {
             .iter()
             .filter(|e| {
                 e.contains(&format!("inferprobe:sli_{sli}:ratio_rate"))
-                    && e.contains("/ on (target)")
+                    && e.contains("/ on (cluster, target)")
                     && e.contains("inferprobe:error_budget:ratio")
             })
             .count();
@@ -601,7 +645,7 @@ fn dashboards_cover_latency_errors_slos_nodes_and_replicas() {
         has(
             &target_exprs,
             &[
-                "sum by (le, node)",
+                "sum by (cluster, le, node)",
                 "inferprobe_time_to_first_token_seconds_bucket",
             ],
         ),
@@ -611,7 +655,7 @@ fn dashboards_cover_latency_errors_slos_nodes_and_replicas() {
         p["type"] == "table"
             && p["targets"][0]["expr"]
                 .as_str()
-                .is_some_and(|e| e.contains("by (category)"))
+                .is_some_and(|e| e.contains("by (cluster, category)"))
     });
     f.check(error_table, || "target: no error-category table".into());
 

@@ -81,3 +81,92 @@ fn every_alert_fires_and_stays_quiet_when_it_should() {
         assert!(fires, "no test makes {name} fire");
     }
 }
+
+fn site_labels(labels: &str, out: &Path) {
+    let status = Command::new("python3")
+        .args(["scripts/site_labels.py", "--labels", labels, "--out"])
+        .arg(out)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("python3 scripts/site_labels.py");
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+}
+
+/// Every `by (...)`/`on (...)` list of `text` that names a target-level label.
+fn target_groupings(text: &str) -> Vec<String> {
+    let text: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut lists = Vec::new();
+    for keyword in ["by (", "on ("] {
+        for rest in text.split(keyword).skip(1) {
+            let list = rest.split(')').next().unwrap_or("");
+            let items: Vec<&str> = list.split(',').map(str::trim).collect();
+            if items
+                .iter()
+                .any(|i| ["target", "pod", "discovery", "instance", "reason"].contains(i))
+            {
+                lists.push(list.to_owned());
+            }
+        }
+    }
+    lists
+}
+
+#[test]
+fn the_site_labels_are_one_setting_kept_in_every_aggregation() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The shipped files are exactly what the setting's default (`cluster`) makes.
+    let again = tempfile::tempdir().unwrap();
+    site_labels("cluster", again.path());
+    for file in [
+        "config/prometheus/recording-rules.yml",
+        "config/prometheus/alerting-rules.yml",
+        "dashboards/inferprobe-overview.json",
+        "dashboards/inferprobe-target.json",
+    ] {
+        let shipped = std::fs::read_to_string(root.join(file)).unwrap();
+        let made = std::fs::read_to_string(again.path().join(file)).unwrap();
+        assert!(
+            shipped == made,
+            "{file} is not what scripts/site_labels.py makes: run it with --in-place"
+        );
+        for list in target_groupings(&shipped) {
+            assert!(
+                list.split(',').any(|i| i.trim() == "cluster"),
+                "{file}: ({list}) lacks cluster"
+            );
+        }
+    }
+    // Another setting: every grouping carries both labels, and promtool accepts the rules.
+    let other = tempfile::tempdir().unwrap();
+    site_labels("region,cluster", other.path());
+    let rules = other.path().join("config/prometheus");
+    for name in ["recording-rules.yml", "alerting-rules.yml"] {
+        let text = std::fs::read_to_string(rules.join(name)).unwrap();
+        for list in target_groupings(&text) {
+            assert!(list.starts_with("region, cluster,"), "{name}: ({list})");
+        }
+        assert!(
+            text.contains("{{ with $labels.region }} in {{ . }}{{ end }}")
+                || name.starts_with("recording")
+        );
+    }
+    let dashboard =
+        std::fs::read_to_string(other.path().join("dashboards/inferprobe-target.json")).unwrap();
+    assert!(
+        dashboard.contains(r#"region=~\"$region\", cluster=~\"$cluster\", target=~\"$target\""#)
+    );
+    let rec = rules.join("recording-rules.yml");
+    let alert = rules.join("alerting-rules.yml");
+    let (rec, alert) = (rec.to_string_lossy(), alert.to_string_lossy());
+    if let Some((ok, text)) = promtool(&["check", "rules", &rec, &alert]) {
+        assert!(ok, "{text}");
+    }
+}

@@ -88,13 +88,15 @@ EOF
 "$bin" simulate --listen "127.0.0.1:$sim_port" --ttft 50ms --itl 5ms --jitter 0.3 \
   --fault http_429=0.05 --fault reset=0.05 --fault error_event=0.03 >"$tmp/simulator.log" 2>&1 &
 pids+=($!)
-# The replicas of a discovered target: replica-3 is six times slower to first token.
+# The replicas of a discovered target: replica-3 is six times slower to first token, and
+# replica-1 answers wrong now and then (its canary checks diverge).
 replica_ports=("$rep0" "$rep1" "$rep2" "$rep3")
 for i in 0 1 2 3; do
-  ttft=50ms
+  ttft=50ms corrupt=0
   [ "$i" = 3 ] && ttft=300ms
+  [ "$i" = 1 ] && corrupt=0.3
   "$bin" simulate --listen "127.0.0.1:${replica_ports[$i]}" --ttft "$ttft" --itl 5ms --jitter 0.3 \
-    --fault http_500=0.05 --fault reset=0.03 >"$tmp/replica-$i.log" 2>&1 &
+    --corrupt-rate "$corrupt" --fault http_500=0.05 --fault reset=0.03 >"$tmp/replica-$i.log" 2>&1 &
   pids+=($!)
 done
 # What node_local pods discovery finds on each node, as file_sd: replica-0 and -1 on node a,
@@ -133,6 +135,7 @@ backend = "openai-chat"
 url = "http://127.0.0.1:$sim_port"
 model = "sim-chat"
 slo = { ttft = "80ms", tpot = "10ms", objective = 0.95 }
+canary = { interval = "1s", max_tokens = 8 }
 
 [[targets]]
 name = "completions"
@@ -157,6 +160,8 @@ backend = "openai-chat"
 model = "sim-replica"
 rate = 3
 slo = { ttft = "80ms", tpot = "10ms", objective = 0.95 }
+# Every replica is checked for correct answers too (the simulators' toy model answers).
+canary = { interval = "1s", max_tokens = 8 }
 EOF
   # On node b, a block whose file does not exist: discovery_up 0, InferprobeDiscoveryDown.
   if [ "$1" = b ]; then

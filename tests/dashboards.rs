@@ -21,6 +21,7 @@ const DASHBOARDS: [(&str, &str); 2] = [
 
 /// Counters and gauges the daemon exports, under their exposed names.
 const EXPORTED_SERIES: &[&str] = &[
+    "inferprobe_canary_checks_total",
     "inferprobe_requests_total",
     "inferprobe_request_errors_total",
     "inferprobe_requests_skipped_total",
@@ -44,6 +45,8 @@ const EXPORTED_SERIES: &[&str] = &[
 
 /// Histograms the daemon exports; each has `_bucket`, `_sum` and `_count` series.
 const EXPORTED_HISTOGRAMS: &[&str] = &[
+    "inferprobe_canary_divergence_position",
+    "inferprobe_canary_logprob_drift",
     "inferprobe_time_to_first_token_seconds",
     "inferprobe_time_per_output_token_seconds",
     "inferprobe_inter_token_latency_seconds",
@@ -624,6 +627,16 @@ fn dashboards_cover_latency_errors_slos_nodes_and_replicas() {
         ),
         || "overview: no errors by category".into(),
     );
+    for needle in [
+        "inferprobe_canary_checks_total",
+        "inferprobe:replica_canary_bad:increase30m",
+        "inferprobe:replica_canary_drift:p90_rate30m",
+        "inferprobe_canary_divergence_position_bucket",
+    ] {
+        f.check(has(&target_exprs, &[needle]), || {
+            format!("target: no correctness panel on {needle}")
+        });
+    }
     f.check(
         has(&target_exprs, &["inferprobe:error_budget_remaining:ratio"]),
         || "target: no error budget remaining".into(),

@@ -18,6 +18,12 @@ fn sim() -> SimConfig {
     }
 }
 
+/// The exposition as Prometheus asks for it (OpenMetrics, with exemplars).
+async fn openmetrics(daemon: &common::Daemon) -> String {
+    let accept = Some("application/openmetrics-text; version=1.0.0");
+    daemon.get("/metrics", accept).await.text().await.unwrap()
+}
+
 async fn traces(sim: &common::Sim) -> Vec<serde_json::Value> {
     let body = reqwest::get(format!("{}/sim/traces", sim.url()))
         .await
@@ -43,15 +49,7 @@ async fn every_probe_starts_its_own_trace_and_the_trace_id_goes_where_the_reques
     daemon
         .wait_for(Duration::from_secs(20), |s| s.successes("t") >= 10.0)
         .await;
-    let exposition = daemon
-        .get(
-            "/metrics",
-            Some("application/openmetrics-text; version=1.0.0"),
-        )
-        .await
-        .text()
-        .await
-        .unwrap();
+    let exposition = openmetrics(&daemon).await;
     let page = daemon.get("/", None).await.text().await.unwrap();
     daemon.stop().await;
 
@@ -131,15 +129,7 @@ async fn a_target_can_opt_out_and_a_long_request_id_leaves_the_trace_id_alone_in
             s.successes("quiet") >= 5.0 && s.successes("long") >= 5.0
         })
         .await;
-    let exposition = daemon
-        .get(
-            "/metrics",
-            Some("application/openmetrics-text; version=1.0.0"),
-        )
-        .await
-        .text()
-        .await
-        .unwrap();
+    let exposition = openmetrics(&daemon).await;
     daemon.stop().await;
     for t in traces(&server).await {
         let id = t["request_id"].as_str().unwrap();

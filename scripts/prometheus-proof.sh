@@ -215,6 +215,18 @@ scrape_configs:
         labels: {node: proof-node-a, probe_pod: proof-probe-a}
       - targets: ["127.0.0.1:$port_b"]
         labels: {node: proof-node-b, probe_pod: proof-probe-b}
+  # The replicas' own metrics (vLLM's names; the simulator exports what it did), labelled
+  # as a pod scrape labels a server's series: the probe-vs-server panels join on them.
+  - job_name: vllm
+    static_configs:
+      - targets: ["127.0.0.1:$rep0"]
+        labels: {pod: replica-0, namespace: proof}
+      - targets: ["127.0.0.1:$rep1"]
+        labels: {pod: replica-1, namespace: proof}
+      - targets: ["127.0.0.1:$rep2"]
+        labels: {pod: replica-2, namespace: proof}
+      - targets: ["127.0.0.1:$rep3"]
+        labels: {pod: replica-3, namespace: proof}
 EOF
 promtool check rules config/prometheus/recording-rules.yml config/prometheus/alerting-rules.yml >/dev/null
 promtool check config "$tmp/prometheus.yml" >/dev/null
@@ -319,7 +331,8 @@ def grouped_by(expr, label):
 def per_replica(panel):
     """A panel about a discovered target's replicas: nothing to show for a configured one."""
     return any('pod!=""' in t["expr"] or "inferprobe:replica_" in t["expr"]
-               or "inferprobe:target_replica" in t["expr"] for t in panel.get("targets", []))
+               or "inferprobe:target_replica" in t["expr"]
+               or "vllm:" in t["expr"] or "sglang:" in t["expr"] for t in panel.get("targets", []))
 
 
 checks = []  # (what, expr, needs every node, needs every replica)

@@ -70,12 +70,12 @@ def rules(text, labels):
 
 def dashboard_expr(expr, labels):
     expr = group(expr, labels)
-    # Whatever site matchers were there go; the labels' go in front of the target's.
+    # Whatever site matchers were there go; every selector that filters on a template
+    # variable starts with the labels' own.
     for label in set(labels) | {"cluster"}:
         expr = re.sub(r'(?<![a-z_])%s=~"\$%s",\s*' % (label, label), "", expr)
     site = "".join(f'{l}=~"${l}", ' for l in labels)
-    expr = re.sub(r'(?<![a-z_])((?:target|discovery)=~"\$target")', lambda m: site + m.group(1), expr)
-    return re.sub(r'\{node=~"\$node"\}', lambda m: "{" + site + 'node=~"$node"}', expr)
+    return re.sub(r'\{(?=[^{}]*=~"\$)', lambda m: "{" + site, expr)
 
 
 def variable(label, template):

@@ -82,6 +82,29 @@ const RAW_MATCHERS: [&str; 5] = [
     NODE_MATCHER,
     r#"pod=~"$pod""#,
 ];
+/// The inference server's own histograms (vLLM 0.32, SGLang), beside the probe's in the
+/// target dashboard's "Probe vs server" row: scraped from the server pods, so they carry
+/// no `target`; they are filtered by the site, the replica and the served model name, and
+/// joined to the probe's replicas on (cluster, namespace, pod).
+const SERVER_HISTOGRAMS: &[&str] = &[
+    "vllm:time_to_first_token_seconds",
+    "vllm:request_time_per_output_token_seconds",
+    "vllm:e2e_request_latency_seconds",
+    "vllm:request_queue_time_seconds",
+    "vllm:request_prefill_time_seconds",
+    "sglang:time_to_first_token_seconds",
+    "sglang:inter_token_latency_seconds",
+    "sglang:e2e_request_latency_seconds",
+];
+const SERVER_MATCHERS: [&str; 3] = [CLUSTER_MATCHER, r#"pod=~"$pod""#, r#"model_name=~"$model""#];
+
+fn is_server_series(name: &str) -> bool {
+    ["_bucket", "_sum", "_count"].iter().any(|suffix| {
+        name.strip_suffix(suffix)
+            .is_some_and(|base| SERVER_HISTOGRAMS.contains(&base))
+    })
+}
+
 /// Series of the probe process rather than of a target, and the matchers they carry
 /// instead: a discovery block's name is the `target` label of what it finds, and `node`
 /// (the probe's, from the PodMonitor) is on every series a probe pod exports.
@@ -484,6 +507,8 @@ fn every_query_filters_on_the_template_variables() {
                 let required: &[&str] =
                     if let Some((_, probe)) = PROBE_SERIES.iter().find(|(n, _)| n == name) {
                         probe
+                    } else if is_server_series(name) {
+                        &SERVER_MATCHERS
                     } else if name.starts_with("inferprobe_") {
                         &RAW_MATCHERS
                     } else {
@@ -560,7 +585,8 @@ fn queries_use_only_exported_metrics_and_recording_rules() {
     for d in dashboards() {
         for (panel, expr) in exprs(&d.json) {
             for (name, _) in promql_refs(&expr).selectors {
-                f.check(is_exported(&name) || rules.contains(&name), || {
+                let known = is_exported(&name) || is_server_series(&name);
+                f.check(known || rules.contains(&name), || {
                     format!("{} {panel}: unknown metric `{name}` in {expr:?}", d.file)
                 });
             }
@@ -627,6 +653,20 @@ fn dashboards_cover_latency_errors_slos_nodes_and_replicas() {
         ),
         || "overview: no errors by category".into(),
     );
+    // Probe vs server: the server's TTFT, TPOT, E2EL, queue and prefill beside the probe's.
+    for needle in [
+        "vllm:time_to_first_token_seconds_bucket",
+        "vllm:request_time_per_output_token_seconds_bucket",
+        "vllm:e2e_request_latency_seconds_bucket",
+        "vllm:request_queue_time_seconds_sum",
+        "vllm:request_prefill_time_seconds_sum",
+        "sglang:time_to_first_token_seconds_bucket",
+    ] {
+        f.check(
+            has(&target_exprs, &[needle, "on (cluster, namespace, pod)"]),
+            || format!("target: no probe-vs-server panel joining {needle}"),
+        );
+    }
     for needle in [
         "inferprobe_canary_checks_total",
         "inferprobe:replica_canary_bad:increase30m",

@@ -17,6 +17,7 @@ mod parts;
 mod plan;
 mod render;
 mod request;
+mod server_metrics;
 mod timeline;
 mod tls;
 
@@ -57,6 +58,8 @@ struct Shared {
     ledger: media::Ledger,
     /// The trace context of recent requests, for `GET /sim/traces`.
     traces: Mutex<std::collections::VecDeque<Value>>,
+    /// What it served, under vLLM's metric names, for `GET /metrics`.
+    served: server_metrics::ServerMetrics,
 }
 
 /// Requests whose trace context `/sim/traces` remembers.
@@ -96,6 +99,7 @@ pub async fn serve(
         loader: media::Loader::new()?,
         ledger: media::Ledger::default(),
         traces: Mutex::default(),
+        served: server_metrics::ServerMetrics::default(),
     });
     let options = crate::server::ServeOptions {
         close_grace: Duration::from_secs(1),
@@ -137,6 +141,14 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
         }
         (&Method::GET, "/sim/media") => {
             return Ok(json_response(StatusCode::OK, shared.ledger.json()));
+        }
+        (&Method::GET, "/metrics") => {
+            let mut response = Response::new(full(Bytes::from(shared.served.render())));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("text/plain; version=0.0.4"),
+            );
+            return Ok(response);
         }
         (&Method::GET, "/sim/traces") => {
             let traces = shared.traces.lock().unwrap_or_else(|e| e.into_inner());
@@ -240,6 +252,15 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
             request.image_pixels += item.pixels();
         }
         shared.ledger.record(request_id.as_deref(), &loaded);
+    }
+    if fault.is_none() {
+        let served = server_metrics::Served {
+            ttft: plan::first_token(&request, &shared.config),
+            itl: shared.config.itl,
+            prompt_tokens: request.prompt_tokens,
+            output_tokens: plan::output_tokens(&request, &shared.config),
+        };
+        shared.served.record(&request.model, &served);
     }
     if !request.stream {
         return Ok(whole(&request, &shared.config, fault, arrival).await);

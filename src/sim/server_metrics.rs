@@ -134,14 +134,18 @@ impl ServerMetrics {
                 let _ = writeln!(out, "{name}_count{{{labels}}} {}", h.count);
             }
         }
-        let counters: [(&str, fn(&Model) -> u64); 2] = [
-            ("vllm:prompt_tokens_total", |m| m.prompt_tokens),
-            ("vllm:generation_tokens_total", |m| m.generation_tokens),
-        ];
-        for (name, tokens) in counters {
+        for (name, prompt) in [
+            ("vllm:prompt_tokens_total", true),
+            ("vllm:generation_tokens_total", false),
+        ] {
             let _ = writeln!(out, "# TYPE {name} counter");
             for (model, m) in models.iter() {
-                let _ = writeln!(out, "{name}{{{}}} {}", label(model), tokens(m));
+                let tokens = if prompt {
+                    m.prompt_tokens
+                } else {
+                    m.generation_tokens
+                };
+                let _ = writeln!(out, "{name}{{{}}} {tokens}", label(model));
             }
         }
         out

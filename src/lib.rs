@@ -23,6 +23,9 @@
 //! - [`daemon`]: wiring, reload and graceful drain: [`run`], [`run_reloadable`].
 //! - [`sim`]: `inferprobe simulate`, the fault-injecting test server; [`demo`] uses it.
 //! - [`bench`]: `inferprobe bench`, a finite run with `vllm bench serve`'s summary.
+//! - [`canary`]: the correctness canary: greedy checks compared with a reference answer.
+//! - [`logprobs`]: per-token logprobs as servers report them (what the canary compares).
+//! - [`trace_context`]: a W3C `traceparent` per probe; [`otlp`]: one exported span per probe.
 //! - [`cli`], [`logging`], [`shutdown`], [`report`], [`client`]: the rest.
 
 #![forbid(unsafe_code)]

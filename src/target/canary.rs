@@ -1,0 +1,184 @@
+//! A target's validated correctness-canary settings, its prompts (a prompts file, a golden file, or the
+//! built-in set) and the golden file's format. Loaded at configuration time, so a bad file
+//! fails `inferprobe check` naming the file and the line.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::logprobs::Position;
+
+/// What a golden file says it is (the first key a reader checks).
+pub const GOLDEN_FORMAT: &str = "inferprobe-canary-golden/1";
+
+#[derive(Clone, Debug)]
+pub struct CanarySpec {
+    pub interval: Duration,
+    pub max_tokens: u32,
+    /// Alternatives asked for per token; 0 asks for no logprobs (known answers only).
+    pub top_logprobs: u32,
+    /// How far (nats) the reference's token must lead its runner-up for a different token
+    /// to count as a divergence.
+    pub margin: f64,
+    pub prompts: Arc<[CanaryPrompt]>,
+    /// The golden file the prompts (and their references) came from, if any.
+    pub golden: Option<String>,
+}
+
+/// One prompt, sent exactly as written (no nonce: the same text every time).
+#[derive(Clone, Debug)]
+pub struct CanaryPrompt {
+    pub text: String,
+    /// Scored by this regex on the answer's text instead of by logprobs.
+    pub expect: Option<regex::Regex>,
+    /// The golden answer, when a golden file gave one.
+    pub reference: Option<Arc<Reference>>,
+}
+
+/// A reference answer: its tokens with their logprobs, and how it ended.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Reference {
+    pub text: String,
+    pub positions: Vec<Position>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+}
+
+/// The built-in prompts: neutral text whose continuation any model has an opinion about.
+/// No known answers: a small model may well get arithmetic wrong, and that is not an
+/// outage. Known answers come from a prompts file.
+pub const BUILT_IN: &[&str] = &[
+    "The capital of France is",
+    "Water boils at a temperature of",
+    "Here is a list of the first ten prime numbers:",
+    "The quick brown fox",
+    "Once upon a time, in a small village by the sea,",
+    "def fibonacci(n):",
+    "The three primary colors are",
+    "Translate to French: The cat is sleeping on the mat.",
+];
+
+/// A line of a prompts file.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PromptLine {
+    prompt: String,
+    #[serde(default)]
+    expect: Option<String>,
+}
+
+fn expect(pattern: &str, at: &str) -> Result<regex::Regex, String> {
+    regex::RegexBuilder::new(pattern)
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|e| format!("{at}: `expect` is not a valid regex: {e}"))
+}
+
+/// A prompts file: one JSON object per line, `{"prompt": "...", "expect": "REGEX"}`
+/// (`expect` optional); blank lines and lines starting with `#` are skipped.
+pub fn load_prompts(path: &Path) -> Result<Vec<CanaryPrompt>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut prompts = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let at = format!("{}:{}", path.display(), i + 1);
+        let parsed: PromptLine = serde_json::from_str(line).map_err(|e| format!("{at}: {e}"))?;
+        if parsed.prompt.is_empty() {
+            return Err(format!("{at}: `prompt` is empty"));
+        }
+        prompts.push(CanaryPrompt {
+            expect: parsed
+                .expect
+                .as_deref()
+                .map(|p| expect(p, &at))
+                .transpose()?,
+            text: parsed.prompt,
+            reference: None,
+        });
+    }
+    if prompts.is_empty() {
+        return Err(format!("{} holds no prompt", path.display()));
+    }
+    Ok(prompts)
+}
+
+/// A golden file: reference answers recorded by `inferprobe canary record` from an
+/// endpoint the user trusts.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Golden {
+    pub format: String,
+    pub model: String,
+    /// The endpoint it was recorded from, and what it said it was (`Server` header).
+    pub url: String,
+    #[serde(default)]
+    pub server: Option<String>,
+    pub backend: String,
+    /// Unix time of the recording.
+    pub recorded_at: u64,
+    pub max_tokens: u32,
+    pub top_logprobs: u32,
+    pub answers: Vec<GoldenAnswer>,
+}
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoldenAnswer {
+    pub prompt: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<String>,
+    #[serde(flatten)]
+    pub answer: Reference,
+}
+
+/// Read a golden file into prompts with their references.
+pub fn load_golden(path: &Path) -> Result<(Golden, Vec<CanaryPrompt>), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let golden: Golden = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a golden file: {e}", path.display()))?;
+    if golden.format != GOLDEN_FORMAT {
+        return Err(format!(
+            "{}: format {:?}, expected {GOLDEN_FORMAT:?}",
+            path.display(),
+            golden.format
+        ));
+    }
+    let mut prompts = Vec::new();
+    for (i, entry) in golden.answers.iter().enumerate() {
+        let at = format!("{}: answers[{i}]", path.display());
+        if entry.expect.is_none() && entry.answer.positions.is_empty() {
+            return Err(format!(
+                "{at}: no logprobs and no `expect`: nothing to compare"
+            ));
+        }
+        prompts.push(CanaryPrompt {
+            text: entry.prompt.clone(),
+            expect: entry
+                .expect
+                .as_deref()
+                .map(|p| expect(p, &at))
+                .transpose()?,
+            reference: Some(Arc::new(entry.answer.clone())),
+        });
+    }
+    if prompts.is_empty() {
+        return Err(format!("{} holds no answer", path.display()));
+    }
+    Ok((golden, prompts))
+}
+
+pub fn built_in() -> Vec<CanaryPrompt> {
+    BUILT_IN
+        .iter()
+        .map(|text| CanaryPrompt {
+            text: (*text).to_owned(),
+            expect: None,
+            reference: None,
+        })
+        .collect()
+}

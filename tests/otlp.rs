@@ -59,9 +59,19 @@ async fn sent(sim: &common::Sim) -> HashMap<String, String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_client_span_per_probe_continues_the_trace_the_server_saw() {
+    spans_continue_the_trace("", "http").await;
+}
+
+/// The same over gRPC (tonic, HTTP/2 without TLS), into the same kind of collector.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grpc_exporter_delivers_the_same_spans() {
+    spans_continue_the_trace("protocol = \"grpc\"", "grpc").await;
+}
+
+async fn spans_continue_the_trace(protocol: &str, transport: &str) {
     let server = start_sim(sim(vec![(Fault::Http500, 0.2)])).await;
     let collector = otlp::start(Duration::ZERO).await;
-    let daemon = start_daemon(&config(&server.url(), &collector.url, "")).await;
+    let daemon = start_daemon(&config(&server.url(), &collector.url, protocol)).await;
     let s = daemon
         .wait_for(Duration::from_secs(30), |s| {
             s.successes("t") >= 15.0 && s.errors("t", "http_5xx") >= 2.0
@@ -152,6 +162,11 @@ async fn one_client_span_per_probe_continues_the_trace_the_server_saw() {
             .contains(&"service.name".to_owned())
     );
     assert_eq!(s.sum("inferprobe_trace_spans_dropped_total", &[]), 0.0);
+    let transports = collector.transports.lock().unwrap().clone();
+    assert!(
+        !transports.is_empty() && transports.iter().all(|t| *t == transport),
+        "{transports:?}"
+    );
 }
 
 async fn mean_ttft(toml: &str) -> (f64, common::Scrape) {

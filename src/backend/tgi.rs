@@ -140,7 +140,7 @@ impl StreamParser for TgiParser {
             completion_tokens: details.generated_tokens,
             prompt_tokens: details.input_length,
             finished,
-            reasoning_tokens: None,
+            ..Chunk::default()
         }))
     }
 }

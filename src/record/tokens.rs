@@ -8,12 +8,17 @@
 //!
 //! 1. **Per-chunk usage** (vLLM `continuous_usage_stats`): the rise of
 //!    `usage.completion_tokens` at each event. Exact.
-//! 2. **The configured tokenizer** on each event's own text (answer, reasoning, tool calls).
-//!    Exact up to how the tokenizer splits a fragment.
-//! 3. **An estimate**: the visible total (below) shared over the events in proportion to
-//!    their text's bytes, by largest remainder, at least one each.
-//! 4. **One per event**, when there is no total, it is not above the event count (equal to
-//!    it, one each is certain, and checked before the tokenizer), or it
+//! 2. **One per event**, for certain, when the visible total (below) equals the number of
+//!    events, or of events and the empty deltas after the first (vLLM sends one event per
+//!    token, with empty text for a token that is part of a character still incomplete).
+//! 3. **The configured tokenizer** on each event's own text (answer, reasoning, tool
+//!    calls), when it adds up to the visible total or there is no total. When it does not
+//!    (re-tokenizing text is not how it was generated: a replacement character for held-back
+//!    bytes, merges across events), the total rules and the tokenizer's counts only weigh
+//!    the shares, as in 4.
+//! 4. **An estimate**: the visible total shared over the events in proportion to their
+//!    text's bytes, by largest remainder, at least one each.
+//! 5. **One per event**, when there is no total, it is below the event count, or it
 //!    cannot all have been streamed (more tokens than bytes of text: hidden output the
 //!    server did not account for).
 //!
@@ -70,8 +75,10 @@ impl RequestRecord {
         if continuous {
             return Ok((self.usage_rises()?, TimedBy::Usage));
         }
-        // The events that carried output, with their text.
+        // The events that carried output, with their text; and every arrival, counting the
+        // empty deltas after the first output (each a held-back token on vLLM).
         let mut events = Vec::with_capacity(self.observations.len());
+        let mut arrivals = Vec::with_capacity(self.observations.len());
         let (mut text_at, mut other_at) = (0, 0);
         for o in &self.observations {
             let text = self.response.text.get(text_at..o.text_end).unwrap_or("");
@@ -84,6 +91,9 @@ impl RequestRecord {
             if o.has_output {
                 events.push((o.at, text, other));
             }
+            if o.has_output || o.blank {
+                arrivals.push((o.at, 1));
+            }
         }
         let one_each = || events.iter().map(|&(at, ..)| (at, 1)).collect();
         let visible = self.visible_total()?;
@@ -91,23 +101,38 @@ impl RequestRecord {
         if visible == Some(events.len() as u64) {
             return Ok((one_each(), TimedBy::Event));
         }
-        if let Some(counts) = tokenizer.and_then(|t| per_event(t, &events)) {
-            return Ok((counts, TimedBy::Tokenizer));
+        // As many as events and empty deltas together: one each again, the empty ones
+        // included (vLLM, one event per token, some of them bytes of a longer character).
+        if arrivals.len() > events.len() && visible == Some(arrivals.len() as u64) {
+            return Ok((arrivals, TimedBy::Event));
         }
-        let Some(visible) = visible else {
-            return Ok((one_each(), TimedBy::Event));
-        };
         let bytes: Vec<u64> = events
             .iter()
             .map(|(_, text, other)| (text.len() + other.len()) as u64)
             .collect();
         let text_bytes: u64 = bytes.iter().sum();
-        if visible <= events.len() as u64 || visible > text_bytes {
-            return Ok((one_each(), TimedBy::Event));
+        // A total the events cannot carry: fewer tokens than events, or more than bytes
+        // (hidden output the server did not account for).
+        let shareable = visible.filter(|&v| v > events.len() as u64 && v <= text_bytes);
+        if let Some(counts) = tokenizer.and_then(|t| per_event(t, &events)) {
+            let counted: u64 = counts.iter().map(|&(_, k)| k).sum();
+            return Ok(match (visible, shareable) {
+                (None, _) => (counts, TimedBy::Tokenizer),
+                (Some(v), _) if v == counted => (counts, TimedBy::Tokenizer),
+                // The billed total rules; the tokenizer's counts say how it was spread.
+                // They disagree when text was re-tokenized differently from how it was
+                // generated (replacement characters for held-back bytes, odd merges).
+                (Some(_), Some(v)) => {
+                    let weights: Vec<u64> = counts.iter().map(|&(_, k)| k).collect();
+                    (spread(&events, v, &weights), TimedBy::Estimate)
+                }
+                (Some(_), None) => (one_each(), TimedBy::Event),
+            });
         }
-        let shares = share(visible, &bytes);
-        let timed = events.iter().zip(shares).map(|(&(at, ..), k)| (at, k));
-        Ok((timed.collect(), TimedBy::Estimate))
+        match shareable {
+            Some(v) => Ok((spread(&events, v, &bytes), TimedBy::Estimate)),
+            None => Ok((one_each(), TimedBy::Event)),
+        }
     }
 
     /// Per-chunk usage: each event's rise of the cumulative count (a text event that
@@ -165,6 +190,16 @@ fn per_event(tokenizer: &TokenCounter, events: &[(Instant, &str, &str)]) -> Opti
             };
             Some((at, (count(text)? + count(other)?).max(1)))
         })
+        .collect()
+}
+
+/// `total` tokens over the events, in proportion to `weights`.
+fn spread(events: &[(Instant, &str, &str)], total: u64, weights: &[u64]) -> Timed {
+    let shares = share(total, weights);
+    events
+        .iter()
+        .zip(shares)
+        .map(|(&(at, ..), k)| (at, k))
         .collect()
 }
 

@@ -52,6 +52,7 @@ def main():
     ap.add_argument("--vllm-metrics")
     ap.add_argument("--vllm-version", default="?")
     ap.add_argument("--protocol", default="?")
+    ap.add_argument("--vllm-flags", default="")
     args = ap.parse_args()
     spans = [json.loads(line) for line in open(args.spans)]
     probes = [s for s in spans if s["service"] == "inferprobe"]
@@ -65,7 +66,7 @@ def main():
     if args.inferprobe_metrics:
         text = open(args.inferprobe_metrics).read()
         requests = sum(float(v) for v in re.findall(r"^inferprobe_requests_total\{[^}]*\} (\S+)$", text, re.M))
-    print(f"vLLM {args.vllm_version}; inferprobe exported over {args.protocol}")
+    print(f"vLLM {args.vllm_version} {args.vllm_flags}; inferprobe exported over {args.protocol}")
     print(f"probe spans: {len(probes)} (kind {sorted({p['kind'] for p in probes})}), "
           f"inferprobe requests_total at the scrape: {requests}")
     print(f"vLLM llm_request spans: {len(server)} (kind {sorted({s['kind'] for s in server})})")

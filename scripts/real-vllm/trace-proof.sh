@@ -2,7 +2,8 @@
 # Issue 20, item 3: against a real vLLM, the server's `llm_request` span is a child of the
 # probe's span. Not part of CI (a 6 GB venv; see setup.sh); run it and read its report.
 #
-#   bash scripts/real-vllm/trace-proof.sh [SECONDS] [grpc|http/protobuf]
+#   bash scripts/real-vllm/trace-proof.sh [SECONDS] [grpc|http/protobuf] [vLLM flags...]
+#   bash scripts/real-vllm/trace-proof.sh 60 grpc --stream-interval 4   # 4 tokens per event
 #
 # Starts an OTLP receiver (gRPC + HTTP, official protos), vLLM on the tiny model exporting
 # its spans there (`--otlp-traces-endpoint`, gRPC, vLLM's default), and inferprobe probing it
@@ -13,6 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_TO_RUN=${1:-60}
 PROTOCOL=${2:-grpc}
+shift $(( $# < 2 ? $# : 2 ))
+VLLM_FLAGS=("$@")
 { read -r PY; read -r MODEL; } < <(bash scripts/real-vllm/setup.sh)
 cargo build -q --bin inferprobe
 WORK=$(mktemp -d /tmp/inferprobe-vllm-trace.XXXXXX)
@@ -32,7 +35,7 @@ echo "starting vLLM (log: $WORK/vllm.log)"
 VLLM_CPU_KVCACHE_SPACE=1 "$PY" -m vllm.entrypoints.openai.api_server --model "$MODEL" \
   --served-model-name tiny --host 127.0.0.1 --port "$VLLM_PORT" --dtype float32 \
   --max-model-len 512 --enforce-eager --otlp-traces-endpoint "127.0.0.1:$GRPC_PORT" \
-  > "$WORK/vllm.log" 2>&1 &
+  "${VLLM_FLAGS[@]}" > "$WORK/vllm.log" 2>&1 &
 VLLM_PID=$!
 pids+=($VLLM_PID)
 for _ in $(seq 600); do
@@ -83,5 +86,6 @@ kill -TERM "$PROBE_PID"; wait "$PROBE_PID" || true
 sleep 12
 curl -sf "http://127.0.0.1:$VLLM_PORT/metrics" > "$WORK/vllm-metrics.txt" || true
 "$PY" scripts/real-vllm/analyze_traces.py "$WORK/spans.jsonl" --inferprobe-metrics "$WORK/inferprobe-metrics.txt" \
-  --vllm-version "$VLLM_VERSION" --protocol "$PROTOCOL"
+  --vllm-metrics "$WORK/vllm-metrics.txt" --vllm-version "$VLLM_VERSION" --protocol "$PROTOCOL" \
+  --vllm-flags "${VLLM_FLAGS[*]}"
 echo "files: $WORK"

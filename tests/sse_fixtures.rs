@@ -268,6 +268,38 @@ fn a_tokenizer_that_disagrees_with_the_billed_total_only_weighs_the_shares() {
     }
 }
 
+/// vLLM `--stream-interval 4`: the first token alone, then four per event (one of them
+/// all held-back bytes, empty), 16 in all, no per-chunk usage. The billed total is spread
+/// over the events by their text, so there is one ITL observation per token after the first
+/// event, not one per event, and TPOT is the span over those tokens.
+#[test]
+fn multi_token_events_of_a_real_vllm_are_timed_per_token() {
+    for (name, first_output_event) in [
+        ("vllm/completions-stream-interval-4", 1),
+        ("vllm/chat-stream-interval-4", 3),
+    ] {
+        let m = measure_transcript(name);
+        assert_eq!(m.output_tokens, Some(TokenCount::Usage(16)), "{name}");
+        assert_eq!(m.timed_by.as_str(), "estimate", "{name}");
+        assert_eq!(
+            m.ttft,
+            Some(Duration::from_millis(10 * first_output_event)),
+            "{name}"
+        );
+        let after_first = m.itl_observations();
+        assert!((10..=15).contains(&after_first), "{name}: {after_first}");
+        let span: Duration = m.itl.iter().map(|&(gap, k)| gap * k).sum();
+        let tpot = m.tpot.unwrap();
+        let error = (tpot.as_secs_f64() * after_first as f64 - span.as_secs_f64()).abs();
+        assert!(
+            error < 1e-6,
+            "{name}: TPOT is the span over the tokens after the first"
+        );
+        // Per event it would have been 3 or 4 observations of 10 ms.
+        assert!(tpot < Duration::from_millis(5), "{name}: {tpot:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_measures_replays_of_real_servers() {
     const GAP: Duration = Duration::from_millis(30);

@@ -34,9 +34,59 @@ impl Token {
         self.bytes.as_deref().unwrap_or(self.text.as_bytes())
     }
 
-    pub fn same(&self, other: &Token) -> bool {
-        self.key() == other.key()
+    /// A token spelled without saying which one it is: empty text and no bytes (vLLM's
+    /// logprobs for a token that is part of a character spanning tokens, in chat and
+    /// completions alike), or text with U+FFFD and no bytes (a lossy decode). Two such
+    /// tokens may or may not be the same one.
+    pub fn is_opaque(&self) -> bool {
+        match &self.bytes {
+            Some(bytes) => bytes.is_empty(),
+            None => self.text.is_empty() || self.text.contains('\u{fffd}'),
+        }
     }
+
+    /// Whether two tokens are the same, as far as their spelling tells.
+    pub fn identity(&self, other: &Token) -> Identity {
+        match (self.is_opaque(), other.is_opaque()) {
+            (false, false) if self.key() == other.key() => Identity::Same,
+            (false, false) => Identity::Different,
+            (true, true) => Identity::Unknown,
+            // An opaque token is part of a character: it is not a token of whole text, but
+            // it may be a fragment another server spelled out in bytes.
+            (true, false) => other.fragment_or_whole(),
+            (false, true) => self.fragment_or_whole(),
+        }
+    }
+
+    fn fragment_or_whole(&self) -> Identity {
+        if std::str::from_utf8(self.key()).is_ok() {
+            Identity::Different
+        } else {
+            Identity::Unknown
+        }
+    }
+
+    pub fn same(&self, other: &Token) -> bool {
+        self.identity(other) == Identity::Same
+    }
+
+    /// The token as a log line or the status page shows it.
+    pub fn display(&self) -> String {
+        if self.is_opaque() {
+            "<part of a character>".to_owned()
+        } else {
+            self.text.clone()
+        }
+    }
+}
+
+/// [`Token::identity`]'s answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Identity {
+    Same,
+    Different,
+    /// Both spellings are opaque: nothing tells.
+    Unknown,
 }
 
 /// One generated token, its logprob and the top alternatives the server listed (the
@@ -54,17 +104,28 @@ impl Position {
     /// alternatives, or, when none is listed, the bound its own probability p gives (no
     /// other token can have more than 1 − p). `None` when nothing says.
     pub fn margin(&self) -> Option<f64> {
-        let chosen = self.logprob.or_else(|| {
-            self.top
-                .iter()
-                .find(|(t, _)| t.same(&self.token))
-                .map(|&(_, lp)| lp)
-        })?;
+        // The chosen token's own entry among the alternatives: the one spelled the same,
+        // or, for an opaque token, the opaque one with the closest logprob (several opaque
+        // alternatives are several different tokens).
+        let own = |(t, lp): &(Token, f64)| match self.token.identity(t) {
+            Identity::Same => Some(0.0),
+            Identity::Unknown => Some(self.logprob.map_or(0.0, |c| (c - lp).abs())),
+            Identity::Different => None,
+        };
+        let own_entry = self
+            .top
+            .iter()
+            .enumerate()
+            .filter_map(|(i, entry)| own(entry).map(|d| (i, d)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(i, _)| i);
+        let chosen = self.logprob.or_else(|| own_entry.map(|i| self.top[i].1))?;
         let listed = self
             .top
             .iter()
-            .filter(|(t, _)| !t.same(&self.token))
-            .map(|&(_, lp)| lp)
+            .enumerate()
+            .filter(|&(i, (t, _))| Some(i) != own_entry && !t.same(&self.token))
+            .map(|(_, &(_, lp))| lp)
             .fold(None, |best: Option<f64>, lp| {
                 Some(best.map_or(lp, |b| b.max(lp)))
             });

@@ -300,6 +300,55 @@ fn multi_token_events_of_a_real_vllm_are_timed_per_token() {
     }
 }
 
+/// A canary's greedy request with logprobs, streamed by vLLM 0.32 (the tiny random model:
+/// most of its tokens are parts of characters, spelled `""`): every position is read, and
+/// an answer compared with itself never diverges, the opaque tokens ending the comparison.
+#[test]
+fn vllm_logprobs_are_read_and_an_answer_matches_itself() {
+    use inferprobe::canary::compare::{Verdict, compare};
+    use inferprobe::record::Logprobs;
+    for name in ["vllm/chat-logprobs", "vllm/completions-logprobs"] {
+        let kind = if name.contains("chat") {
+            BackendKind::OpenAiChat
+        } else {
+            BackendKind::OpenAi
+        };
+        let mut parser = kind.backend().stream_parser();
+        let mut info = inferprobe::record::ResponseInfo {
+            logprobs: Some(Logprobs::default()),
+            ..Default::default()
+        };
+        for event in decode(&[&body(name)]) {
+            parser.on_event(&event, &mut info).unwrap();
+        }
+        let logprobs = info.logprobs.unwrap();
+        assert_eq!(logprobs.malformed, None, "{name}");
+        let positions = logprobs.positions;
+        assert_eq!(positions.len(), 12, "{name}");
+        assert!(
+            positions
+                .iter()
+                .all(|p| p.logprob.is_some() && p.top.len() >= 3)
+        );
+        let first_opaque = positions.iter().position(|p| p.token.is_opaque());
+        assert!(
+            first_opaque.is_some(),
+            "{name}: the case needs a byte token"
+        );
+        for margin in [0.0, 0.05, 1.0] {
+            let verdict = compare(&positions, &positions, false, margin);
+            assert_eq!(
+                verdict,
+                Verdict::Match {
+                    compared: first_opaque.unwrap(),
+                    drift: 0.0
+                },
+                "{name}"
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_measures_replays_of_real_servers() {
     const GAP: Duration = Duration::from_millis(30);

@@ -23,8 +23,12 @@
 //!
 //! Positions where both answers agree are compared whatever their margin: an unsure
 //! position that did not flip leaves both answers on the same prefix.
+//!
+//! A token spelled without its identity (vLLM gives a token that is one byte of a longer
+//! character as `""` with no bytes) cannot be told from another such token: where both
+//! answers have one, the comparison stops there with a match, as at a near-tie.
 
-use crate::logprobs::Position;
+use crate::logprobs::{Identity, Position};
 
 /// What the comparison found.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,8 +79,14 @@ pub fn compare(
             }
             None => break,
         };
-        if !expected.token.same(&received.token) {
-            return judge(i, expected, received.token.text.clone(), margin, drift);
+        match expected.token.identity(&received.token) {
+            Identity::Same => {}
+            Identity::Different => {
+                return judge(i, expected, received.token.display(), margin, drift);
+            }
+            // Both are parts of characters the server did not spell out: they may differ,
+            // and everything after them with them, so nothing further can be judged.
+            Identity::Unknown => return Verdict::Match { compared: i, drift },
         }
         if let (Some(a), Some(b)) = (expected.logprob, received.logprob) {
             drift = drift.max((a - b).abs());
@@ -92,7 +102,7 @@ fn judge(i: usize, expected: &Position, received: String, margin: f64, drift: f6
     match expected.margin() {
         Some(m) if m >= margin => Verdict::Diverged(Divergence {
             position: i,
-            expected: expected.token.text.clone(),
+            expected: expected.token.display(),
             received,
             margin: m,
             drift,
@@ -190,5 +200,50 @@ mod tests {
         let verdict = compare(&reference, &answer, false, 1.0);
         assert!(matches!(verdict, Verdict::Match { compared: 2, .. }));
         assert!((verdict.drift() - 0.03).abs() < 1e-12);
+    }
+
+    fn opaque(logprob: f64, runner_up: f64) -> Position {
+        Position {
+            token: Token::new("", Some(Vec::new())),
+            logprob: Some(logprob),
+            top: vec![
+                (Token::new("", Some(Vec::new())), logprob),
+                (Token::new(" other", None), runner_up),
+            ],
+        }
+    }
+
+    /// vLLM spells every token that is part of a character as `""` without bytes. Two
+    /// such tokens may differ; before, they compared equal, so a near-tie flip between two
+    /// of them went unnoticed and the sure positions after it (now on different prefixes)
+    /// were reported as a divergence: a false alarm on a healthy replica.
+    #[test]
+    fn tokens_spelled_without_identity_end_the_comparison() {
+        let reference = [
+            position(" a", -0.01, -6.0),
+            opaque(-0.01, -6.0),
+            position(" b", -0.01, -6.0),
+        ];
+        let answer = [
+            position(" a", -0.01, -6.0),
+            opaque(-0.01, -6.0),
+            position(" c", -0.01, -6.0),
+        ];
+        assert_eq!(
+            compare(&reference, &answer, false, 1.0),
+            Verdict::Match {
+                compared: 1,
+                drift: 0.0
+            }
+        );
+        // Against a token of whole text it is a different token: judged as usual.
+        let whole = [position(" a", -0.01, -6.0), position(" x", -0.01, -6.0)];
+        let Verdict::Diverged(d) = compare(&reference, &whole, false, 1.0) else {
+            panic!("an opaque token is not a whole word");
+        };
+        assert_eq!(
+            (d.position, d.expected.as_str(), d.received.as_str()),
+            (1, "<part of a character>", " x")
+        );
     }
 }

@@ -69,3 +69,32 @@ fn malformed_logprobs_are_errors_not_panics() {
     let many = json!({"tokens": vec![" a"; MAX_POSITIONS + 1]});
     assert!(read(&many, &mut Vec::new()).is_err());
 }
+
+/// vLLM's chat logprobs for a byte token: `"token": ""`, `"bytes": []`, and several such
+/// among the alternatives, each a different token.
+#[test]
+fn opaque_tokens_are_told_apart_from_nothing_and_from_each_other() {
+    let value = json!({"content": [
+        {"token": "", "logprob": -5.00, "bytes": [], "top_logprobs": [
+            {"token": "", "logprob": -5.00, "bytes": []},
+            {"token": "", "logprob": -5.01, "bytes": []},
+            {"token": "hat", "logprob": -5.20, "bytes": [104, 97, 116]}]},
+        {"token": " and", "logprob": -1.0, "bytes": [32, 97, 110, 100], "top_logprobs": [
+            {"token": " and", "logprob": -1.0, "bytes": [32, 97, 110, 100]},
+            {"token": "", "logprob": -3.0, "bytes": []}]}
+    ]});
+    let mut out = Vec::new();
+    read(&value, &mut out).unwrap();
+    assert!(out[0].token.is_opaque() && !out[1].token.is_opaque());
+    // The other opaque alternative is another token: the lead is 0.01, not 0.2.
+    assert!((out[0].margin().unwrap() - 0.01).abs() < 1e-9);
+    assert!((out[1].margin().unwrap() - 2.0).abs() < 1e-9);
+    let opaque = &out[0].token;
+    assert_eq!(opaque.identity(opaque), Identity::Unknown);
+    assert_eq!(opaque.identity(&out[1].token), Identity::Different);
+    // A fragment another server spelled in bytes may be the same one.
+    let fragment = Token::new("\\xe2", Some(vec![226]));
+    assert_eq!(opaque.identity(&fragment), Identity::Unknown);
+    assert_eq!(fragment.identity(&fragment), Identity::Same);
+    assert!(Token::new("\u{fffd}", None).is_opaque());
+}

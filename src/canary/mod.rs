@@ -313,7 +313,8 @@ async fn record(
     match (&check.result, &check.divergence) {
         (CheckResult::Diverged, Some(d)) => tracing::warn!(
             target, request_id = %request_id, prompt, position = d.position,
-            expected = %d.expected, received = %d.received, reference_margin = d.margin,
+            expected = d.expected.as_str(), received = d.received.as_str(),
+            reference_margin = d.margin,
             "canary answer diverged from its reference where the reference was sure"
         ),
         (CheckResult::WrongAnswer, _) => tracing::warn!(

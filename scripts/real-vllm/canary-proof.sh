@@ -2,7 +2,12 @@
 # The correctness canary against real vLLM servers (issue 19 on vLLM, beside the llama-server
 # suite in CI). Not part of CI (a 6 GB venv; see setup.sh); run it and read its report.
 #
-#   bash scripts/real-vllm/canary-proof.sh [SECONDS] [MARGIN]
+#   bash scripts/real-vllm/canary-proof.sh [SECONDS] [MARGIN] [MODEL_A MODEL_B PROMPTS]
+# The trained model (write it first, ~10 CPU minutes):
+#   target/real-vllm/venv/bin/python scripts/real-vllm/train_tiny_hf.py target/real-vllm/tiny-llama-trained \
+#     --base target/real-vllm/tiny-llama --minutes 10
+#   bash scripts/real-vllm/canary-proof.sh 120 1.0 target/real-vllm/tiny-llama-trained \
+#     target/real-vllm/tiny-llama target/real-vllm/tiny-llama-trained/canary-prompts.jsonl
 #
 # Two vLLM servers: `a` with the tiny Llama, `b` with the same architecture and other random
 # weights (a replica loaded with the wrong weights). A golden file is recorded from `a` with
@@ -16,9 +21,12 @@ cd "$(dirname "$0")/../.."
 SECONDS_TO_RUN=${1:-120}
 MARGIN=${2:-0.05}
 source scripts/real-vllm/lib.sh
+MODEL_A=${3:-$MODEL}
+MODEL_B=${4:-$OTHER_MODEL}
+PROMPTS=${5:-}
 A_PORT=$(free_port); B_PORT=$(free_port); PROBE_PORT=$(free_port)
-start_vllm a "$A_PORT" "$MODEL"
-start_vllm b "$B_PORT" "$OTHER_MODEL"
+start_vllm a "$A_PORT" "$MODEL_A"
+start_vllm b "$B_PORT" "$MODEL_B"
 
 # Words the tiny tokenizer knows: the built-in prompts (prime numbers, French capitals) get
 # answers of bytes only from a random model, no text at all, which `record` refuses.
@@ -28,6 +36,7 @@ for p in "the quick brown fox" "where people make bread" "probe token stream lat
   "the lazy dog runs back home"; do
   printf '{"prompt": "%s"}\n' "$p"
 done > "$WORK/prompts.jsonl"
+[ -z "$PROMPTS" ] || cp "$PROMPTS" "$WORK/prompts.jsonl"
 target/debug/inferprobe canary record --backend openai-chat --url "http://127.0.0.1:$A_PORT" \
   --model tiny --prompts "$WORK/prompts.jsonl" --max-tokens 16 --top-logprobs 5 --out "$WORK/golden.json"
 CANARY="canary = { interval = \"1s\", margin = $MARGIN, golden = \"$WORK/golden.json\" }"

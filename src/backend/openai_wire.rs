@@ -215,8 +215,6 @@ fn part_texts(parts: &[Value], answer: &mut String, reasoning: &mut String) {
 const ABORTED: [&str; 2] = ["abort", "error"];
 
 impl WireChoice<'_> {
-    /// Append this choice's generated text to `info`: the answer to `text`, reasoning,
-    /// refusals and tool calls to `other_text`. Whether any was non-empty: a token arrived.
     /// `"text": ""` or `"delta": {"content": ""}`: vLLM's event for a token whose text it
     /// holds back (also its role-only first chat chunk, which the record ignores).
     fn has_empty_text(&self) -> bool {
@@ -225,6 +223,8 @@ impl WireChoice<'_> {
             || matches!(content, Some(Content::Text(t)) if t.is_empty())
     }
 
+    /// Append this choice's generated text to `info`: the answer to `text`, reasoning,
+    /// refusals and tool calls to `other_text`. Whether any was non-empty: a token arrived.
     fn read_output(&self, info: &mut ResponseInfo) -> bool {
         let (before, other_before) = (info.text.len(), info.other_text.len());
         if let Some(text) = &self.text {

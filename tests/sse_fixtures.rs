@@ -233,8 +233,8 @@ fn a_tokenizer_does_not_override_one_token_per_event() {
 /// The same streams without their empty events (a server that sends nothing for a
 /// held-back token): the tokenizer's counts of the text add up to more than the 16 tokens
 /// billed, so the billed total rules and the counts only spread it. Before this rule the
-/// tokenizer's sum was taken as the truth: 24 ITL observations for 16 tokens and a TPOT
-/// a third too low (seen on a real vLLM 0.32: probe TPOT 6.0 ms, the server's 9.2 ms).
+/// tokenizer's sum was taken as the truth: more ITL observations than tokens generated and
+/// a TPOT too low (seen on a real vLLM 0.32: probe TPOT 6.0 ms, the server's 9.2 ms).
 #[test]
 fn a_tokenizer_that_disagrees_with_the_billed_total_only_weighs_the_shares() {
     let counter = tokenizer();

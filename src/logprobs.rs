@@ -104,9 +104,58 @@ impl Position {
     /// alternatives, or, when none is listed, the bound its own probability p gives (no
     /// other token can have more than 1 − p). `None` when nothing says.
     pub fn margin(&self) -> Option<f64> {
-        // The chosen token's own entry among the alternatives: the one spelled the same,
-        // or, for an opaque token, the opaque one with the closest logprob (several opaque
-        // alternatives are several different tokens).
+        let (chosen, own_entry) = self.chosen()?;
+        let listed = self
+            .others(own_entry)
+            .map(|(_, lp)| lp)
+            .fold(None, |best: Option<f64>, lp| {
+                Some(best.map_or(lp, |b| b.max(lp)))
+            });
+        // The listed alternatives are the best ones; with none listed, the rest of the
+        // probability mass bounds them all (-inf when p = 1: sure).
+        let best_other = listed.unwrap_or_else(|| (1.0 - chosen.exp()).max(0.0).ln());
+        Some(chosen - best_other)
+    }
+
+    /// How far, at least, the chosen token led `other` (a token other than the chosen
+    /// one), in nats: exactly, when `other` is listed; when it is not, the listed
+    /// alternatives are the best ones, so it had no more than the least of them, nor more
+    /// than the probability mass they leave. Never less than [`Position::margin`].
+    pub fn lead_over(&self, other: &Token) -> Option<f64> {
+        let (chosen, own_entry) = self.chosen()?;
+        let margin = self.margin()?;
+        let mut exact = None;
+        // Opaque spellings: `other` may be any of these, or a token not listed.
+        let mut maybe: Option<f64> = None;
+        for (token, lp) in self.others(own_entry) {
+            match other.identity(token) {
+                Identity::Same => exact = Some(lp),
+                Identity::Unknown => maybe = Some(maybe.map_or(lp, |m| m.max(lp))),
+                Identity::Different => {}
+            }
+        }
+        let most = match exact {
+            Some(lp) => lp,
+            None => {
+                let least_listed = self.top.iter().map(|&(_, lp)| lp).fold(chosen, f64::min);
+                let mass: f64 = self.top.iter().map(|&(_, lp)| lp.exp()).sum::<f64>();
+                let mass = if own_entry.is_some() {
+                    mass
+                } else {
+                    mass + chosen.exp()
+                };
+                // A floor keeps the bound finite where rounding sums the listed mass past 1.
+                let unlisted = least_listed.min((1.0 - mass).max(1e-30).ln());
+                maybe.map_or(unlisted, |m| m.max(unlisted))
+            }
+        };
+        Some((chosen - most).max(margin))
+    }
+
+    /// The chosen token's logprob, and its own entry among the alternatives: the one
+    /// spelled the same, or, for an opaque token, the opaque one with the closest logprob
+    /// (several opaque alternatives are several different tokens).
+    fn chosen(&self) -> Option<(f64, Option<usize>)> {
         let own = |(t, lp): &(Token, f64)| match self.token.identity(t) {
             Identity::Same => Some(0.0),
             Identity::Unknown => Some(self.logprob.map_or(0.0, |c| (c - lp).abs())),
@@ -120,19 +169,16 @@ impl Position {
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(i, _)| i);
         let chosen = self.logprob.or_else(|| own_entry.map(|i| self.top[i].1))?;
-        let listed = self
-            .top
+        Some((chosen, own_entry))
+    }
+
+    /// The listed alternatives other than the chosen token.
+    fn others(&self, own_entry: Option<usize>) -> impl Iterator<Item = (&Token, f64)> {
+        self.top
             .iter()
             .enumerate()
-            .filter(|&(i, (t, _))| Some(i) != own_entry && !t.same(&self.token))
-            .map(|(_, &(_, lp))| lp)
-            .fold(None, |best: Option<f64>, lp| {
-                Some(best.map_or(lp, |b| b.max(lp)))
-            });
-        // The listed alternatives are the best ones; with none listed, the rest of the
-        // probability mass bounds them all (-inf when p = 1: sure).
-        let best_other = listed.unwrap_or_else(|| (1.0 - chosen.exp()).max(0.0).ln());
-        Some(chosen - best_other)
+            .filter(move |&(i, (t, _))| Some(i) != own_entry && !t.same(&self.token))
+            .map(|(_, (t, lp))| (t, *lp))
     }
 }
 

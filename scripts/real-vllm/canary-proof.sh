@@ -6,7 +6,7 @@
 # The trained model (write it first, ~10 CPU minutes):
 #   target/real-vllm/venv/bin/python scripts/real-vllm/train_tiny_hf.py target/real-vllm/tiny-llama-trained \
 #     --base target/real-vllm/tiny-llama --minutes 10
-#   bash scripts/real-vllm/canary-proof.sh 120 1.0 target/real-vllm/tiny-llama-trained \
+#   CANARY_BACKEND=openai bash scripts/real-vllm/canary-proof.sh 120 1.0 target/real-vllm/tiny-llama-trained \
 #     target/real-vllm/tiny-llama target/real-vllm/tiny-llama-trained/canary-prompts.jsonl
 #
 # Two vLLM servers: `a` with the tiny Llama, `b` with the same architecture and other random
@@ -24,6 +24,7 @@ source scripts/real-vllm/lib.sh
 MODEL_A=${3:-$MODEL}
 MODEL_B=${4:-$OTHER_MODEL}
 PROMPTS=${5:-}
+BACKEND=${CANARY_BACKEND:-openai-chat}   # or openai (completions: no chat template)
 A_PORT=$(free_port); B_PORT=$(free_port); PROBE_PORT=$(free_port)
 start_vllm a "$A_PORT" "$MODEL_A"
 start_vllm b "$B_PORT" "$MODEL_B"
@@ -37,14 +38,14 @@ for p in "the quick brown fox" "where people make bread" "probe token stream lat
   printf '{"prompt": "%s"}\n' "$p"
 done > "$WORK/prompts.jsonl"
 [ -z "$PROMPTS" ] || cp "$PROMPTS" "$WORK/prompts.jsonl"
-target/debug/inferprobe canary record --backend openai-chat --url "http://127.0.0.1:$A_PORT" \
+target/debug/inferprobe canary record --backend "$BACKEND" --url "http://127.0.0.1:$A_PORT" \
   --model tiny --prompts "$WORK/prompts.jsonl" --max-tokens 16 --top-logprobs 5 --out "$WORK/golden.json"
 CANARY="canary = { interval = \"1s\", margin = $MARGIN, golden = \"$WORK/golden.json\" }"
 cat > "$WORK/inferprobe.toml" <<TOML
 listen = "127.0.0.1:$PROBE_PORT"
 
 [defaults]
-backend = "openai-chat"
+backend = "$BACKEND"
 model = "tiny"
 rate = 0.01
 

@@ -9,17 +9,28 @@
 //! - walk both answers while their tokens agree, noting the largest logprob difference on
 //!   the way (**drift**: a kernel going wrong shows here before it flips a token);
 //! - at the first position where the tokens differ, it is a **divergence** if the reference
-//!   led its runner-up there by at least `margin` nats (it was sure, and noise does not
-//!   move a logprob that far); otherwise it is a near-tie that may flip, and the comparison
-//!   stops there with a match, since everything after it may legitimately differ;
+//!   put the received token at least `margin` nats below its own (it was sure that token is
+//!   not the answer, and noise does not move a logprob that far): always so where it led
+//!   its runner-up by `margin`, and also where it hesitated between two tokens and the
+//!   answer is a third it held far less likely. Otherwise the received token was nearly as
+//!   likely as the reference's, a flip noise can cause, and the comparison stops there with
+//!   a match, since everything after it may legitimately differ. A token the reference did
+//!   not list is bounded by the listed ones (they are the best) and by the probability mass
+//!   they leave;
 //! - an answer that ends early, where the reference was sure of one more token, diverges
 //!   there too (unless it ended at its length limit).
 //!
 //! Example, margin 1.0: the reference is ` Paris` (−0.01; runner-up ` Lyon` −5.2) then
-//! ` is` (−0.70; runner-up ` was` −0.72). An answer ` Paris was …` agrees at 0, differs at
-//! 1 where the reference led by 0.02 nats: a match over one position. An answer ` Lyon …`
+//! ` is` (−0.90; runner-up ` was` −0.92, then ` banana` −4.3). An answer ` Paris was …`
+//! agrees at 0, differs at 1 where the reference held ` was` 0.02 nats below ` is`: a
+//! match over one position. An answer ` Paris banana …` differs at 1 too, but the
+//! reference held ` banana` 3.4 nats below: diverged at position 1. An answer ` Lyon …`
 //! differs at 0, where the reference led by 5.19 nats: diverged at position 0, expected
 //! ` Paris`, received ` Lyon`.
+//!
+//! This is the rule of vLLM's test helper `check_logprobs_close` (at the first mismatch
+//! each side's token must be among the other's top-N, then stop), made one-sided and
+//! quantitative.
 //!
 //! Positions where both answers agree are compared whatever their margin: an unsure
 //! position that did not flip leaves both answers on the same prefix.
@@ -28,7 +39,7 @@
 //! character as `""` with no bytes) cannot be told from another such token: where both
 //! answers have one, the comparison stops there with a match, as at a near-tie.
 
-use crate::logprobs::{Identity, Position};
+use crate::logprobs::{Identity, Position, Token};
 
 /// What the comparison found.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,8 +58,8 @@ pub struct Divergence {
     pub expected: String,
     /// The token received there, or `<end>` for an answer that stopped.
     pub received: String,
-    /// How far the reference's token led its runner-up there, in nats.
-    pub margin: f64,
+    /// How far, at least, the reference's own token led the received one there, in nats.
+    pub lead: f64,
     /// The largest logprob difference over the agreed positions before it.
     pub drift: f64,
 }
@@ -75,14 +86,14 @@ pub fn compare(
         let received = match answer.get(i) {
             Some(received) => received,
             None if answer_ended => {
-                return judge(i, expected, "<end>".into(), margin, drift);
+                return judge(i, expected, None, margin, drift);
             }
             None => break,
         };
         match expected.token.identity(&received.token) {
             Identity::Same => {}
             Identity::Different => {
-                return judge(i, expected, received.token.display(), margin, drift);
+                return judge(i, expected, Some(&received.token), margin, drift);
             }
             // Both are parts of characters the server did not spell out: they may differ,
             // and everything after them with them, so nothing further can be judged.
@@ -98,16 +109,29 @@ pub fn compare(
     }
 }
 
-fn judge(i: usize, expected: &Position, received: String, margin: f64, drift: f64) -> Verdict {
-    match expected.margin() {
-        Some(m) if m >= margin => Verdict::Diverged(Divergence {
+fn judge(
+    i: usize,
+    expected: &Position,
+    received: Option<&Token>,
+    margin: f64,
+    drift: f64,
+) -> Verdict {
+    // An early end is judged by the runner-up: servers spell their end token differently
+    // (or not at all) among the alternatives.
+    let lead = match received {
+        Some(token) => expected.lead_over(token),
+        None => expected.margin(),
+    };
+    match lead {
+        Some(lead) if lead >= margin => Verdict::Diverged(Divergence {
             position: i,
             expected: expected.token.display(),
-            received,
-            margin: m,
+            received: received.map_or_else(|| "<end>".to_owned(), Token::display),
+            lead,
             drift,
         }),
-        // The reference was not sure here (or did not say): a flip is allowed.
+        // The reference held the received token nearly as likely as its own (or did not
+        // say): a flip noise can cause.
         _ => Verdict::Match { compared: i, drift },
     }
 }
@@ -115,7 +139,6 @@ fn judge(i: usize, expected: &Position, received: String, margin: f64, drift: f6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::logprobs::Token;
 
     fn position(text: &str, logprob: f64, runner_up: f64) -> Position {
         Position {
@@ -128,15 +151,29 @@ mod tests {
         }
     }
 
+    fn listed(text: &str, logprob: f64, alternatives: &[(&str, f64)]) -> Position {
+        let mut top = vec![(Token::new(text, None), logprob)];
+        top.extend(
+            alternatives
+                .iter()
+                .map(|&(t, lp)| (Token::new(t, None), lp)),
+        );
+        Position {
+            token: Token::new(text, None),
+            logprob: Some(logprob),
+            top,
+        }
+    }
+
     #[test]
     fn the_documented_example() {
         let reference = [
-            position(" Paris", -0.01, -5.2),
-            position(" is", -0.70, -0.72),
+            listed(" Paris", -0.01, &[(" Lyon", -5.2)]),
+            listed(" is", -0.90, &[(" was", -0.92), (" banana", -4.3)]),
         ];
         let flip = [
             position(" Paris", -0.011, -5.2),
-            position(" was", -0.71, -0.72),
+            position(" was", -0.91, -0.92),
         ];
         let verdict = compare(&reference, &flip, false, 1.0);
         assert!(
@@ -144,6 +181,15 @@ mod tests {
             "{verdict:?}"
         );
         assert!((verdict.drift() - 0.001).abs() < 1e-12);
+        let third = [
+            position(" Paris", -0.01, -5.2),
+            position(" banana", -0.2, -3.0),
+        ];
+        let Verdict::Diverged(d) = compare(&reference, &third, false, 1.0) else {
+            panic!("a token the reference held far below its own is a divergence");
+        };
+        assert_eq!((d.position, d.received.as_str()), (1, " banana"));
+        assert!((d.lead - 3.4).abs() < 1e-9, "{}", d.lead);
         let wrong = [position(" Lyon", -0.01, -5.2)];
         let Verdict::Diverged(d) = compare(&reference, &wrong, false, 1.0) else {
             panic!("a confident difference is a divergence");
@@ -152,7 +198,34 @@ mod tests {
             (d.position, d.expected.as_str(), d.received.as_str()),
             (0, " Paris", " Lyon")
         );
-        assert!((d.margin - 5.19).abs() < 1e-9);
+        assert!((d.lead - 5.19).abs() < 1e-9);
+    }
+
+    /// A token the reference did not list had no more than the least listed one, nor more
+    /// than the mass the listed ones leave; with a short list nothing bounds it, and an
+    /// unsure reference then stops the comparison as before.
+    #[test]
+    fn an_unlisted_token_is_bounded_by_the_list() {
+        let unsure = [listed(" is", -0.9, &[(" was", -0.92), (" the", -3.0)])];
+        let answer = [position(" zebra", -0.1, -4.0)];
+        let Verdict::Diverged(d) = compare(&unsure, &answer, false, 1.0) else {
+            panic!("a token below the least listed one is far below the reference's");
+        };
+        assert!((d.lead - 2.1).abs() < 1e-9, "{}", d.lead);
+        // Listed mass 0.94: an unlisted token had at most 0.06, however short the list.
+        let mass_bound = -0.6 - (1.0f64 - (-0.6f64).exp() - (-0.95f64).exp()).ln();
+        let two = [listed(" is", -0.6, &[(" was", -0.95)])];
+        let Verdict::Diverged(d) = compare(&two, &answer, false, 1.0) else {
+            panic!("{:?}", compare(&two, &answer, false, 1.0));
+        };
+        assert!((d.lead - mass_bound).abs() < 1e-9, "{}", d.lead);
+        // Two listed tokens of 22% each leave 56% unaccounted for: a third may have been as
+        // likely as either, so no verdict.
+        let torn = [listed(" is", -1.5, &[(" was", -1.52)])];
+        assert!(matches!(
+            compare(&torn, &answer, false, 1.0),
+            Verdict::Match { compared: 0, .. }
+        ));
     }
 
     #[test]
@@ -195,7 +268,7 @@ mod tests {
         let answer = [
             position(" a", -0.13, -6.0),
             position(" b", -0.21, -6.0),
-            position(" d", -0.3, -0.31),
+            position(" other", -0.3, -0.31),
         ];
         let verdict = compare(&reference, &answer, false, 1.0);
         assert!(matches!(verdict, Verdict::Match { compared: 2, .. }));

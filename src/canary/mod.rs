@@ -314,7 +314,7 @@ async fn record(
         (CheckResult::Diverged, Some(d)) => tracing::warn!(
             target, request_id = %request_id, prompt, position = d.position,
             expected = d.expected.as_str(), received = d.received.as_str(),
-            reference_margin = d.margin,
+            reference_lead = d.lead,
             "canary answer diverged from its reference where the reference was sure"
         ),
         (CheckResult::WrongAnswer, _) => tracing::warn!(

@@ -98,3 +98,36 @@ fn opaque_tokens_are_told_apart_from_nothing_and_from_each_other() {
     assert_eq!(fragment.identity(&fragment), Identity::Same);
     assert!(Token::new("\u{fffd}", None).is_opaque());
 }
+
+/// The lead over a token the reference listed is exact; over one it did not, a bound; over
+/// an opaque spelling, the least of what it may be (any opaque alternative, or unlisted).
+#[test]
+fn the_lead_over_another_token() {
+    let opaque = || Token::new("", Some(Vec::new()));
+    let position = Position {
+        token: Token::new(" a", None),
+        logprob: Some(-1.0),
+        top: vec![
+            (Token::new(" a", None), -1.0),
+            (opaque(), -1.05),
+            (Token::new(" b", None), -3.0),
+        ],
+    };
+    let lead = |t: Token| position.lead_over(&t).unwrap();
+    assert!((position.margin().unwrap() - 0.05).abs() < 1e-9);
+    assert!((lead(Token::new(" b", None)) - 2.0).abs() < 1e-9);
+    // Unlisted: no more than the least listed (−3.0; the mass left, 0.23, bounds less).
+    assert!((lead(Token::new(" zebra", None)) - 2.0).abs() < 1e-9);
+    assert!(
+        (lead(opaque()) - 0.05).abs() < 1e-9,
+        "it may be the listed one"
+    );
+    // Nothing listed but the token itself: the mass it leaves bounds every other.
+    let alone = Position {
+        token: Token::new(" a", None),
+        logprob: Some(-0.01),
+        top: vec![(Token::new(" a", None), -0.01)],
+    };
+    let bound = -0.01 - (1.0 - (-0.01f64).exp()).ln();
+    assert!((alone.lead_over(&Token::new(" b", None)).unwrap() - bound).abs() < 1e-9);
+}

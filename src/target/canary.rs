@@ -17,8 +17,8 @@ pub struct CanarySpec {
     pub max_tokens: u32,
     /// Alternatives asked for per token; 0 asks for no logprobs (known answers only).
     pub top_logprobs: u32,
-    /// How far (nats) the reference's token must lead its runner-up for a different token
-    /// to count as a divergence.
+    /// How far (nats) the reference's token must lead the received one for a difference to
+    /// count as a divergence.
     pub margin: f64,
     pub prompts: Arc<[CanaryPrompt]>,
     /// The golden file the prompts (and their references) came from, if any.

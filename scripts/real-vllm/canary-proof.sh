@@ -81,9 +81,9 @@ sleep "$SECONDS_TO_RUN"
 curl -sf "http://127.0.0.1:$PROBE_PORT/metrics" > "$WORK/metrics.txt"
 curl -sf "http://127.0.0.1:$A_PORT/metrics" > "$WORK/vllm-a-metrics.txt"
 kill -TERM "$PROBE_PID"; wait "$PROBE_PID" || true
-"$PY" - "$WORK" <<'PY'
+"$PY" - "$WORK" "$MARGIN" <<'PY'
 import json, re, statistics, sys
-work = sys.argv[1]
+work, margin = sys.argv[1], float(sys.argv[2])
 golden = json.load(open(f"{work}/golden.json"))
 margins = []
 for answer in golden["answers"]:
@@ -94,7 +94,8 @@ for answer in golden["answers"]:
 margins.sort()
 q = lambda f: margins[min(len(margins) - 1, int(f * len(margins)))]
 print(f"golden: {len(golden['answers'])} prompts from {golden.get('server')}; reference margins "
-      f"p10 {q(0.1):.3f}, p50 {q(0.5):.3f}, p90 {q(0.9):.3f} nats over {len(margins)} positions")
+      f"p10 {q(0.1):.3f}, p50 {q(0.5):.3f}, p90 {q(0.9):.3f} nats over {len(margins)} positions; "
+      f"at least the margin ({margin}) at {sum(m >= margin for m in margins) / len(margins):.0%} of them")
 text = open(f"{work}/metrics.txt").read()
 checks = {}
 for target, result, value in re.findall(

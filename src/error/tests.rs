@@ -1,0 +1,73 @@
+use super::*;
+
+#[test]
+fn every_category_has_a_distinct_label() {
+    let mut names: Vec<_> = ErrorCategory::ALL.iter().map(|c| c.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), ErrorCategory::ALL.len());
+}
+
+#[test]
+fn statuses_map_to_categories() {
+    let cases = [
+        (401, ErrorCategory::Auth),
+        (403, ErrorCategory::Auth),
+        (429, ErrorCategory::RateLimited),
+        (400, ErrorCategory::Http4xx),
+        (404, ErrorCategory::Http4xx),
+        (500, ErrorCategory::Http5xx),
+        (503, ErrorCategory::Http5xx),
+        (302, ErrorCategory::InvalidResponse),
+        (307, ErrorCategory::InvalidResponse),
+        (101, ErrorCategory::Other),
+    ];
+    for (code, want) in cases {
+        let status = StatusCode::from_u16(code).unwrap();
+        assert_eq!(ErrorCategory::from_status(status), want, "status {code}");
+    }
+}
+
+#[test]
+fn a_redirect_names_where_it_pointed_without_query_or_credentials() {
+    let url = url::Url::parse("http://gw.example:8000/v1/chat/completions").unwrap();
+    let status = StatusCode::TEMPORARY_REDIRECT;
+    let location = |text: &'static str| http::HeaderValue::from_static(text);
+    let err = ProbeError::redirect(
+        status,
+        Some(&location("https://u:pw@idp.example/login?token=s3cret#x")),
+        &url,
+    );
+    assert_eq!(err.category(), ErrorCategory::InvalidResponse);
+    assert_eq!(
+        err.to_string(),
+        "HTTP 307 Temporary Redirect: a redirect to https://idp.example/login; \
+         redirects are not followed"
+    );
+    let relative = ProbeError::redirect(status, Some(&location("/v2/x?k=1")), &url);
+    assert!(
+        relative
+            .to_string()
+            .contains("to http://gw.example:8000/v2/x;")
+    );
+    let none = ProbeError::redirect(status, None, &url);
+    assert!(none.to_string().contains("(no Location header)"));
+    let bad = http::HeaderValue::from_bytes(b"/caf\xe9").unwrap();
+    let bad = ProbeError::redirect(status, Some(&bad), &url);
+    assert!(bad.to_string().contains("(an unreadable Location)"));
+}
+
+#[test]
+fn dns_cause_is_found_through_io_wrappers() {
+    let dns = DnsError {
+        host: "nowhere.invalid".into(),
+        source: std::io::Error::other("no such host"),
+    };
+    let wrapped = std::io::Error::other(dns);
+    assert!(has_cause::<DnsError>(&wrapped));
+    assert!(!has_cause::<rustls::Error>(&wrapped));
+    assert_eq!(
+        chain(&wrapped),
+        "DNS lookup of nowhere.invalid failed: no such host"
+    );
+}

@@ -105,6 +105,11 @@ impl Position {
     /// other token can have more than 1 − p). `None` when nothing says.
     pub fn margin(&self) -> Option<f64> {
         let (chosen, own_entry) = self.chosen()?;
+        Some(self.margin_of(chosen, own_entry))
+    }
+
+    /// [`Position::margin`] for a chosen logprob and own entry already found.
+    fn margin_of(&self, chosen: f64, own_entry: Option<usize>) -> f64 {
         let listed = self
             .others(own_entry)
             .map(|(_, lp)| lp)
@@ -114,7 +119,7 @@ impl Position {
         // The listed alternatives are the best ones; with none listed, the rest of the
         // probability mass bounds them all (-inf when p = 1: sure).
         let best_other = listed.unwrap_or_else(|| (1.0 - chosen.exp()).max(0.0).ln());
-        Some(chosen - best_other)
+        chosen - best_other
     }
 
     /// How far, at least, the chosen token led `other` (a token other than the chosen
@@ -123,7 +128,7 @@ impl Position {
     /// than the probability mass they leave. Never less than [`Position::margin`].
     pub fn lead_over(&self, other: &Token) -> Option<f64> {
         let (chosen, own_entry) = self.chosen()?;
-        let margin = self.margin()?;
+        let margin = self.margin_of(chosen, own_entry);
         let mut exact = None;
         // Opaque spellings: `other` may be any of these, or a token not listed.
         let mut maybe: Option<f64> = None;

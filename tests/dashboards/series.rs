@@ -1,0 +1,109 @@
+//! The series the dashboards may query: what the daemon exports, the inference server's
+//! own histograms beside them, and the matchers each kind of series must carry.
+
+/// Counters and gauges the daemon exports, under their exposed names.
+pub(super) const EXPORTED_SERIES: &[&str] = &[
+    "inferprobe_canary_checks_total",
+    "inferprobe_requests_total",
+    "inferprobe_request_errors_total",
+    "inferprobe_requests_skipped_total",
+    "inferprobe_requests_in_flight",
+    "inferprobe_output_tokens_total",
+    "inferprobe_prompt_tokens_total",
+    "inferprobe_good_requests_total",
+    "inferprobe_last_success_timestamp_seconds",
+    "inferprobe_connections_opened_total",
+    "inferprobe_request_retries_total",
+    "inferprobe_slo_objective",
+    "inferprobe_slo_threshold_seconds",
+    "inferprobe_build_info",
+    "inferprobe_config_last_reload_successful",
+    "inferprobe_target_rate",
+    "inferprobe_discovery_up",
+    "inferprobe_discovery_targets",
+    "inferprobe_discovery_refused_total",
+    "inferprobe_fleet_size",
+];
+
+/// Histograms the daemon exports; each has `_bucket`, `_sum` and `_count` series.
+pub(super) const EXPORTED_HISTOGRAMS: &[&str] = &[
+    "inferprobe_canary_divergence_position",
+    "inferprobe_canary_logprob_drift",
+    "inferprobe_time_to_first_token_seconds",
+    "inferprobe_time_per_output_token_seconds",
+    "inferprobe_inter_token_latency_seconds",
+    "inferprobe_e2e_request_latency_seconds",
+    "inferprobe_request_output_tokens",
+    "inferprobe_request_prompt_tokens",
+    "inferprobe_schedule_lag_seconds",
+];
+
+/// The four latency histograms every dashboard shows.
+pub(super) const LATENCY_HISTOGRAMS: [&str; 4] = [
+    "inferprobe_time_to_first_token_seconds",
+    "inferprobe_time_per_output_token_seconds",
+    "inferprobe_inter_token_latency_seconds",
+    "inferprobe_e2e_request_latency_seconds",
+];
+
+/// The only datasource reference a panel or query may carry.
+pub(super) const DATASOURCE_UID: &str = "${datasource}";
+
+/// Matchers every selector of a raw per-target series must carry; recording rules are
+/// aggregated by target, so they carry only the first. `pod` is a discovered replica's
+/// (its "All" value `.*` also matches the series of configured targets, which have none).
+pub(super) const TARGET_MATCHER: &str = r#"target=~"$target""#;
+pub(super) const NODE_MATCHER: &str = r#"node=~"$node""#;
+/// The site label (scripts/site_labels.py): behind Thanos or Mimir, two clusters with a
+/// target of the same name must stay apart, so every selector filters on it too.
+pub(super) const CLUSTER_MATCHER: &str = r#"cluster=~"$cluster""#;
+pub(super) const RAW_MATCHERS: [&str; 5] = [
+    CLUSTER_MATCHER,
+    TARGET_MATCHER,
+    r#"model=~"$model""#,
+    NODE_MATCHER,
+    r#"pod=~"$pod""#,
+];
+/// The inference server's own histograms (vLLM 0.32, SGLang), beside the probe's in the
+/// target dashboard's "Probe vs server" row: scraped from the server pods, so they carry
+/// no `target`; they are filtered by the site, the replica and the served model name, and
+/// joined to the probe's replicas on (cluster, namespace, pod).
+pub(super) const SERVER_HISTOGRAMS: &[&str] = &[
+    "vllm:time_to_first_token_seconds",
+    "vllm:request_time_per_output_token_seconds",
+    "vllm:e2e_request_latency_seconds",
+    "vllm:request_queue_time_seconds",
+    "vllm:request_prefill_time_seconds",
+    "sglang:time_to_first_token_seconds",
+    "sglang:inter_token_latency_seconds",
+    "sglang:e2e_request_latency_seconds",
+];
+pub(super) const SERVER_MATCHERS: [&str; 3] =
+    [CLUSTER_MATCHER, r#"pod=~"$pod""#, r#"model_name=~"$model""#];
+
+pub(super) fn is_server_series(name: &str) -> bool {
+    ["_bucket", "_sum", "_count"].iter().any(|suffix| {
+        name.strip_suffix(suffix)
+            .is_some_and(|base| SERVER_HISTOGRAMS.contains(&base))
+    })
+}
+
+/// Series of the probe process rather than of a target, and the matchers they carry
+/// instead: a discovery block's name is the `target` label of what it finds, and `node`
+/// (the probe's, from the PodMonitor) is on every series a probe pod exports.
+pub(super) const DISCOVERY_MATCHER: &str = r#"discovery=~"$target""#;
+pub(super) const PROBE_SERIES: &[(&str, &[&str])] = &[
+    (
+        "inferprobe_discovery_up",
+        &[CLUSTER_MATCHER, DISCOVERY_MATCHER, NODE_MATCHER],
+    ),
+    (
+        "inferprobe_discovery_targets",
+        &[CLUSTER_MATCHER, DISCOVERY_MATCHER, NODE_MATCHER],
+    ),
+    (
+        "inferprobe_discovery_refused_total",
+        &[CLUSTER_MATCHER, DISCOVERY_MATCHER, NODE_MATCHER],
+    ),
+    ("inferprobe_fleet_size", &[CLUSTER_MATCHER, NODE_MATCHER]),
+];

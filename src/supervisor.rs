@@ -189,7 +189,11 @@ impl Supervisor {
                 let sinks = canary::Sinks {
                     metrics: metrics.clone(),
                     status: Arc::clone(&status),
-                    book: self.books.group(&target.name),
+                    book: self.books.group(&canary::book::group_key(
+                        &target.name,
+                        &target.model,
+                        spec,
+                    )),
                 };
                 let run = canary::run(
                     Arc::clone(&prober),

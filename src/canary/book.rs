@@ -1,32 +1,66 @@
 //! The learned reference: without a golden file, the answer to compare a replica with is
-//! the one most replicas of its group give.
+//! the one most of the other replicas of its group give.
 //!
-//! A group is a discovery block (its replicas) or a static target (one replica). Each
-//! replica's latest answer to each prompt is kept. With three replicas or more, the
-//! reference for a prompt is the answer that agrees (no divergence by the rule in
-//! [`super::compare`]) with more than half of the group's replicas; with no such answer yet,
-//! there is no reference and the check is unscored. With fewer than three replicas a
-//! majority means nothing, so the first answer after start-up is kept as the reference: a
-//! replica already broken at start-up becomes the reference (a golden file is the fix).
+//! A group is what serves the same answers: a discovery block's replicas (or a static
+//! target) of one model, asked the same prompts with the same settings — the book's key
+//! says so ([`group_key`]), so a reload that changes the model, `max_tokens`, the
+//! logprobs asked for or the margin starts a fresh book. Answers are kept per prompt
+//! *text*, so an edited prompts file never compares a new prompt with an old one's answer.
+//!
+//! Each replica's latest answer to each prompt is kept. Two answers **agree** when neither
+//! diverges from the other by the rule in [`super::compare`]: agreement counted from one
+//! side only would let an answer that hesitates everywhere (flattened logits) "agree" with
+//! every other and become the reference. With three replicas or more, the reference for
+//! replica r is, among the *other* replicas' answers, the one that agrees with more than
+//! half of the group (itself included); of equals, the one closest to those it agrees with
+//! (least summed drift), so that drift is blamed on the replica that drifts. A replica is
+//! never its own reference. With no such answer there is no reference and the check is
+//! unscored. With fewer than three replicas a majority means nothing, so the first answer
+//! after the group formed is kept as the reference, until the group empties.
+//!
+//! Cost: each answer's agreement with every other is cached; a new answer is compared
+//! with the group's other answers once each (2·(n−1) comparisons), and the reference is
+//! then picked in one pass: O(n) per check, not O(n²).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use super::compare::{Verdict, compare};
-use crate::target::canary::Reference;
+use crate::target::canary::{CanarySpec, Reference};
 
 /// Fewer replicas than this: the first answer is the reference.
 pub const MAJORITY_FROM: usize = 3;
+
+/// The book a target's canary uses: its block (or static target) name, and everything that
+/// shapes the answers or the rule that compares them.
+pub fn group_key(name: &str, model: &str, spec: &CanarySpec) -> String {
+    format!(
+        "{name}\u{0}{model}\u{0}{}\u{0}{}\u{0}{}",
+        spec.max_tokens, spec.top_logprobs, spec.margin
+    )
+}
+
+/// One replica's latest answer to one prompt, with what it agrees with.
+#[derive(Debug)]
+struct Entry {
+    answer: Arc<Reference>,
+    /// The other replicas whose answers agree with this one, and the drift between the two.
+    agrees: HashMap<String, f64>,
+    /// The sum of `agrees`' drifts.
+    spread: f64,
+}
 
 #[derive(Debug, Default)]
 struct State {
     /// Replicas of the group alive now, with how many canary tasks each has (a restarted
     /// target's new task may register before its old one leaves).
     replicas: BTreeMap<String, usize>,
-    /// Per prompt: each replica's latest answer.
-    answers: HashMap<usize, BTreeMap<String, Arc<Reference>>>,
-    /// Per prompt: the first answer, for groups below [`MAJORITY_FROM`].
-    first: HashMap<usize, Arc<Reference>>,
+    /// Per prompt text: each replica's latest answer.
+    answers: HashMap<String, BTreeMap<String, Entry>>,
+    /// Per prompt text: the first answer, for groups below [`MAJORITY_FROM`].
+    first: HashMap<String, Arc<Reference>>,
+    /// Comparisons made (for tests of the cost).
+    comparisons: u64,
 }
 
 /// One group's answers.
@@ -45,15 +79,51 @@ pub struct Member {
 impl Drop for Member {
     fn drop(&mut self) {
         let mut state = self.book.lock();
-        if let Some(count) = state.replicas.get_mut(&self.replica) {
-            *count -= 1;
-            if *count == 0 {
-                state.replicas.remove(&self.replica);
-                for answers in state.answers.values_mut() {
-                    answers.remove(&self.replica);
-                }
+        let Some(count) = state.replicas.get_mut(&self.replica) else {
+            return;
+        };
+        *count -= 1;
+        if *count > 0 {
+            return;
+        }
+        state.replicas.remove(&self.replica);
+        for answers in state.answers.values_mut() {
+            forget(answers, &self.replica);
+        }
+        if state.replicas.is_empty() {
+            // A group that emptied (a full turnover, a reload that replaced every task)
+            // learns its reference afresh.
+            state.first.clear();
+            state.answers.clear();
+        }
+    }
+}
+
+/// Remove `replica`'s answer and every agreement with it.
+fn forget(answers: &mut BTreeMap<String, Entry>, replica: &str) {
+    let Some(old) = answers.remove(replica) else {
+        return;
+    };
+    for other in old.agrees.keys() {
+        if let Some(entry) = answers.get_mut(other) {
+            if let Some(drift) = entry.agrees.remove(replica) {
+                entry.spread -= drift;
             }
         }
+    }
+}
+
+/// Whether `answer` does not diverge from `reference`, and the drift between them.
+fn one_way(reference: &Reference, answer: &Reference, margin: f64) -> Option<f64> {
+    match compare(
+        &reference.positions,
+        &answer.positions,
+        reference.ended(),
+        answer.ended(),
+        margin,
+    ) {
+        Verdict::Match { drift, .. } => Some(drift),
+        Verdict::Diverged(_) => None,
     }
 }
 
@@ -76,55 +146,76 @@ impl Book {
     pub fn observe(
         &self,
         member: &Member,
-        prompt: usize,
+        prompt: &str,
         answer: Arc<Reference>,
         margin: f64,
     ) -> Option<Arc<Reference>> {
-        let mut state = self.lock();
+        let mut guard = self.lock();
+        let state = &mut *guard;
         let replicas = state.replicas.len();
         let first = state
             .first
-            .entry(prompt)
+            .entry(prompt.to_owned())
             .or_insert_with(|| Arc::clone(&answer))
             .clone();
-        let answers = state.answers.entry(prompt).or_default();
-        answers.insert(member.replica.clone(), answer);
+        let answers = state.answers.entry(prompt.to_owned()).or_default();
+        let me = &member.replica;
+        forget(answers, me);
+        let mut entry = Entry {
+            answer,
+            agrees: HashMap::new(),
+            spread: 0.0,
+        };
+        for (other, theirs) in answers.iter_mut() {
+            state.comparisons += 2;
+            let there = one_way(&theirs.answer, &entry.answer, margin);
+            let back = one_way(&entry.answer, &theirs.answer, margin);
+            if let (Some(a), Some(b)) = (there, back) {
+                let drift = a.max(b);
+                theirs.agrees.insert(me.clone(), drift);
+                theirs.spread += drift;
+                entry.agrees.insert(other.clone(), drift);
+                entry.spread += drift;
+            }
+        }
+        answers.insert(me.clone(), entry);
         if replicas < MAJORITY_FROM {
             return Some(first);
         }
-        majority(answers.values(), replicas, margin)
+        majority(answers, me, replicas)
+    }
+
+    #[cfg(test)]
+    fn comparisons(&self) -> u64 {
+        self.lock().comparisons
     }
 }
 
-/// The answer that agrees with more than half of `replicas`, counting itself (the one
-/// with most agreement, the first of equals).
-fn majority<'a>(
-    answers: impl Iterator<Item = &'a Arc<Reference>> + Clone,
+/// Of the answers other than `me`'s, the one that agrees with more than half of
+/// `replicas` counting itself: most agreement first, then least summed drift.
+fn majority(
+    answers: &BTreeMap<String, Entry>,
+    me: &str,
     replicas: usize,
-    margin: f64,
 ) -> Option<Arc<Reference>> {
-    let agrees = |reference: &Reference, answer: &Reference| {
-        let ended = answer
-            .finish_reason
-            .as_deref()
-            .is_some_and(|r| r != "length");
-        matches!(
-            compare(&reference.positions, &answer.positions, ended, margin),
-            Verdict::Match { .. }
-        )
-    };
-    let mut best: Option<(usize, &Arc<Reference>)> = None;
-    for candidate in answers.clone() {
-        let support = answers.clone().filter(|a| agrees(candidate, a)).count();
-        if best.is_none_or(|(most, _)| support > most) {
-            best = Some((support, candidate));
+    let mut best: Option<(usize, f64, &Entry)> = None;
+    for (replica, entry) in answers {
+        if replica == me {
+            continue;
+        }
+        let support = entry.agrees.len() + 1;
+        let better = best.is_none_or(|(most, spread, _)| {
+            support > most || (support == most && entry.spread < spread)
+        });
+        if better {
+            best = Some((support, entry.spread, entry));
         }
     }
-    best.filter(|&(support, _)| 2 * support > replicas)
-        .map(|(_, reference)| Arc::clone(reference))
+    best.filter(|&(support, ..)| 2 * support > replicas)
+        .map(|(.., entry)| Arc::clone(&entry.answer))
 }
 
-/// Every group's book, by group name.
+/// Every group's book, by [`group_key`].
 #[derive(Debug, Default)]
 pub struct Books {
     groups: Mutex<HashMap<String, Arc<Book>>>,

@@ -1,25 +1,37 @@
 use super::*;
 use crate::logprobs::{Position, Token};
 
-/// An answer of sure tokens (each leads its runner-up by 5 nats).
-fn answer(words: &[&str]) -> Arc<Reference> {
-    let positions = words
-        .iter()
-        .map(|w| Position {
-            token: Token::new(w, None),
-            logprob: Some(-0.01),
-            top: vec![
-                (Token::new(w, None), -0.01),
-                (Token::new(" runner-up", None), -5.0),
-            ],
-        })
-        .collect();
+/// A position where `word` led its runner-up by `lead` nats.
+fn sure(word: &str, logprob: f64, lead: f64) -> Position {
+    Position {
+        token: Token::new(word, None),
+        logprob: Some(logprob),
+        top: vec![
+            (Token::new(word, None), logprob),
+            (Token::new(" runner-up", None), logprob - lead),
+        ],
+    }
+}
+
+fn of(positions: Vec<Position>) -> Arc<Reference> {
     Arc::new(Reference {
-        text: words.concat(),
+        text: positions.iter().map(|p| p.token.text.as_str()).collect(),
         positions,
         finish_reason: Some("length".into()),
     })
 }
+
+/// An answer of sure tokens (each leads its runner-up by 5 nats).
+fn answer(words: &[&str]) -> Arc<Reference> {
+    of(words.iter().map(|w| sure(w, -0.01, 5.0)).collect())
+}
+
+/// The same tokens, every logprob moved by `by` nats (drift, no flip).
+fn drifted(words: &[&str], by: f64) -> Arc<Reference> {
+    of(words.iter().map(|w| sure(w, -0.01 - by, 5.0)).collect())
+}
+
+const P: &str = "The capital of France is";
 
 #[test]
 fn the_majority_of_four_is_the_reference_and_the_odd_one_is_not() {
@@ -28,16 +40,16 @@ fn the_majority_of_four_is_the_reference_and_the_odd_one_is_not() {
     let good = answer(&[" a", " b", " c"]);
     let bad = answer(&[" a", " x", " c"]);
     // The odd one answers first: one of four agrees with it, no majority yet.
-    assert_eq!(book.observe(&members[3], 0, Arc::clone(&bad), 1.0), None);
-    assert_eq!(book.observe(&members[0], 0, Arc::clone(&good), 1.0), None);
-    let reference = book.observe(&members[1], 0, Arc::clone(&good), 1.0);
+    assert_eq!(book.observe(&members[3], P, Arc::clone(&bad), 1.0), None);
+    assert_eq!(book.observe(&members[0], P, Arc::clone(&good), 1.0), None);
+    let reference = book.observe(&members[1], P, Arc::clone(&good), 1.0);
     assert_eq!(reference, None, "two of four is not more than half");
     let reference = book
-        .observe(&members[2], 0, Arc::clone(&good), 1.0)
+        .observe(&members[2], P, Arc::clone(&good), 1.0)
         .unwrap();
     assert_eq!(reference, good);
     // The next time the odd one answers, the majority is the reference it is compared with.
-    assert_eq!(book.observe(&members[3], 0, bad, 1.0), Some(good));
+    assert_eq!(book.observe(&members[3], P, bad, 1.0), Some(good));
 }
 
 #[test]
@@ -46,19 +58,170 @@ fn below_three_replicas_the_first_answer_is_the_reference() {
     let a = book.join("a");
     let first = answer(&[" a"]);
     assert_eq!(
-        book.observe(&a, 0, Arc::clone(&first), 1.0),
+        book.observe(&a, P, Arc::clone(&first), 1.0),
         Some(Arc::clone(&first))
     );
     assert_eq!(
-        book.observe(&a, 0, answer(&[" z"]), 1.0),
+        book.observe(&a, P, answer(&[" z"]), 1.0),
         Some(first),
         "kept"
     );
     assert_eq!(
-        book.observe(&a, 1, answer(&[" q"]), 1.0),
+        book.observe(&a, "another prompt", answer(&[" q"]), 1.0),
         Some(answer(&[" q"])),
         "per prompt"
     );
+}
+
+/// Item 2: the reference was keyed by the prompt's index and never cleared, so an edited
+/// prompts file compared the new prompt 0 with the old one's answer until a restart, and
+/// a pool's full turnover kept the first answer of pods long gone.
+#[test]
+fn a_new_prompt_or_an_emptied_group_learns_a_fresh_reference() {
+    let books = Books::default();
+    let book = books.group("pool");
+    let old_task = book.join("r0");
+    let old = answer(&[" Paris"]);
+    book.observe(&old_task, "The capital of France is", Arc::clone(&old), 1.0);
+    // Reload with an edited prompts file: the new task joins while the old one still runs.
+    let new_task = book.join("r0");
+    let new = answer(&[" Berlin"]);
+    assert_eq!(
+        book.observe(
+            &new_task,
+            "The capital of Germany is",
+            Arc::clone(&new),
+            1.0
+        ),
+        Some(Arc::clone(&new)),
+        "a new prompt is never compared with an old prompt's answer"
+    );
+    drop((old_task, new_task));
+    // Every replica left (a full turnover): the next replica's first answer is the reference.
+    let book = books.group("pool");
+    let next = book.join("r9");
+    let today = answer(&[" Paris", " today"]);
+    assert_eq!(
+        book.observe(&next, "The capital of France is", Arc::clone(&today), 1.0),
+        Some(today)
+    );
+}
+
+#[test]
+fn a_changed_model_or_setting_is_another_book() {
+    let spec = |max_tokens| CanarySpec {
+        interval: std::time::Duration::from_secs(60),
+        max_tokens,
+        top_logprobs: 5,
+        margin: 1.0,
+        prompts: Vec::new().into(),
+        golden: None,
+    };
+    let key = group_key("pool", "m", &spec(32));
+    assert_ne!(key, group_key("pool", "m2", &spec(32)));
+    assert_ne!(key, group_key("pool", "m", &spec(16)));
+    assert_ne!(key, group_key("other", "m", &spec(32)));
+    assert_eq!(key, group_key("pool", "m", &spec(32)));
+}
+
+/// Item 3: the majority could be the scored replica's own answer, whose drift from itself
+/// is 0: the drifting replica showed none, and its healthy peers showed its drift.
+#[test]
+fn a_replica_is_never_its_own_reference_and_drift_lands_on_the_drifter() {
+    let book = Arc::new(Book::default());
+    let members: Vec<Member> = (0..3).map(|i| book.join(&format!("r{i}"))).collect();
+    let words = [" a", " b", " c"];
+    let drifting = drifted(&words, 0.4);
+    book.observe(&members[1], P, answer(&words), 1.0);
+    book.observe(&members[2], P, answer(&words), 1.0);
+    let reference = book
+        .observe(&members[0], P, Arc::clone(&drifting), 1.0)
+        .unwrap();
+    assert!(!Arc::ptr_eq(&reference, &drifting), "its own answer");
+    let drift = |r: &Reference, a: &Reference| one_way(r, a, 1.0).unwrap();
+    assert!((drift(&reference, &drifting) - 0.4).abs() < 1e-9);
+    // The healthy ones are compared with each other, not with the drifter.
+    for healthy in [1, 2] {
+        let mine = answer(&words);
+        let reference = book
+            .observe(&members[healthy], P, Arc::clone(&mine), 1.0)
+            .unwrap();
+        assert!(!Arc::ptr_eq(&reference, &mine));
+        assert!(drift(&reference, &mine) < 1e-9, "r{healthy} blamed");
+    }
+}
+
+/// Issue 25, item 1: agreement counted from the candidate's side let an answer that
+/// hesitates everywhere agree with every other and become the reference. Four replicas:
+/// two right and sure, one right but unsure (low margins, same tokens), one flattened and
+/// corrupting (a wrong token it reports beside the right one as a near tie).
+#[test]
+fn a_hesitant_or_flattened_replica_never_becomes_the_reference() {
+    let words = [" a", " b", " c", " d"];
+    let right = || answer(&words);
+    let unsure = of(words.iter().map(|w| sure(w, -0.6, 0.3)).collect());
+    let flattened = {
+        let mut positions: Vec<Position> = words.iter().map(|w| sure(w, -0.7, 0.02)).collect();
+        // Position 1: " x" where the others are sure of " b", with " b" a near tie.
+        positions[1] = Position {
+            token: Token::new(" x", None),
+            logprob: Some(-0.70),
+            top: vec![
+                (Token::new(" x", None), -0.70),
+                (Token::new(" b", None), -0.71),
+            ],
+        };
+        of(positions)
+    };
+    for order in [[0, 1, 2, 3], [3, 2, 1, 0], [2, 3, 0, 1]] {
+        let book = Arc::new(Book::default());
+        let members: Vec<Member> = (0..4).map(|i| book.join(&format!("r{i}"))).collect();
+        let answers = [
+            right(),
+            right(),
+            Arc::clone(&unsure),
+            Arc::clone(&flattened),
+        ];
+        let mut last = None;
+        for &i in &order {
+            last = book.observe(&members[i], P, Arc::clone(&answers[i]), 1.0);
+        }
+        let _ = last;
+        // The flattened replica is compared with a sure answer, and diverges from it.
+        let reference = book
+            .observe(&members[3], P, Arc::clone(&flattened), 1.0)
+            .expect("three of four agree");
+        assert!(
+            !Arc::ptr_eq(&reference, &flattened),
+            "order {order:?}: the flattened answer is no reference"
+        );
+        assert!(
+            one_way(&reference, &flattened, 1.0).is_none(),
+            "order {order:?}: the corrupt token passed: reference {reference:?}"
+        );
+        // The unsure one agrees with the sure ones both ways, and is compared with one.
+        let reference = book
+            .observe(&members[2], P, Arc::clone(&unsure), 1.0)
+            .unwrap();
+        assert_eq!(reference.positions, right().positions, "order {order:?}");
+    }
+}
+
+/// Item 10: every check compared the new answer's candidates with every answer, O(n²).
+/// Now each new answer is compared once each way with the others, and the rest is cached.
+#[test]
+fn a_check_costs_comparisons_linear_in_the_group() {
+    let book = Arc::new(Book::default());
+    let n = 200;
+    let members: Vec<Member> = (0..n).map(|i| book.join(&format!("r{i}"))).collect();
+    let good = answer(&[" a", " b", " c"]);
+    for m in &members {
+        book.observe(m, P, Arc::clone(&good), 1.0);
+    }
+    let before = book.comparisons();
+    let reference = book.observe(&members[7], P, answer(&[" a", " x", " c"]), 1.0);
+    assert_eq!(reference, Some(good));
+    assert_eq!(book.comparisons() - before, 2 * (n as u64 - 1));
 }
 
 #[test]
@@ -67,16 +230,20 @@ fn replicas_leave_with_their_answers() {
     let book = books.group("pool");
     let members: Vec<Member> = (0..3).map(|i| book.join(&format!("r{i}"))).collect();
     for m in &members {
-        book.observe(m, 0, answer(&[" a"]), 1.0);
+        book.observe(m, P, answer(&[" a"]), 1.0);
     }
-    assert_eq!(book.lock().answers[&0].len(), 3);
+    assert_eq!(book.lock().answers[P].len(), 3);
     let restarted = book.join("r0"); // a restart: the new task joins before the old leaves
     drop(members);
     assert_eq!(book.lock().replicas.len(), 1);
-    assert_eq!(book.lock().answers[&0].len(), 1, "r0 is still there");
+    assert_eq!(book.lock().answers[P].len(), 1, "r0 is still there");
+    assert!(
+        book.lock().answers[P]["r0"].agrees.is_empty(),
+        "agreements with replicas gone are gone"
+    );
     drop(restarted);
     assert!(
-        book.lock().answers[&0].is_empty(),
+        book.lock().answers.is_empty(),
         "r0's answer went with its last task"
     );
     drop(book);

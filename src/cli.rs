@@ -113,13 +113,18 @@ pub async fn execute(command: Command) -> u8 {
                     config.display(),
                     loaded.targets.len()
                 );
-                for target in &loaded.targets {
+                let examples = loaded.discovery.iter().filter_map(|d| d.example().ok());
+                let examples: Vec<_> = examples.map(std::sync::Arc::new).collect();
+                for target in loaded.targets.iter().chain(&examples) {
                     if let Some(canary) = &target.canary {
                         println!(
                             "  {}: {}",
-                            target.id,
+                            target.name,
                             crate::canary::describe(canary, target.backend)
                         );
+                        for warning in crate::canary::warnings(canary) {
+                            eprintln!("warning: {}: {warning}", target.name);
+                        }
                     }
                 }
                 0

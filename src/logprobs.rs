@@ -134,7 +134,9 @@ impl Position {
         let mut maybe: Option<f64> = None;
         for (token, lp) in self.others(own_entry) {
             match other.identity(token) {
-                Identity::Same => exact = Some(lp),
+                // Two entries spelled alike (a byte-fallback token decoding to the same
+                // text as a whole one): the likelier bounds the lead.
+                Identity::Same => exact = Some(exact.map_or(lp, |e: f64| e.max(lp))),
                 Identity::Unknown => maybe = Some(maybe.map_or(lp, |m| m.max(lp))),
                 Identity::Different => {}
             }
@@ -191,14 +193,46 @@ impl Position {
 const MAX_POSITIONS: usize = 4096;
 const MAX_ALTERNATIVES: usize = 20;
 
+/// Why a `logprobs` value could not be read.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Unreadable {
+    /// Not the shape servers send (a string where a number goes, a missing token): nothing
+    /// can be concluded from it.
+    Malformed(String),
+    /// Well formed, but no log-probability: a positive value, or the chosen token's
+    /// logprob `null` (vLLM and SGLang serialize NaN and infinities so). Evidence of
+    /// broken numerics in the replica that sent it.
+    Impossible(String),
+}
+
+impl From<String> for Unreadable {
+    fn from(e: String) -> Self {
+        Self::Malformed(e)
+    }
+}
+
+impl From<&str> for Unreadable {
+    fn from(e: &str) -> Self {
+        Self::Malformed(e.to_owned())
+    }
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Malformed(e) | Self::Impossible(e) => f.write_str(e),
+        }
+    }
+}
+
 /// Append the positions of a choice's `logprobs` value (`null` adds nothing).
-pub fn read(value: &Value, out: &mut Vec<Position>) -> Result<(), String> {
+pub fn read(value: &Value, out: &mut Vec<Position>) -> Result<(), Unreadable> {
     match value {
         Value::Null => Ok(()),
         Value::Object(map) if map.contains_key("content") => chat(map.get("content"), out),
         Value::Object(map) if map.contains_key("tokens") => completions(map, out),
         Value::Object(_) => Ok(()), // e.g. chat's {"content": null, "refusal": null}
-        other => Err(format!("`logprobs` is not an object: {}", kind(other))),
+        other => Err(format!("`logprobs` is not an object: {}", kind(other)).into()),
     }
 }
 
@@ -213,29 +247,41 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
-fn push(out: &mut Vec<Position>, position: Position) -> Result<(), String> {
+fn push(out: &mut Vec<Position>, position: Position) -> Result<(), Unreadable> {
     if out.len() >= MAX_POSITIONS {
-        return Err(format!("more than {MAX_POSITIONS} logprob positions"));
+        return Err(format!("more than {MAX_POSITIONS} logprob positions").into());
+    }
+    if position.logprob.is_some_and(f64::is_nan) {
+        return Err(Unreadable::Impossible(format!(
+            "position {}: token {:?} has logprob null (NaN or infinite)",
+            out.len(),
+            position.token.display()
+        )));
     }
     out.push(position);
     Ok(())
 }
 
-/// A finite logprob (servers send `-9999.0` or `-inf`-like values for impossible tokens;
-/// NaN or a string is malformed).
-fn logprob(value: Option<&Value>) -> Result<Option<f64>, String> {
+/// A logprob: a number at most 0 (servers send `-9999.0` for impossible tokens; a rounding
+/// error of 1e-6 above 0 is tolerated). `null` is `NaN` here: the caller decides whether
+/// it may stand for `-inf` (an alternative) or not (the chosen token). Above 0 is no
+/// log-probability; a string is malformed.
+fn logprob(value: Option<&Value>) -> Result<Option<f64>, Unreadable> {
     match value {
-        None | Some(Value::Null) => Ok(None),
+        None => Ok(None),
+        Some(Value::Null) => Ok(Some(f64::NAN)),
         Some(Value::Number(n)) => match n.as_f64() {
             Some(lp) if lp <= 1e-6 => Ok(Some(lp.min(0.0))),
-            _ => Err(format!("logprob {n} is not a log-probability")),
+            _ => Err(Unreadable::Impossible(format!(
+                "logprob {n} is above 0: no log-probability"
+            ))),
         },
-        Some(other) => Err(format!("logprob is {}", kind(other))),
+        Some(other) => Err(format!("logprob is {}", kind(other)).into()),
     }
 }
 
 /// A chat token object: `{"token", "logprob", "bytes"}`.
-fn chat_token(value: &Value) -> Result<(Token, Option<f64>), String> {
+fn chat_token(value: &Value) -> Result<(Token, Option<f64>), Unreadable> {
     let text = value
         .get("token")
         .and_then(Value::as_str)
@@ -249,24 +295,27 @@ fn chat_token(value: &Value) -> Result<(Token, Option<f64>), String> {
                 .collect::<Option<Vec<u8>>>()
                 .ok_or("`bytes` holds something other than bytes")?,
         ),
-        Some(other) => return Err(format!("`bytes` is {}", kind(other))),
+        Some(other) => return Err(format!("`bytes` is {}", kind(other)).into()),
     };
     Ok((Token::new(text, bytes), logprob(value.get("logprob"))?))
 }
 
-fn chat(content: Option<&Value>, out: &mut Vec<Position>) -> Result<(), String> {
+fn chat(content: Option<&Value>, out: &mut Vec<Position>) -> Result<(), Unreadable> {
     let items = match content {
         None | Some(Value::Null) => return Ok(()),
         Some(Value::Array(items)) => items,
-        Some(other) => return Err(format!("`logprobs.content` is {}", kind(other))),
+        Some(other) => return Err(format!("`logprobs.content` is {}", kind(other)).into()),
     };
     for item in items {
         let (token, lp) = chat_token(item)?;
         let mut top = Vec::new();
         if let Some(Value::Array(alternatives)) = item.get("top_logprobs") {
             for alternative in alternatives.iter().take(MAX_ALTERNATIVES) {
+                // An alternative's `null` may be `-inf`: a token of no chance, not listed.
                 if let (t, Some(lp)) = chat_token(alternative)? {
-                    top.push((t, lp));
+                    if !lp.is_nan() {
+                        top.push((t, lp));
+                    }
                 }
             }
         }
@@ -286,7 +335,7 @@ fn chat(content: Option<&Value>, out: &mut Vec<Position>) -> Result<(), String> 
 fn completions(
     map: &serde_json::Map<String, Value>,
     out: &mut Vec<Position>,
-) -> Result<(), String> {
+) -> Result<(), Unreadable> {
     let array = |key: &str| match map.get(key) {
         None | Some(Value::Null) => Ok(&[][..]),
         Some(Value::Array(items)) => Ok(items.as_slice()),
@@ -304,7 +353,7 @@ fn completions(
         let mut top = Vec::new();
         if let Some(Value::Object(alternatives)) = tops.get(i) {
             for (t, lp) in alternatives.iter().take(MAX_ALTERNATIVES) {
-                if let Some(lp) = logprob(Some(lp))? {
+                if let Some(lp) = logprob(Some(lp))?.filter(|lp| !lp.is_nan()) {
                     top.push((Token::new(t, None), lp));
                 }
             }

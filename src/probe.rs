@@ -390,9 +390,14 @@ fn judge(
     record: &RequestRecord,
 ) -> Result<Measurement, ProbeError> {
     let measurement = record.measure(target.prompts.tokenizer.as_deref())?;
-    target
-        .validation
-        .check(prompt, &record.response, &measurement)?;
+    // A canary's greedy answer is judged by the canary alone: the target's `validate`
+    // rules are written for its workload (`output_tokens` with `ignore_eos`), and a short
+    // right answer (" Paris." then EOS) would fail them and count as the target's error.
+    if prompt.greedy.is_none() {
+        target
+            .validation
+            .check(prompt, &record.response, &measurement)?;
+    }
     Ok(measurement)
 }
 

@@ -112,15 +112,16 @@ pub struct ResponseInfo {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Logprobs {
     pub positions: Vec<crate::logprobs::Position>,
-    pub malformed: Option<String>,
+    /// Why reading stopped: a malformed value, or an impossible one (broken numerics).
+    pub unreadable: Option<crate::logprobs::Unreadable>,
 }
 
 impl Logprobs {
-    /// Read one choice's `logprobs` value; after a malformed one, nothing more.
+    /// Read one choice's `logprobs` value; after an unreadable one, nothing more.
     pub fn read(&mut self, value: &serde_json::Value) {
-        if self.malformed.is_none() {
+        if self.unreadable.is_none() {
             if let Err(e) = crate::logprobs::read(value, &mut self.positions) {
-                self.malformed = Some(e);
+                self.unreadable = Some(e);
             }
         }
     }

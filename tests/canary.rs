@@ -159,14 +159,14 @@ async fn record_golden(
     prompts: Option<&Path>,
 ) -> inferprobe::target::canary::Golden {
     let args = RecordArgs {
-        backend: "openai-chat".into(),
-        url: url.into(),
-        model: "m".into(),
+        backend: Some("openai-chat".into()),
+        url: Some(url.into()),
+        model: Some("m".into()),
         prompts: prompts.map(Path::to_path_buf),
-        max_tokens: 24,
-        top_logprobs: 5,
-        api_key_env: None,
+        max_tokens: Some(24),
+        top_logprobs: Some(5),
         out: out.to_path_buf(),
+        ..RecordArgs::default()
     };
     let golden = record(&args).await.unwrap();
     write(&golden, out).unwrap();

@@ -163,7 +163,7 @@ async fn logprob_differences_between_identical_replicas_alone_and_batched() {
         identical += usize::from(same);
         alone_diff = alone_diff.max(diff);
         assert!(matches!(
-            compare(&reference, &answer(&pb, text).await, false, MARGIN),
+            compare(&reference, &answer(&pb, text).await, false, false, MARGIN),
             Verdict::Match { .. }
         ));
         // The same prompt among 15 others in flight on the same replica (4 slots).
@@ -177,7 +177,7 @@ async fn logprob_differences_between_identical_replicas_alone_and_batched() {
         let (same, diff) = largest_difference(&reference, &batched);
         batched_same += usize::from(same);
         batched_diff = batched_diff.max(diff);
-        let verdict = compare(&reference, &batched, false, MARGIN);
+        let verdict = compare(&reference, &batched, false, false, MARGIN);
         assert!(
             matches!(verdict, Verdict::Match { .. }),
             "batched: {verdict:?}"

@@ -322,7 +322,7 @@ fn vllm_logprobs_are_read_and_an_answer_matches_itself() {
             parser.on_event(&event, &mut info).unwrap();
         }
         let logprobs = info.logprobs.unwrap();
-        assert_eq!(logprobs.malformed, None, "{name}");
+        assert_eq!(logprobs.unreadable, None, "{name}");
         let positions = logprobs.positions;
         assert_eq!(positions.len(), 12, "{name}");
         assert!(
@@ -336,7 +336,7 @@ fn vllm_logprobs_are_read_and_an_answer_matches_itself() {
             "{name}: the case needs a byte token"
         );
         for margin in [0.0, 0.05, 1.0] {
-            let verdict = compare(&positions, &positions, false, margin);
+            let verdict = compare(&positions, &positions, false, false, margin);
             assert_eq!(
                 verdict,
                 Verdict::Match {

@@ -18,7 +18,9 @@
 //!   not list is bounded by the listed ones (they are the best) and by the probability mass
 //!   they leave;
 //! - an answer that ends early, where the reference was sure of one more token, diverges
-//!   there too (unless it ended at its length limit).
+//!   there too (unless it ended at its length limit); an answer that goes on where the
+//!   reference stopped on its own diverges there if it was sure of going on (servers do
+//!   not list the end token's logprob, so the answer's own margin is what tells).
 //!
 //! Example, margin 1.0: the reference is ` Paris` (−0.01; runner-up ` Lyon` −5.2) then
 //! ` is` (−0.90; runner-up ` was` −0.92, then ` banana` −4.3). An answer ` Paris was …`
@@ -73,11 +75,12 @@ impl Verdict {
     }
 }
 
-/// Compare `answer` with `reference` (both greedy answers to one prompt). `answer_ended`:
-/// the answer stopped on its own (EOS or a stop string), not at its length limit.
+/// Compare `answer` with `reference` (both greedy answers to one prompt). `*_ended`: that
+/// answer stopped on its own (EOS or a stop string), not at its length limit.
 pub fn compare(
     reference: &[Position],
     answer: &[Position],
+    reference_ended: bool,
     answer_ended: bool,
     margin: f64,
 ) -> Verdict {
@@ -103,9 +106,28 @@ pub fn compare(
             drift = drift.max((a - b).abs());
         }
     }
-    Verdict::Match {
-        compared: reference.len().min(answer.len()),
-        drift,
+    let compared = reference.len().min(answer.len());
+    if let Some(received) = answer.get(reference.len()).filter(|_| reference_ended) {
+        return judge_past_the_end(compared, received, margin, drift);
+    }
+    Verdict::Match { compared, drift }
+}
+
+/// The reference stopped where the answer went on. Servers do not list the end token's
+/// logprob, so the answer's own certainty decides: a near-tie between stopping and going
+/// on may fall either way, but an answer sure of going on (its token led its runner-up,
+/// the end among them, by `margin`) where the reference stopped has lost its end of
+/// sequence (a wrong chat template, a wrong EOS id).
+fn judge_past_the_end(i: usize, received: &Position, margin: f64, drift: f64) -> Verdict {
+    match received.margin() {
+        Some(lead) if lead >= margin => Verdict::Diverged(Divergence {
+            position: i,
+            expected: "<end>".to_owned(),
+            received: received.token.display(),
+            lead,
+            drift,
+        }),
+        _ => Verdict::Match { compared: i, drift },
     }
 }
 
@@ -175,7 +197,7 @@ mod tests {
             position(" Paris", -0.011, -5.2),
             position(" was", -0.91, -0.92),
         ];
-        let verdict = compare(&reference, &flip, false, 1.0);
+        let verdict = compare(&reference, &flip, false, false, 1.0);
         assert!(
             matches!(verdict, Verdict::Match { compared: 1, .. }),
             "{verdict:?}"
@@ -185,13 +207,13 @@ mod tests {
             position(" Paris", -0.01, -5.2),
             position(" banana", -0.2, -3.0),
         ];
-        let Verdict::Diverged(d) = compare(&reference, &third, false, 1.0) else {
+        let Verdict::Diverged(d) = compare(&reference, &third, false, false, 1.0) else {
             panic!("a token the reference held far below its own is a divergence");
         };
         assert_eq!((d.position, d.received.as_str()), (1, " banana"));
         assert!((d.lead - 3.4).abs() < 1e-9, "{}", d.lead);
         let wrong = [position(" Lyon", -0.01, -5.2)];
-        let Verdict::Diverged(d) = compare(&reference, &wrong, false, 1.0) else {
+        let Verdict::Diverged(d) = compare(&reference, &wrong, false, false, 1.0) else {
             panic!("a confident difference is a divergence");
         };
         assert_eq!(
@@ -208,22 +230,22 @@ mod tests {
     fn an_unlisted_token_is_bounded_by_the_list() {
         let unsure = [listed(" is", -0.9, &[(" was", -0.92), (" the", -3.0)])];
         let answer = [position(" zebra", -0.1, -4.0)];
-        let Verdict::Diverged(d) = compare(&unsure, &answer, false, 1.0) else {
+        let Verdict::Diverged(d) = compare(&unsure, &answer, false, false, 1.0) else {
             panic!("a token below the least listed one is far below the reference's");
         };
         assert!((d.lead - 2.1).abs() < 1e-9, "{}", d.lead);
         // Listed mass 0.94: an unlisted token had at most 0.06, however short the list.
         let mass_bound = -0.6 - (1.0f64 - (-0.6f64).exp() - (-0.95f64).exp()).ln();
         let two = [listed(" is", -0.6, &[(" was", -0.95)])];
-        let Verdict::Diverged(d) = compare(&two, &answer, false, 1.0) else {
-            panic!("{:?}", compare(&two, &answer, false, 1.0));
+        let Verdict::Diverged(d) = compare(&two, &answer, false, false, 1.0) else {
+            panic!("{:?}", compare(&two, &answer, false, false, 1.0));
         };
         assert!((d.lead - mass_bound).abs() < 1e-9, "{}", d.lead);
         // Two listed tokens of 22% each leave 56% unaccounted for: a third may have been as
         // likely as either, so no verdict.
         let torn = [listed(" is", -1.5, &[(" was", -1.52)])];
         assert!(matches!(
-            compare(&torn, &answer, false, 1.0),
+            compare(&torn, &answer, false, false, 1.0),
             Verdict::Match { compared: 0, .. }
         ));
     }
@@ -233,7 +255,7 @@ mod tests {
         let reference = [position(" a", -0.69, -0.70), position(" b", -0.01, -6.0)];
         let answer = [position(" a", -0.70, -0.69), position(" c", -0.01, -6.0)];
         assert!(
-            matches!(compare(&reference, &answer, false, 1.0), Verdict::Diverged(d) if d.position == 1)
+            matches!(compare(&reference, &answer, false, false, 1.0), Verdict::Diverged(d) if d.position == 1)
         );
     }
 
@@ -242,10 +264,10 @@ mod tests {
         let reference = [position(" a", -0.01, -6.0), position(" b", -0.01, -6.0)];
         let short = [position(" a", -0.01, -6.0)];
         assert!(
-            matches!(compare(&reference, &short, true, 1.0), Verdict::Diverged(d) if d.received == "<end>")
+            matches!(compare(&reference, &short, false, true, 1.0), Verdict::Diverged(d) if d.received == "<end>")
         );
         assert_eq!(
-            compare(&reference, &short, false, 1.0),
+            compare(&reference, &short, false, false, 1.0),
             Verdict::Match {
                 compared: 1,
                 drift: 0.0
@@ -253,8 +275,43 @@ mod tests {
         );
         // A longer answer than the reference: compared over the reference.
         assert!(matches!(
-            compare(&short, &reference, false, 1.0),
+            compare(&short, &reference, false, false, 1.0),
             Verdict::Match { compared: 1, .. }
+        ));
+    }
+
+    /// A replica that no longer stops (a wrong chat template or EOS id) goes on, sure of
+    /// its tokens, where the reference ended: before, the walk over the reference's tokens
+    /// found nothing and called it a match.
+    #[test]
+    fn an_answer_sure_of_going_on_where_the_reference_stopped_diverges() {
+        let reference = [position(" Paris", -0.01, -6.0), position(".", -0.01, -6.0)];
+        let runaway = [
+            position(" Paris", -0.01, -6.0),
+            position(".", -0.01, -6.0),
+            position("<|eot_id|>", -0.02, -5.0),
+        ];
+        let Verdict::Diverged(d) = compare(&reference, &runaway, true, false, 1.0) else {
+            panic!("{:?}", compare(&reference, &runaway, true, false, 1.0));
+        };
+        assert_eq!(
+            (d.position, d.expected.as_str(), d.received.as_str()),
+            (2, "<end>", "<|eot_id|>")
+        );
+        // Torn between stopping and going on: a flip noise can cause.
+        let torn = [
+            position(" Paris", -0.01, -6.0),
+            position(".", -0.01, -6.0),
+            position(" It", -0.70, -0.71),
+        ];
+        assert!(matches!(
+            compare(&reference, &torn, true, false, 1.0),
+            Verdict::Match { compared: 2, .. }
+        ));
+        // A reference cut at its length limit says nothing of what came next.
+        assert!(matches!(
+            compare(&reference, &runaway, false, false, 1.0),
+            Verdict::Match { compared: 2, .. }
         ));
     }
 
@@ -270,7 +327,7 @@ mod tests {
             position(" b", -0.21, -6.0),
             position(" other", -0.3, -0.31),
         ];
-        let verdict = compare(&reference, &answer, false, 1.0);
+        let verdict = compare(&reference, &answer, false, false, 1.0);
         assert!(matches!(verdict, Verdict::Match { compared: 2, .. }));
         assert!((verdict.drift() - 0.03).abs() < 1e-12);
     }
@@ -303,7 +360,7 @@ mod tests {
             position(" c", -0.01, -6.0),
         ];
         assert_eq!(
-            compare(&reference, &answer, false, 1.0),
+            compare(&reference, &answer, false, false, 1.0),
             Verdict::Match {
                 compared: 1,
                 drift: 0.0
@@ -311,7 +368,7 @@ mod tests {
         );
         // Against a token of whole text it is a different token: judged as usual.
         let whole = [position(" a", -0.01, -6.0), position(" x", -0.01, -6.0)];
-        let Verdict::Diverged(d) = compare(&reference, &whole, false, 1.0) else {
+        let Verdict::Diverged(d) = compare(&reference, &whole, false, false, 1.0) else {
             panic!("an opaque token is not a whole word");
         };
         assert_eq!(

@@ -23,10 +23,11 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ProbeError;
+use crate::logprobs::Unreadable;
 use crate::metrics::{CheckResult, TargetMetrics};
 use crate::probe::{Outcome, ProbeReport, Prober};
 use crate::prompt::{Greedy, Prompt};
-use crate::record::Measurement;
+use crate::record::{Logprobs, Measurement};
 use crate::scheduler::Context;
 use crate::status::{CanaryCheck, TargetStatus};
 use crate::target::canary::{CanaryPrompt, CanarySpec, Reference};
@@ -88,6 +89,33 @@ pub fn describe(spec: &CanarySpec, backend: crate::target::BackendKind) -> Strin
     out
 }
 
+/// The shipped alerts' windows and the scored checks they need in them (README, "Canary
+/// alerts"): one replica is checked once per `interval`.
+pub const ALERT_WINDOW: Duration = Duration::from_secs(30 * 60);
+pub const WRONG_ANSWERS_NEED: u32 = 5;
+pub const DRIFT_NEEDS: u32 = 10;
+
+/// What `check` warns of: shipped alerts this interval makes impossible (too few checks
+/// of a replica fit in their window). The windows are not scaled to the interval: a
+/// replica checked every ten minutes needs hours to tell a pattern from one bad answer.
+pub fn warnings(spec: &CanarySpec) -> Vec<String> {
+    let fit = (ALERT_WINDOW.as_secs_f64() / spec.interval.as_secs_f64()).floor() as u32;
+    [
+        ("InferprobeWrongAnswers", WRONG_ANSWERS_NEED),
+        ("InferprobeCanaryDrift", DRIFT_NEEDS),
+    ]
+    .into_iter()
+    .filter(|&(_, need)| fit < need)
+    .map(|(alert, need)| {
+        format!(
+            "canary.interval {:?} fits {fit} check(s) of a replica in 30 minutes: {alert} needs {need} and can never fire (at most {:?})",
+            spec.interval,
+            ALERT_WINDOW / need
+        )
+    })
+    .collect()
+}
+
 /// The prompt a canary sends: its text exactly, no nonce, no media.
 pub fn prompt(spec: &CanarySpec, text: &str, model: &str) -> Prompt {
     Prompt {
@@ -136,6 +164,17 @@ pub fn score(
         return Check::unscored(format!("the request failed ({})", e.category()));
     }
     let response = &report.record.response;
+    if let Some(Some(Unreadable::Impossible(why))) =
+        response.logprobs.as_ref().map(|l| &l.unreadable)
+    {
+        // Not an absence of data: numbers no healthy model produces, on a 200.
+        return Check {
+            result: CheckResult::WrongAnswer,
+            divergence: None,
+            drift: None,
+            note: Some(format!("impossible logprobs (broken numerics): {why}")),
+        };
+    }
     if let Some(expect) = &prompt.expect {
         let right = expect.is_match(&response.text);
         return Check {
@@ -157,27 +196,27 @@ pub fn score(
     }
     match response.logprobs.as_ref() {
         None => return Check::unscored("the server sent no logprobs"),
-        Some(l) if l.malformed.is_some() => {
-            return Check::unscored(format!(
-                "malformed logprobs: {}",
-                l.malformed.as_deref().unwrap_or("")
-            ));
-        }
+        Some(Logprobs {
+            unreadable: Some(why),
+            ..
+        }) => return Check::unscored(format!("malformed logprobs: {why}")),
         Some(l) if l.positions.is_empty() => return Check::unscored("the server sent no logprobs"),
         Some(_) => {}
     }
     let Some(answer) = answer(report) else {
         return Check::unscored("no answer");
     };
-    let ended = answer
-        .finish_reason
-        .as_deref()
-        .is_some_and(|r| r != "length");
     let answer = Arc::new(answer);
     let Some(reference) = reference(Arc::clone(&answer)) else {
         return Check::unscored("no reference yet (no majority of replicas agrees)");
     };
-    match compare(&reference.positions, &answer.positions, ended, margin) {
+    match compare(
+        &reference.positions,
+        &answer.positions,
+        reference.ended(),
+        answer.ended(),
+        margin,
+    ) {
         Verdict::Match { drift, .. } => Check {
             result: CheckResult::Match,
             divergence: None,
@@ -250,7 +289,7 @@ async fn check(
     spec: &CanarySpec,
     index: usize,
     sinks: &Sinks,
-    member: &Member,
+    member: &Arc<Member>,
     ctx: &Context,
 ) {
     let target = &prober.target;
@@ -276,15 +315,28 @@ async fn check(
             spans.offer(span);
         }
     }
-    let check = score(
-        canary_prompt,
-        &report,
-        spec.margin,
-        |answer| match &canary_prompt.reference {
-            Some(golden) => Some(Arc::clone(golden)),
-            None => sinks.book.observe(member, index, answer, spec.margin),
-        },
-    );
+    // Scoring compares the answer with each of the group's others (a millisecond at 500
+    // replicas, under the book's lock): off the runtime's workers, which time streams.
+    let (book, member, margin) = (Arc::clone(&sinks.book), Arc::clone(member), spec.margin);
+    let canary_prompt = canary_prompt.clone();
+    let scored = tokio::task::spawn_blocking(move || {
+        let check = score(
+            &canary_prompt,
+            &report,
+            margin,
+            |answer| match &canary_prompt.reference {
+                Some(golden) => Some(Arc::clone(golden)),
+                None => book.observe(&member, &canary_prompt.text, answer, margin),
+            },
+        );
+        (canary_prompt, report, check)
+    });
+    let Ok((canary_prompt, report, check)) = scored.await else {
+        return; // the runtime is shutting down
+    };
+    let Outcome::Finished(result) = &report.outcome else {
+        return;
+    };
     record(
         &target.id,
         &request_id,

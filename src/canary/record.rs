@@ -10,27 +10,38 @@ use prometheus_client::metrics::counter::Counter;
 use tokio_util::sync::CancellationToken;
 
 use super::compare::{Verdict, compare};
-use crate::config::{self, ConfigError, RawCanary, RawConfig, RawTarget};
+use crate::config::{self, ConfigError, RawConfig, RawTarget};
 use crate::probe::{Outcome, Prober};
-use crate::target::canary::{GOLDEN_FORMAT, Golden, GoldenAnswer};
+use crate::target::canary::{CanaryPrompt, GOLDEN_FORMAT, Golden, GoldenAnswer};
 
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct RecordArgs {
-    /// Wire format of the trusted endpoint.
-    #[arg(long, default_value = "openai-chat")]
-    pub backend: String,
-    /// Base URL of the trusted endpoint, e.g. http://127.0.0.1:8000.
+    /// A configuration file: record as its target (or discovery block) `--target` sends
+    /// to its replicas — backend, URL, model, headers, `extra_body`, API key and canary
+    /// settings — so the golden file fits it. The flags below override it.
+    #[arg(long, requires = "target")]
+    pub config: Option<PathBuf>,
+    /// The target or discovery block of `--config` to record for.
+    #[arg(long, requires = "config")]
+    pub target: Option<String>,
+    /// Wire format of the trusted endpoint [default: openai-chat, or the target's].
     #[arg(long)]
-    pub url: String,
+    pub backend: Option<String>,
+    /// Base URL of the trusted endpoint, e.g. http://127.0.0.1:8000 (a discovery block's
+    /// replicas have none in the configuration: give one of them).
     #[arg(long)]
-    pub model: String,
+    pub url: Option<String>,
+    #[arg(long)]
+    pub model: Option<String>,
     /// Prompts file (JSON lines `{"prompt": …, "expect": …}`); the built-in set without it.
     #[arg(long)]
     pub prompts: Option<PathBuf>,
-    #[arg(long, default_value_t = 32)]
-    pub max_tokens: u64,
-    #[arg(long, default_value_t = 5)]
-    pub top_logprobs: u64,
+    /// [default: 32, or the target's canary's]
+    #[arg(long)]
+    pub max_tokens: Option<u64>,
+    /// [default: 5, or the target's canary's]
+    #[arg(long)]
+    pub top_logprobs: Option<u64>,
     /// Environment variable holding the API key.
     #[arg(long)]
     pub api_key_env: Option<String>,
@@ -48,29 +59,84 @@ pub enum RecordError {
     Endpoint(String),
 }
 
-pub async fn record(args: &RecordArgs) -> Result<Golden, RecordError> {
-    let raw = RawConfig {
-        targets: vec![RawTarget {
-            name: Some("canary-record".into()),
-            backend: Some(args.backend.clone()),
-            url: Some(args.url.clone()),
-            model: Some(args.model.clone()),
-            api_key_env: args.api_key_env.clone(),
-            canary: Some(RawCanary {
-                prompts: args.prompts.as_ref().map(|p| p.display().to_string()),
-                max_tokens: Some(args.max_tokens),
-                top_logprobs: Some(args.top_logprobs),
-                ..RawCanary::default()
-            }),
+/// The target to record from: `--config`'s `--target` (a static target or a discovery
+/// block's template, with `[defaults]`), else a bare one; the flags override either.
+fn raw_target(args: &RecordArgs) -> Result<(RawTarget, Option<Vec<CanaryPrompt>>), ConfigError> {
+    let mut target = match (&args.config, &args.target) {
+        (Some(path), Some(name)) => {
+            let raw = config::load_raw(Some(path), &config::Overrides::default())?;
+            let named = |t: &RawTarget| t.name.as_deref() == Some(name.as_str());
+            let found = raw.targets.iter().find(|t| named(t)).cloned().or_else(|| {
+                raw.discovery
+                    .iter()
+                    .find(|d| d.name.as_deref() == Some(name.as_str()))
+                    .map(|d| d.template.clone().unwrap_or_default())
+            });
+            let found = found.ok_or_else(|| {
+                ConfigError::new(
+                    "--target",
+                    format!(
+                        "{} has no target or discovery block named {name:?}",
+                        path.display()
+                    ),
+                )
+            })?;
+            found.inherit(&raw.defaults)
+        }
+        _ => RawTarget {
+            backend: Some("openai-chat".into()),
             ..RawTarget::default()
-        }],
+        },
+    };
+    let mut canary = target.canary.take().unwrap_or_default();
+    // The golden file is what is being written: its prompts are recorded again, unless
+    // --prompts names others.
+    let mut again = None;
+    if let Some(golden) = canary.golden.take() {
+        if args.prompts.is_none() {
+            let (_, prompts) = crate::target::canary::load_golden(std::path::Path::new(&golden))
+                .map_err(|e| ConfigError::new("canary.golden", e))?;
+            again = Some(prompts);
+        }
+    }
+    if let Some(prompts) = &args.prompts {
+        canary.prompts = Some(prompts.display().to_string());
+    }
+    canary.max_tokens = args.max_tokens.or(canary.max_tokens);
+    canary.top_logprobs = args.top_logprobs.or(canary.top_logprobs);
+    target.canary = Some(canary);
+    target.name = Some("canary-record".into());
+    target.backend = args.backend.clone().or(target.backend);
+    target.url = args.url.clone().or(target.url);
+    target.model = args.model.clone().or(target.model);
+    if args.api_key_env.is_some() {
+        target.api_key_env = args.api_key_env.clone();
+        target.api_key_file = None;
+    }
+    if target.url.is_none() && target.endpoint.is_none() {
+        return Err(ConfigError::new(
+            "--url",
+            "is required (the target names no URL: give one replica's)",
+        ));
+    }
+    Ok((target, again))
+}
+
+pub async fn record(args: &RecordArgs) -> Result<Golden, RecordError> {
+    let (target, again) = raw_target(args)?;
+    let raw = RawConfig {
+        targets: vec![target],
         ..RawConfig::default()
     };
     let target = Arc::clone(&config::validate(&raw)?.targets[0]);
-    let spec = target
+    let mut spec = target
         .canary
-        .clone()
+        .as_deref()
+        .cloned()
         .ok_or_else(|| RecordError::Endpoint("no canary settings".into()))?;
+    if let Some(prompts) = again {
+        spec.prompts = prompts.into();
+    }
     let prober = Prober::new(Arc::clone(&target), Counter::default())
         .map_err(|e| RecordError::Endpoint(format!("cannot build the HTTP client: {e}")))?;
     let never = CancellationToken::new();
@@ -98,13 +164,13 @@ pub async fn record(args: &RecordArgs) -> Result<Golden, RecordError> {
             }
             pair.push(answer);
         }
-        let ended = pair[1]
-            .finish_reason
-            .as_deref()
-            .is_some_and(|r| r != "length");
-        if let Verdict::Diverged(d) =
-            compare(&pair[0].positions, &pair[1].positions, ended, spec.margin)
-        {
+        if let Verdict::Diverged(d) = compare(
+            &pair[0].positions,
+            &pair[1].positions,
+            pair[0].ended(),
+            pair[1].ended(),
+            spec.margin,
+        ) {
             return Err(RecordError::Endpoint(format!(
                 "prompt {i} ({:?}) was answered two ways, {:?} then {:?} at position {}, where the first answer was sure: the endpoint is not reproducible, so it is no reference",
                 prompt.text, d.expected, d.received, d.position

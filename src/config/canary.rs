@@ -26,6 +26,7 @@ pub(super) fn canary(
     target_at: At,
     raw: &RawCanary,
     backend: BackendKind,
+    model: &str,
 ) -> Result<(Arc<CanarySpec>, u64), ConfigError> {
     let at = |field: &str| target_at(&format!("canary.{field}"));
     if matches!(
@@ -46,12 +47,7 @@ pub(super) fn canary(
         ));
     }
     let logprobs = backend.backend().reports_logprobs();
-    let top_logprobs = in_range(
-        &at("top_logprobs"),
-        raw.top_logprobs.unwrap_or(DEFAULT_TOP_LOGPROBS),
-        0,
-        20,
-    )? as u32;
+
     let margin = raw.margin.unwrap_or(DEFAULT_MARGIN);
     if !(margin.is_finite() && margin >= 0.0) {
         return Err(ConfigError::new(
@@ -60,7 +56,7 @@ pub(super) fn canary(
         ));
     }
     let mut files = DefaultHasher::new();
-    let (prompts, golden, golden_max) = match (&raw.prompts, &raw.golden) {
+    let (prompts, golden, recorded) = match (&raw.prompts, &raw.golden) {
         (Some(_), Some(_)) => {
             return Err(ConfigError::new(
                 at("golden"),
@@ -77,10 +73,24 @@ pub(super) fn canary(
             hash_file(path, &mut files);
             let (golden, prompts) = canary::load_golden(Path::new(path))
                 .map_err(|e| ConfigError::new(at("golden"), e))?;
-            (prompts, Some(path.clone()), Some(golden.max_tokens))
+            fits(&golden, raw, backend, model).map_err(|e| {
+                ConfigError::new(
+                    at("golden"),
+                    format!("{path}: {e}; record one for this target with `inferprobe canary record --config FILE --target NAME`"),
+                )
+            })?;
+            (prompts, Some(path.clone()), Some(golden))
         }
         (None, None) => (canary::built_in(), None, None),
     };
+    let top_logprobs = in_range(
+        &at("top_logprobs"),
+        raw.top_logprobs
+            .or(recorded.as_ref().map(|g| u64::from(g.top_logprobs)))
+            .unwrap_or(DEFAULT_TOP_LOGPROBS),
+        0,
+        20,
+    )? as u32;
     let compared = prompts.iter().filter(|p| p.expect.is_none()).count();
     if compared > 0 && !(logprobs && top_logprobs > 0) {
         let why = if logprobs {
@@ -95,9 +105,9 @@ pub(super) fn canary(
             ),
         ));
     }
-    let max_tokens = match (raw.max_tokens, golden_max) {
+    let max_tokens = match (raw.max_tokens, &recorded) {
         (Some(n), _) => n,
-        (None, Some(n)) => u64::from(n),
+        (None, Some(g)) => u64::from(g.max_tokens),
         (None, None) => DEFAULT_MAX_TOKENS,
     };
     let spec = CanarySpec {
@@ -109,6 +119,50 @@ pub(super) fn canary(
         golden,
     };
     Ok((Arc::new(spec), files.finish()))
+}
+
+/// Whether a golden file was recorded as this target asks: the same model, the same wire
+/// format (a chat template changes every answer), and as many alternatives per token (the
+/// rule bounds unlisted tokens by the list). A mismatch would diverge on every check.
+fn fits(
+    golden: &canary::Golden,
+    raw: &RawCanary,
+    backend: BackendKind,
+    model: &str,
+) -> Result<(), String> {
+    // A discovery template without a model is checked with a placeholder; each replica's
+    // own model (from its /v1/models) is checked when its target is built.
+    if golden.model != model && model != super::discovery::PLACEHOLDER_MODEL {
+        return Err(format!(
+            "recorded for model {:?}, this target serves {model:?}",
+            golden.model
+        ));
+    }
+    if golden.backend != backend.as_str() {
+        return Err(format!(
+            "recorded with backend {}, this target is {backend}",
+            golden.backend
+        ));
+    }
+    if let Some(n) = raw
+        .top_logprobs
+        .filter(|&n| n != u64::from(golden.top_logprobs))
+    {
+        return Err(format!(
+            "recorded with top_logprobs = {}, this target asks for {n}",
+            golden.top_logprobs
+        ));
+    }
+    if let Some(n) = raw
+        .max_tokens
+        .filter(|&n| n != u64::from(golden.max_tokens))
+    {
+        return Err(format!(
+            "recorded with max_tokens = {}, this target asks for {n}",
+            golden.max_tokens
+        ));
+    }
+    Ok(())
 }
 
 /// A file's bytes into the target's fingerprint (an unreadable one fails just after).

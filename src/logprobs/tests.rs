@@ -131,3 +131,50 @@ fn the_lead_over_another_token() {
     let bound = -0.01 - (1.0 - (-0.01f64).exp()).ln();
     assert!((alone.lead_over(&Token::new(" b", None)).unwrap() - bound).abs() < 1e-9);
 }
+
+/// Item 5: a best-first list with two entries spelled alike (a byte-fallback token that
+/// decodes to the same text) kept the last, less likely one: a 0.01-nat near tie was
+/// judged with a lead of 14.31.
+#[test]
+fn of_two_alternatives_spelled_alike_the_likelier_bounds_the_lead() {
+    let value = json!({"content": [
+        {"token": "B", "logprob": -0.69, "top_logprobs": [
+            {"token": "B", "logprob": -0.69},
+            {"token": "A", "logprob": -0.70},
+            {"token": "A", "logprob": -15.0}]}
+    ]});
+    let mut out = Vec::new();
+    read(&value, &mut out).unwrap();
+    let lead = out[0].lead_over(&Token::new("A", None)).unwrap();
+    assert!((lead - 0.01).abs() < 1e-9, "lead {lead}");
+}
+
+/// Item 6: a positive logprob, or the chosen token's `null` (NaN or an infinity as vLLM
+/// and SGLang serialize them), is no absence of data but broken numerics; an
+/// alternative's `null` may be `-inf` and is left out.
+#[test]
+fn impossible_logprobs_are_told_from_malformed_ones() {
+    for bad in [
+        json!({"content": [{"token": "a", "logprob": 0.7}]}),
+        json!({"content": [{"token": "a", "logprob": null}]}),
+        json!({"tokens": ["a"], "token_logprobs": [null]}),
+        json!({"tokens": ["a"], "token_logprobs": [0.7]}),
+    ] {
+        assert!(
+            matches!(read(&bad, &mut Vec::new()), Err(Unreadable::Impossible(_))),
+            "{bad}"
+        );
+    }
+    assert!(matches!(
+        read(
+            &json!({"content": [{"token": "a", "logprob": "x"}]}),
+            &mut Vec::new()
+        ),
+        Err(Unreadable::Malformed(_))
+    ));
+    let value = json!({"content": [{"token": "a", "logprob": -0.1, "top_logprobs": [
+        {"token": "a", "logprob": -0.1}, {"token": "b", "logprob": null}]}]});
+    let mut out = Vec::new();
+    read(&value, &mut out).unwrap();
+    assert_eq!(out[0].top.len(), 1);
+}

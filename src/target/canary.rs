@@ -44,6 +44,13 @@ pub struct Reference {
     pub finish_reason: Option<String>,
 }
 
+impl Reference {
+    /// It stopped on its own (an end token or a stop string), not at its length limit.
+    pub fn ended(&self) -> bool {
+        self.finish_reason.as_deref().is_some_and(|r| r != "length")
+    }
+}
+
 /// The built-in prompts: neutral text whose continuation any model has an opinion about.
 /// No known answers: a small model may well get arithmetic wrong, and that is not an
 /// outage. Known answers come from a prompts file.

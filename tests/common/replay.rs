@@ -55,32 +55,44 @@ impl Capture {
     }
 }
 
+/// The requests a replaying server received, whole (head and body).
+pub type Requests = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
 /// Serve `capture` to every connection until the test ends.
 pub async fn serve(capture: Capture, gap: Duration) -> SocketAddr {
+    serve_recording(capture, gap).await.0
+}
+
+/// [`serve`], keeping every request it received.
+#[allow(dead_code)]
+pub async fn serve_recording(capture: Capture, gap: Duration) -> (SocketAddr, Requests) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let capture = std::sync::Arc::new(capture);
+    let requests = Requests::default();
+    let seen = std::sync::Arc::clone(&requests);
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 return;
             };
             let capture = std::sync::Arc::clone(&capture);
+            let seen = std::sync::Arc::clone(&seen);
             tokio::spawn(async move {
-                let _ = respond(stream, &capture, gap).await;
+                let _ = respond(stream, &capture, gap, &seen).await;
             });
         }
     });
-    addr
+    (addr, requests)
 }
 
-async fn read_request(stream: &mut TcpStream) -> std::io::Result<()> {
+async fn read_request(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
         let n = stream.read(&mut chunk).await?;
         if n == 0 {
-            return Ok(());
+            return Ok(buf);
         }
         buf.extend_from_slice(&chunk[..n]);
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -91,14 +103,22 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<()> {
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(0);
             if buf.len() >= end + 4 + length {
-                return Ok(());
+                return Ok(buf);
             }
         }
     }
 }
 
-async fn respond(mut stream: TcpStream, capture: &Capture, gap: Duration) -> std::io::Result<()> {
-    read_request(&mut stream).await?;
+async fn respond(
+    mut stream: TcpStream,
+    capture: &Capture,
+    gap: Duration,
+    seen: &Requests,
+) -> std::io::Result<()> {
+    let request = read_request(&mut stream).await?;
+    seen.lock()
+        .unwrap()
+        .push(String::from_utf8_lossy(&request).into_owned());
     let mut head = format!("{}\r\n", capture.status_line);
     for header in &capture.headers {
         head.push_str(header);

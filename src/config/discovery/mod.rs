@@ -161,6 +161,18 @@ impl Discovery {
         Ok(target)
     }
 
+    /// The target the template makes for a placeholder replica (what `check` shows).
+    pub fn example(&self) -> Result<Target, ConfigError> {
+        let placeholder = Found {
+            key: "check".into(),
+            url: format!("{}://discovered.invalid:8000", self.scheme),
+            model: None,
+            labels: BTreeMap::new(),
+            origin: String::new(),
+        };
+        self.target(&placeholder, Some(PLACEHOLDER_MODEL))
+    }
+
     /// Whether the template names the model itself (no `/v1/models` needed).
     pub fn has_model(&self) -> bool {
         self.template.model.is_some()
@@ -193,6 +205,10 @@ impl TargetFactory {
         validate_target(key, raw, &self.global_labels, &mut loaded)
     }
 }
+
+/// The model of [`Discovery::example`] when the template names none: the real one comes
+/// from each replica's `/v1/models`, so nothing may be checked against it yet.
+pub const PLACEHOLDER_MODEL: &str = "discovered-model";
 
 pub(super) fn kubernetes(raw: &RawConfig) -> Result<Kubernetes, ConfigError> {
     let k = &raw.kubernetes;
@@ -351,13 +367,6 @@ fn block_of(
     };
     // The template must make a target: build one with a placeholder address now, so a
     // mistake fails `check` rather than every discovered endpoint later.
-    let placeholder = Found {
-        key: "check".into(),
-        url: format!("{scheme}://discovered.invalid:8000"),
-        model: None,
-        labels: BTreeMap::new(),
-        origin: String::new(),
-    };
-    discovery.target(&placeholder, Some("discovered-model"))?;
+    discovery.example()?;
     Ok(discovery)
 }

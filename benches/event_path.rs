@@ -78,6 +78,7 @@ fn per_event(c: &mut Criterion) {
                     for event in batch.drain(..) {
                         match parser.on_event(&event, &mut info).unwrap() {
                             StreamEvent::Chunk(chunk) => record.on_chunk(at, chunk),
+                            StreamEvent::KeepAlive => {}
                             StreamEvent::Done(chunk) => {
                                 record.on_chunk(at, chunk);
                                 record.done = true;

@@ -5,8 +5,9 @@
 //! is handed to the HTTP client, so client-side preparation is never part of TTFT. All
 //! events decoded from one read share that read's arrival instant: they arrived together.
 //! Deadlines: before the first token the TTFT deadline applies, after it the stall deadline
-//! (time since the last event); the total deadline applies throughout. When data and a
-//! deadline are both ready, data wins: our own scheduling delay is not the server's fault.
+//! (time since the last event that was not a keep-alive); the total deadline applies
+//! throughout. When data and a deadline are both ready, data wins: our own scheduling delay
+//! is not the server's fault.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -328,12 +329,13 @@ impl Prober {
             };
             let now = Instant::now();
             let Some(bytes) = chunk else {
-                stream.end(now, record);
+                stream.end(now, record)?;
                 return Ok(());
             };
-            let events_before = record.events;
+            let progress_before = record.progress;
             let done = stream.read(now, &bytes, record)?;
-            if record.events > events_before {
+            // Keep-alives show the connection lives, not the generation: no stall reset.
+            if record.progress > progress_before {
                 last_event = now;
                 let deadline = deadlines.next(record, last_event).0;
                 if deadline < armed {

@@ -59,7 +59,8 @@ pub struct Chunk {
 struct Observation {
     at: Instant,
     has_output: bool,
-    /// An empty delta after the first output that did not end the generation with EOS.
+    /// An empty delta (not a header) that did not end the generation with EOS: a token
+    /// whose text the server held back.
     blank: bool,
     completion_tokens: Option<u64>,
     text_end: usize,
@@ -164,6 +165,11 @@ pub struct Measurement {
     pub itl: Vec<(Duration, u32)>,
     /// Where the tokens per event that ITL and TPOT are timed by came from.
     pub timed_by: TimedBy,
+    /// Every token-carrying event arrived in one read, several of them: something between
+    /// the server and the probe buffered the stream (a proxy, a compressing hop), and the
+    /// user saw nothing until the end. TTFT is then the whole answer's time; TPOT and ITL
+    /// are not observed.
+    pub buffered: bool,
     pub e2el: Duration,
     /// `None` when the response has no output tokens (embeddings).
     pub output_tokens: Option<TokenCount>,
@@ -189,6 +195,10 @@ pub struct RequestRecord {
     /// A `finish_reason` was received.
     pub finished: bool,
     pub events: u64,
+    /// Events other than keep-alives: what the stall deadline counts as progress.
+    pub progress: u64,
+    /// The body ended inside an event: the stream was cut, whatever came before.
+    pub cut_mid_event: bool,
     pub bytes: u64,
     pub response: ResponseInfo,
     /// Set for non-streamed responses.
@@ -215,6 +225,8 @@ impl RequestRecord {
             done: false,
             finished: false,
             events: 0,
+            progress: 0,
+            cut_mid_event: false,
             bytes: 0,
             response: ResponseInfo::default(),
             whole: None,
@@ -243,10 +255,7 @@ impl RequestRecord {
             eos = matches!(reason, Some("stop" | "eos_token"));
             self.eos_event = eos;
         }
-        let blank = chunk.empty_delta && !chunk.has_output && !eos && self.first_token_at.is_some();
-        let rose = chunk
-            .completion_tokens
-            .is_some_and(|c| c > self.usage_so_far);
+        let blank = chunk.empty_delta && !chunk.has_output && !eos;
         self.usage_so_far = self.usage_so_far.max(chunk.completion_tokens.unwrap_or(0));
         if chunk.has_output || chunk.completion_tokens.is_some() || blank {
             self.observations.push(Observation {
@@ -258,7 +267,9 @@ impl RequestRecord {
                 other_end: self.response.other_text.len(),
             });
         }
-        if self.first_token_at.is_none() && (chunk.has_output || rose) {
+        // The first token is the first the user sees: never an event without visible output
+        // (a held-back byte, a usage rise), whose tokens arrive with the next visible one.
+        if self.first_token_at.is_none() && chunk.has_output {
             self.first_token_at = Some(at);
         }
     }
@@ -281,6 +292,11 @@ impl RequestRecord {
         }
         // A stream without its end marker was cut, whether or not a token had arrived:
         // "empty" is for a stream that ended properly with nothing in it.
+        if self.cut_mid_event {
+            return Err(ProbeError::StreamInterrupted(
+                "the body ended inside an event".into(),
+            ));
+        }
         if !(self.done || self.finished) {
             let when = if self.has_token() {
                 "after its first token"
@@ -292,9 +308,13 @@ impl RequestRecord {
             )));
         }
         let (tokens, timed_by) = self.timed_tokens(tokenizer)?;
+        let events = tokens.len();
+        // Events read together arrived together: one arrival, not gaps of zero.
+        let tokens = tokens::merge_arrivals(tokens);
         let (Some(&(first, _)), Some(&(last, _))) = (tokens.first(), tokens.last()) else {
             return Err(ProbeError::EmptyResponse);
         };
+        let buffered = tokens.len() == 1 && events > 1;
 
         let output_tokens = match self.billed() {
             Some(c) if c > MAX_PLAUSIBLE_TOKENS => return Err(implausible(c)),
@@ -321,6 +341,7 @@ impl RequestRecord {
             tpot,
             itl,
             timed_by,
+            buffered,
             e2el: end - self.start,
             output_tokens: Some(output_tokens),
             prompt_tokens: self.prompt_tokens,
@@ -366,6 +387,7 @@ impl RequestRecord {
             tpot: None,
             itl: Vec::new(),
             timed_by: TimedBy::Event,
+            buffered: false,
             e2el: end - self.start,
             output_tokens,
             prompt_tokens: whole.prompt_tokens.or(self.prompt_tokens),

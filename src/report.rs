@@ -21,6 +21,15 @@ pub fn log_probe(
     let trace_id = record.trace.map(|t| t.trace_hex());
     let trace_id = trace_id.as_deref();
     match result {
+        Ok(m) if m.buffered => tracing::info!(
+            target = %target.id,
+            request_id,
+            trace_id,
+            ttft_ms = m.ttft.map(ms),
+            e2el_ms = ms(m.e2el),
+            output_tokens = ?m.output_tokens,
+            "the stream arrived in one read: something between the server and the probe buffers it, and a user sees nothing until the end"
+        ),
         Ok(m) => tracing::debug!(
             target = %target.id,
             request_id,

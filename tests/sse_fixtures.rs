@@ -160,6 +160,7 @@ fn measure_events(
         let at = t0 + Duration::from_millis(10 * (i as u64 + 1));
         match parser.on_event(event, &mut record.response).unwrap() {
             StreamEvent::Chunk(chunk) => record.on_chunk(at, chunk),
+            StreamEvent::KeepAlive => {}
             StreamEvent::Done(chunk) => {
                 record.on_chunk(at, chunk);
                 record.done = true;

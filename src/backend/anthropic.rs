@@ -1,8 +1,10 @@
 //! `backend = "anthropic"`: the Anthropic Messages API, `POST /v1/messages`, streamed.
 //!
-//! Events: `message_start` (input tokens, model), `content_block_delta` (text, thinking or
-//! tool-input deltas: the tokens), `message_delta` (stop reason and the cumulative
-//! `output_tokens`), `message_stop` (the end), `ping`, and `event: error`. The placeholder
+//! Events: `message_start` (input tokens, cached and not, and the model),
+//! `content_block_start` (a `tool_use` block's name is output, like chat's first tool-call
+//! delta), `content_block_delta` (text, thinking or tool-input deltas: the tokens),
+//! `message_delta` (stop reason and the cumulative `output_tokens`), `message_stop` (the
+//! end), `ping` (a keep-alive: no progress), and `event: error`. The placeholder
 //! `output_tokens` in `message_start` is ignored: reporting it would look like a token.
 //! The key goes in `x-api-key` with an `anthropic-version` header.
 
@@ -95,7 +97,7 @@ impl StreamParser for MessagesParser {
         info: &mut ResponseInfo,
     ) -> Result<StreamEvent, ProbeError> {
         if event.kind() == "ping" && event.data.trim().is_empty() {
-            return Ok(StreamEvent::Chunk(Chunk::default()));
+            return Ok(StreamEvent::KeepAlive);
         }
         let data = match super::payload(event)? {
             // vLLM's Messages endpoint adds a [DONE].
@@ -125,10 +127,21 @@ impl StreamParser for MessagesParser {
                     .map(str::to_owned);
                 let usage = message.and_then(|m| m.get("usage"));
                 StreamEvent::Chunk(Chunk {
-                    prompt_tokens: count_field(
-                        usage.and_then(|u| u.get("input_tokens")),
-                        "input_tokens",
-                    )?,
+                    prompt_tokens: prompt_tokens(usage)?,
+                    ..none
+                })
+            }
+            // A tool call's header carries its name: generated output, as chat's first
+            // `tool_calls` delta is (its arguments follow as `input_json_delta`).
+            "content_block_start" => {
+                let block = object.get("content_block").unwrap_or(&Value::Null);
+                let tool = block.get("type").and_then(Value::as_str) == Some("tool_use");
+                if tool {
+                    let name = block.get("name").and_then(Value::as_str).unwrap_or("");
+                    info.other_text.push_str(name);
+                }
+                StreamEvent::Chunk(Chunk {
+                    has_output: tool,
                     ..none
                 })
             }
@@ -176,7 +189,20 @@ impl StreamParser for MessagesParser {
                 })
             }
             "message_stop" => StreamEvent::Done(none),
-            _ => StreamEvent::Chunk(none), // ping, block start/stop, and future event types
+            "ping" => StreamEvent::KeepAlive,
+            _ => StreamEvent::Chunk(none), // block stop, and future event types
         })
     }
+}
+
+/// The prompt's tokens: `input_tokens` counts only those after the last cache breakpoint;
+/// the ones read from the prompt cache and the ones written to it are input too.
+fn prompt_tokens(usage: Option<&Value>) -> Result<Option<u64>, ProbeError> {
+    let field = |name: &str| count_field(usage.and_then(|u| u.get(name)), name);
+    let parts = [
+        field("input_tokens")?,
+        field("cache_read_input_tokens")?,
+        field("cache_creation_input_tokens")?,
+    ];
+    Ok(parts.iter().flatten().copied().reduce(u64::saturating_add))
 }

@@ -81,6 +81,9 @@ pub enum StreamEvent {
     /// The end of the stream (`[DONE]`, `message_stop`, `response.completed`…), with
     /// whatever the final event carried (usage, finish reason).
     Done(Chunk),
+    /// A keep-alive (Anthropic's `ping`): the connection lives, the generation made no
+    /// progress, so it does not push the stall deadline back.
+    KeepAlive,
 }
 
 pub trait Backend: Send + Sync + fmt::Debug {

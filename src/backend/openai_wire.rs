@@ -106,6 +106,9 @@ struct WireChoice<'a> {
 
 #[derive(Deserialize)]
 struct WireDelta<'a> {
+    /// Set on the first chat chunk only (with empty content): a header, not a token.
+    #[serde(default, borrow)]
+    role: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     content: Option<Content<'a>>,
     #[serde(default, borrow)]
@@ -216,8 +219,12 @@ const ABORTED: [&str; 2] = ["abort", "error"];
 
 impl WireChoice<'_> {
     /// `"text": ""` or `"delta": {"content": ""}`: vLLM's event for a token whose text it
-    /// holds back (also its role-only first chat chunk, which the record ignores).
+    /// holds back. Not the role-only first chat chunk (`"role": "assistant", "content":
+    /// ""`): that one is a header, sent before any token.
     fn has_empty_text(&self) -> bool {
+        if self.delta.as_ref().is_some_and(|d| d.role.is_some()) {
+            return false;
+        }
         let content = self.delta.as_ref().and_then(|d| d.content.as_ref());
         self.text.as_deref() == Some("")
             || matches!(content, Some(Content::Text(t)) if t.is_empty())

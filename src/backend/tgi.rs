@@ -119,9 +119,13 @@ impl StreamParser for TgiParser {
                 error_message(&error)
             )));
         }
-        // Each event is one generated token; the EOS token is marked special.
-        let has_output = wire.token.as_ref().is_some_and(|t| !t.special);
-        if let Some(token) = wire.token.filter(|t| !t.special) {
+        // Each event is one generated token; the EOS token is marked special. A token with
+        // empty text is one whose bytes TGI holds back (part of a character): it arrived,
+        // but nothing is visible yet, so it is no first token.
+        let token = wire.token.filter(|t| !t.special);
+        let has_output = token.as_ref().is_some_and(|t| !t.text.is_empty());
+        let empty_delta = token.as_ref().is_some_and(|t| t.text.is_empty());
+        if let Some(token) = token {
             info.text.push_str(&token.text);
         }
         let finished = wire.generated_text.is_some();
@@ -137,6 +141,7 @@ impl StreamParser for TgiParser {
         }
         Ok(StreamEvent::Chunk(Chunk {
             has_output,
+            empty_delta,
             completion_tokens: details.generated_tokens,
             prompt_tokens: details.input_length,
             finished,

@@ -132,7 +132,7 @@ fn fits(
 ) -> Result<(), String> {
     // A discovery template without a model is checked with a placeholder; each replica's
     // own model (from its /v1/models) is checked when its target is built.
-    if golden.model != model && model != super::discovery::PLACEHOLDER_MODEL {
+    if golden.model != model && model != super::PLACEHOLDER_MODEL {
         return Err(format!(
             "recorded for model {:?}, this target serves {model:?}",
             golden.model

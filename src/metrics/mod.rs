@@ -89,6 +89,7 @@ pub struct Metrics {
     schedule_lag: LabeledFamily<TargetLabels, Histogram>,
     connections: LabeledFamily<TargetLabels, Counter>,
     retries: LabeledFamily<TargetLabels, Counter>,
+    buffered: LabeledFamily<TargetLabels, Counter>,
     target_rate: LabeledFamily<TargetLabels, F64Gauge>,
     discovery_up: LabeledFamily<BlockLabel, Gauge>,
     discovery_targets: LabeledFamily<BlockLabel, Gauge>,
@@ -213,6 +214,7 @@ impl Metrics {
                 .get_or_insert(l(), || Histogram::new(exponential_buckets(0.0001, 4.0, 10))),
             connections: self.connections.get_or_insert(l(), Counter::default),
             retries: self.retries.get_or_insert(l(), Counter::default),
+            buffered: self.buffered.get_or_insert(l(), Counter::default),
             rate: self.target_rate.get_or_insert(l(), F64Gauge::default),
             canary: target.canary.is_some().then(|| self.canary.series(&labels)),
             labels,
@@ -284,6 +286,7 @@ impl Metrics {
             &self.good_requests,
             &self.connections,
             &self.retries,
+            &self.buffered,
         ] {
             family.remove(labels);
         }

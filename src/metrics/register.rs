@@ -32,6 +32,7 @@ impl Metrics {
             schedule_lag: LabeledFamily::default(),
             connections: LabeledFamily::default(),
             retries: LabeledFamily::default(),
+            buffered: LabeledFamily::default(),
             target_rate: LabeledFamily::default(),
             discovery_up: LabeledFamily::default(),
             discovery_targets: LabeledFamily::default(),
@@ -153,6 +154,11 @@ impl Metrics {
             "request_retries",
             "Probes sent a second time because the server closed a reused keep-alive connection just as the request went out; only the second attempt is measured and counted",
             m.retries.clone(),
+        );
+        r.register(
+            "buffered_streams",
+            "Successful streams whose output all arrived in one read, several events together: a hop between the server and the probe buffered it (TTFT is the whole answer's time; TPOT and ITL are not observed)",
+            m.buffered.clone(),
         );
         r.register(
             "target_rate",

@@ -81,6 +81,7 @@ pub struct TargetMetrics {
     pub(super) schedule_lag: Histogram,
     pub(super) connections: Counter,
     pub(super) retries: Counter,
+    pub(super) buffered: Counter,
     pub(super) rate: F64Gauge,
     /// For targets with a correctness canary.
     pub(super) canary: Option<CanarySeries>,
@@ -176,6 +177,9 @@ impl TargetMetrics {
                 }
                 if self.slo.as_ref().is_none_or(|slo| is_good(slo, m)) {
                     self.good_requests.inc();
+                }
+                if m.buffered {
+                    self.buffered.inc();
                 }
                 self.last_success.set(unix_now());
             }

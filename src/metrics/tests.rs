@@ -29,6 +29,7 @@ fn measurement() -> Measurement {
         ttft: Some(Duration::from_millis(150)),
         tpot: Some(Duration::from_millis(20)),
         timed_by: crate::record::TimedBy::Event,
+        buffered: false,
         itl: vec![
             (Duration::from_millis(10), 3),
             (Duration::from_millis(40), 1),
@@ -90,6 +91,7 @@ fn a_success_is_recorded_in_every_series_once() {
         format!("inferprobe_prompt_tokens_total{{{LABELS}}} 12"),
         format!("inferprobe_request_output_tokens_sum{{{LABELS}}} 5.0"),
         format!("inferprobe_good_requests_total{{{LABELS}}} 1"),
+        format!("inferprobe_buffered_streams_total{{{LABELS}}} 0"),
     ];
     for line in expect {
         assert!(
@@ -266,4 +268,27 @@ fn every_label_the_exporter_sets_is_reserved_from_static_labels() {
             assert!(own || build || name == "node", "`{name}` is not reserved");
         }
     }
+}
+
+/// A stream that arrived in one read is a finding, counted apart (issue 24, item 11).
+#[test]
+fn a_buffered_stream_is_counted() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let t = metrics.target(&target("t"));
+    let buffered = Measurement {
+        tpot: None,
+        itl: Vec::new(),
+        buffered: true,
+        ..measurement()
+    };
+    t.record(&Arc::new("req-1".into()), &Ok(buffered));
+    t.record(&Arc::new("req-2".into()), &Ok(measurement()));
+    let text = exposition(&registry, Format::Text);
+    assert!(
+        text.contains(&format!(
+            "inferprobe_buffered_streams_total{{{LABELS}}} 1\n"
+        )),
+        "{text}"
+    );
 }

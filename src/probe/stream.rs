@@ -16,7 +16,13 @@ pub struct StreamReader {
     decoder: SseDecoder,
     parser: Box<dyn StreamParser>,
     events: Vec<SseEvent>,
+    /// The body's first bytes until an event is dispatched: what to quote when a body sent
+    /// as `text/event-stream` holds none.
+    head: Vec<u8>,
 }
+
+/// How much of a body's start is kept to quote.
+const HEAD_BYTES: usize = 256;
 
 impl StreamReader {
     pub fn new(backend: &dyn Backend, limits: Limits) -> Self {
@@ -25,6 +31,7 @@ impl StreamReader {
             decoder: SseDecoder::new(limits.max_event_bytes),
             parser: backend.stream_parser(),
             events: Vec::new(),
+            head: Vec::new(),
         }
     }
 
@@ -37,6 +44,10 @@ impl StreamReader {
         record: &mut RequestRecord,
     ) -> Result<bool, ProbeError> {
         record.bytes += bytes.len() as u64;
+        if record.events == 0 && self.head.len() < HEAD_BYTES {
+            let room = HEAD_BYTES - self.head.len();
+            self.head.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        }
         if record.bytes > self.limits.max_response_bytes {
             let max = self.limits.max_response_bytes;
             return Err(ProbeError::TooLarge(format!(
@@ -58,7 +69,11 @@ impl StreamReader {
         for event in self.events.drain(..) {
             record.events += 1;
             match self.parser.on_event(&event, &mut record.response)? {
-                StreamEvent::Chunk(chunk) => record.on_chunk(now, chunk),
+                StreamEvent::KeepAlive => {}
+                StreamEvent::Chunk(chunk) => {
+                    record.progress += 1;
+                    record.on_chunk(now, chunk);
+                }
                 StreamEvent::Done(chunk) => {
                     record.on_chunk(now, chunk);
                     record.done = true;
@@ -71,12 +86,38 @@ impl StreamReader {
     }
 
     /// The body ended at `now`. An unterminated trailing event is dropped (as the SSE spec
-    /// says); whether the stream ended properly is decided from what was dispatched.
-    pub fn end(mut self, now: Instant, record: &mut RequestRecord) {
+    /// says), and the stream was cut inside it: whatever was dispatched before, it did not
+    /// end properly. A body that held no SSE at all (an HTML error page a proxy sent as
+    /// `text/event-stream` with a 200) is an invalid response, not an interrupted stream.
+    pub fn end(mut self, now: Instant, record: &mut RequestRecord) -> Result<(), ProbeError> {
         record.end = Some(now);
+        if record.events == 0 && !looks_like_sse(&self.head) {
+            let head = String::from_utf8_lossy(&self.head);
+            return Err(ProbeError::InvalidResponse(format!(
+                "a text/event-stream body that is not SSE: {:?}",
+                crate::error::snippet(head.trim())
+            )));
+        }
+        if self.decoder.has_partial_event() {
+            record.cut_mid_event = true;
+            return Ok(());
+        }
         if let Some(StreamEvent::Done(chunk)) = self.parser.on_eof() {
             record.on_chunk(now, chunk);
             record.done = true;
         }
+        Ok(())
     }
+}
+
+/// Whether a body's start reads as SSE: empty, or its first line a comment or a field
+/// (`data`, `event`, `id`, `retry`, and llama.cpp's `error`), with or without a value.
+fn looks_like_sse(head: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(head);
+    let Some(line) = text.lines().map(str::trim_end).find(|l| !l.is_empty()) else {
+        return true;
+    };
+    let line = line.trim_start_matches('\u{feff}');
+    let field = line.split(':').next().unwrap_or("");
+    line.starts_with(':') || matches!(field, "data" | "event" | "id" | "retry" | "error")
 }

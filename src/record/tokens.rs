@@ -76,9 +76,11 @@ impl RequestRecord {
             return Ok((self.usage_rises()?, TimedBy::Usage));
         }
         // The events that carried output, with their text; and every arrival, counting the
-        // empty deltas after the first output (each a held-back token on vLLM).
+        // empty deltas (each a held-back token on vLLM). Those before the first output are
+        // seen with it: they are its tokens.
         let mut events = Vec::with_capacity(self.observations.len());
-        let mut arrivals = Vec::with_capacity(self.observations.len());
+        let mut arrivals: Timed = Vec::with_capacity(self.observations.len());
+        let (mut arrived, mut held_back) = (0u64, 0u64);
         let (mut text_at, mut other_at) = (0, 0);
         for o in &self.observations {
             let text = self.response.text.get(text_at..o.text_end).unwrap_or("");
@@ -92,7 +94,12 @@ impl RequestRecord {
                 events.push((o.at, text, other));
             }
             if o.has_output || o.blank {
-                arrivals.push((o.at, 1));
+                arrived += 1;
+                if o.has_output || !events.is_empty() {
+                    arrivals.push((o.at, 1 + std::mem::take(&mut held_back)));
+                } else {
+                    held_back += 1;
+                }
             }
         }
         let one_each = || events.iter().map(|&(at, ..)| (at, 1)).collect();
@@ -103,7 +110,7 @@ impl RequestRecord {
         }
         // As many as events and empty deltas together: one each again, the empty ones
         // included (vLLM, one event per token, some of them bytes of a longer character).
-        if arrivals.len() > events.len() && visible == Some(arrivals.len() as u64) {
+        if arrived > events.len() as u64 && visible == Some(arrived) {
             return Ok((arrivals, TimedBy::Event));
         }
         let bytes: Vec<u64> = events
@@ -136,10 +143,12 @@ impl RequestRecord {
     }
 
     /// Per-chunk usage: each event's rise of the cumulative count (a text event that
-    /// raised nothing, a detokenizer flush, still ends a gap and counts one).
+    /// raised nothing, a detokenizer flush, still ends a gap and counts one). Rises before
+    /// the first visible output are tokens held back until it: they arrive with it.
     fn usage_rises(&self) -> Result<Timed, ProbeError> {
         let mut tokens = Vec::with_capacity(self.observations.len());
         let mut cumulative = 0u64;
+        let mut held_back = 0u64;
         for o in &self.observations {
             let rise = match o.completion_tokens {
                 Some(c) if c > MAX_PLAUSIBLE_TOKENS => return Err(implausible(c)),
@@ -150,8 +159,10 @@ impl RequestRecord {
                 }
                 None => 0,
             };
-            if rise > 0 || o.has_output {
-                tokens.push((o.at, rise.max(1)));
+            if tokens.is_empty() && !o.has_output {
+                held_back += rise;
+            } else if rise > 0 || o.has_output {
+                tokens.push((o.at, rise.max(1) + std::mem::take(&mut held_back)));
             }
         }
         Ok(tokens)
@@ -174,6 +185,19 @@ impl RequestRecord {
             billed.saturating_sub(hidden_reasoning).saturating_sub(eos),
         ))
     }
+}
+
+/// Adjacent arrivals at the same instant (events decoded from one read) as one: they
+/// arrived together, and timing them apart would invent gaps of zero.
+pub(super) fn merge_arrivals(tokens: Timed) -> Timed {
+    let mut merged: Timed = Vec::with_capacity(tokens.len());
+    for (at, k) in tokens {
+        match merged.last_mut() {
+            Some((last, n)) if *last == at => *n += k,
+            _ => merged.push((at, k)),
+        }
+    }
+    merged
 }
 
 /// The tokenizer's count of each event's text, at least one per event; `None` if it fails.

@@ -33,6 +33,7 @@ fn measurement(tokens: Option<TokenCount>) -> Measurement {
         ttft: Some(Duration::from_millis(1)),
         tpot: None,
         timed_by: crate::record::TimedBy::Event,
+        buffered: false,
         itl: Vec::new(),
         e2el: Duration::from_millis(2),
         output_tokens: tokens,

@@ -320,8 +320,7 @@ fn read_stream(
             return Ok(());
         }
     }
-    stream.end(now + Duration::from_millis(1), record);
-    Ok(())
+    stream.end(now + Duration::from_millis(1), record)
 }
 
 /// `Prober::read_whole` after the body arrived.

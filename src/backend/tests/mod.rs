@@ -57,6 +57,7 @@ fn run(kind: BackendKind, sse: &str, eof: bool) -> (Result<Measurement, ProbeErr
         at += Duration::from_millis(10);
         match parser.on_event(event, &mut record.response) {
             Ok(StreamEvent::Chunk(chunk)) => record.on_chunk(at, chunk),
+            Ok(StreamEvent::KeepAlive) => {}
             Ok(StreamEvent::Done(chunk)) => {
                 record.on_chunk(at, chunk);
                 record.done = true;

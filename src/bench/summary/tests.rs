@@ -15,6 +15,7 @@ fn success(start_ms: u64, ttft_ms: u64, itl_ms: u64, tokens: u64) -> RequestResu
             ttft: Some(MS * ttft_ms as u32),
             tpot: (n > 1).then_some(MS * itl_ms as u32),
             timed_by: crate::record::TimedBy::Event,
+            buffered: false,
             itl: vec![(MS * itl_ms as u32, n - 1)],
             e2el: MS * (ttft_ms + itl_ms * (tokens - 1)) as u32,
             output_tokens: Some(TokenCount::Usage(tokens)),

@@ -170,7 +170,7 @@ impl Discovery {
             labels: BTreeMap::new(),
             origin: String::new(),
         };
-        self.target(&placeholder, Some(PLACEHOLDER_MODEL))
+        self.target(&placeholder, Some(super::PLACEHOLDER_MODEL))
     }
 
     /// Whether the template names the model itself (no `/v1/models` needed).
@@ -205,10 +205,6 @@ impl TargetFactory {
         validate_target(key, raw, &self.global_labels, &mut loaded)
     }
 }
-
-/// The model of [`Discovery::example`] when the template names none: the real one comes
-/// from each replica's `/v1/models`, so nothing may be checked against it yet.
-pub const PLACEHOLDER_MODEL: &str = "discovered-model";
 
 pub(super) fn kubernetes(raw: &RawConfig) -> Result<Kubernetes, ConfigError> {
     let k = &raw.kubernetes;

@@ -186,14 +186,13 @@ impl Supervisor {
                 },
             );
             if let Some(spec) = &target.canary {
+                let group = spec.group_of(&target.labels, target.revision.as_deref());
+                let key = canary::book::group_key(&target.name, &target.model, spec, &group);
                 let sinks = canary::Sinks {
                     metrics: metrics.clone(),
                     status: Arc::clone(&status),
-                    book: self.books.group(&canary::book::group_key(
-                        &target.name,
-                        &target.model,
-                        spec,
-                    )),
+                    book: self.books.group(&key),
+                    golden: spec.golden_applies(&target.model, group.as_deref()),
                 };
                 let run = canary::run(
                     Arc::clone(&prober),

@@ -170,6 +170,9 @@ pub struct Target {
     pub tracestate: Option<String>,
     /// Correctness canary checks, next to the latency probes.
     pub canary: Option<std::sync::Arc<CanarySpec>>,
+    /// The controller revision of the pod behind a discovered target (see
+    /// `discovery::kube::REVISION_LABELS`): the canary's default group. Never a label.
+    pub revision: Option<String>,
     pub connection: ConnectionMode,
     pub tls: TlsOptions,
     /// Skip arrivals (reason `budget`) once this many max_tokens were sent in the last hour.

@@ -2,8 +2,10 @@
 //! the one most of the other replicas of its group give.
 //!
 //! A group is what serves the same answers: a discovery block's replicas (or a static
-//! target) of one model, asked the same prompts with the same settings — the book's key
-//! says so ([`group_key`]), so a reload that changes the model, `max_tokens`, the
+//! target) of one model and one version (a controller revision, or the values of
+//! `canary.group_by`), asked the same prompts with the same settings — the book's key says
+//! so ([`group_key`]), so a rollout's new version learns its own reference rather than
+//! being judged by the old one's, and a reload that changes the model, `max_tokens`, the
 //! logprobs asked for or the margin starts a fresh book. Answers are kept per prompt
 //! *text*, so an edited prompts file never compares a new prompt with an old one's answer.
 //!
@@ -31,11 +33,12 @@ use crate::target::canary::{CanarySpec, Reference};
 /// Fewer replicas than this: the first answer is the reference.
 pub const MAJORITY_FROM: usize = 3;
 
-/// The book a target's canary uses: its block (or static target) name, and everything that
-/// shapes the answers or the rule that compares them.
-pub fn group_key(name: &str, model: &str, spec: &CanarySpec) -> String {
+/// The book a target's canary uses: its block (or static target) name, its group (what
+/// version it serves: [`CanarySpec::group_of`]), and everything that shapes the answers or
+/// the rule that compares them.
+pub fn group_key(name: &str, model: &str, spec: &CanarySpec, group: &Option<String>) -> String {
     format!(
-        "{name}\u{0}{model}\u{0}{}\u{0}{}\u{0}{}",
+        "{name}\u{0}{model}\u{0}{}\u{0}{}\u{0}{}\u{0}{group:?}",
         spec.max_tokens, spec.top_logprobs, spec.margin
     )
 }

@@ -64,9 +64,21 @@ impl Check {
 pub fn describe(spec: &CanarySpec, backend: crate::target::BackendKind) -> String {
     let known = spec.prompts.iter().filter(|p| p.expect.is_some()).count();
     let compared = spec.prompts.len() - known;
-    let reference = match &spec.golden {
-        Some(path) => format!("the golden file {path}"),
-        None => "the majority answer of its replicas (the first answer below three)".into(),
+    let groups = if spec.group_by.is_empty() {
+        "its group (a pod's controller revision)".to_owned()
+    } else {
+        format!("its group (labels {})", spec.group_by.join(", "))
+    };
+    let reference = match (&spec.golden, &spec.golden_for) {
+        (Some(path), Some((model, Some(group)))) => format!(
+            "the golden file {path} for {model} in group {group:?}, elsewhere the majority answer of the other replicas of {groups}"
+        ),
+        (Some(path), _) => format!(
+            "the golden file {path} (other models: the majority answer of the other replicas of {groups})"
+        ),
+        (None, _) => format!(
+            "the majority answer of the other replicas of {groups} (the first answer below three)"
+        ),
     };
     let mut out = format!(
         "canary every {:?}, {} prompt(s), {} tokens",
@@ -239,6 +251,9 @@ pub struct Sinks {
     pub status: Arc<TargetStatus>,
     /// Its group's answers (for a learned reference).
     pub book: Arc<Book>,
+    /// The golden file's answers are this replica's reference (its model and group are
+    /// the golden file's); otherwise the learned one is.
+    pub golden: bool,
 }
 
 /// Check `prober`'s target every interval until `stop`. Each check runs as a probe task of
@@ -318,6 +333,7 @@ async fn check(
     // Scoring compares the answer with each of the group's others (a millisecond at 500
     // replicas, under the book's lock): off the runtime's workers, which time streams.
     let (book, member, margin) = (Arc::clone(&sinks.book), Arc::clone(member), spec.margin);
+    let golden = sinks.golden;
     let canary_prompt = canary_prompt.clone();
     let scored = tokio::task::spawn_blocking(move || {
         let check = score(
@@ -325,8 +341,8 @@ async fn check(
             &report,
             margin,
             |answer| match &canary_prompt.reference {
-                Some(golden) => Some(Arc::clone(golden)),
-                None => book.observe(&member, &canary_prompt.text, answer, margin),
+                Some(reference) if golden => Some(Arc::clone(reference)),
+                _ => book.observe(&member, &canary_prompt.text, answer, margin),
             },
         );
         (canary_prompt, report, check)

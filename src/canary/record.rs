@@ -45,6 +45,12 @@ pub struct RecordArgs {
     /// Environment variable holding the API key.
     #[arg(long)]
     pub api_key_env: Option<String>,
+    /// The group value the golden file is for (the trusted replica's controller revision,
+    /// or its `group_by` labels' values joined by commas): it then applies to that group
+    /// only, and the block's other groups learn their reference. Without it, every group
+    /// of its model.
+    #[arg(long)]
+    pub group: Option<String>,
     /// Where to write the golden file.
     #[arg(long)]
     pub out: PathBuf,
@@ -193,6 +199,7 @@ pub async fn record(args: &RecordArgs) -> Result<Golden, RecordError> {
             .map_or(0, |d| d.as_secs()),
         max_tokens: spec.max_tokens,
         top_logprobs: spec.top_logprobs,
+        group: args.group.clone(),
         answers,
     })
 }

@@ -27,6 +27,7 @@ pub(super) fn canary(
     raw: &RawCanary,
     backend: BackendKind,
     model: &str,
+    template: bool,
 ) -> Result<(Arc<CanarySpec>, u64), ConfigError> {
     let at = |field: &str| target_at(&format!("canary.{field}"));
     if matches!(
@@ -73,7 +74,7 @@ pub(super) fn canary(
             hash_file(path, &mut files);
             let (golden, prompts) = canary::load_golden(Path::new(path))
                 .map_err(|e| ConfigError::new(at("golden"), e))?;
-            fits(&golden, raw, backend, model).map_err(|e| {
+            fits(&golden, raw, backend, model, template).map_err(|e| {
                 ConfigError::new(
                     at("golden"),
                     format!("{path}: {e}; record one for this target with `inferprobe canary record --config FILE --target NAME`"),
@@ -110,6 +111,18 @@ pub(super) fn canary(
         (None, Some(g)) => u64::from(g.max_tokens),
         (None, None) => DEFAULT_MAX_TOKENS,
     };
+    let group_by = raw.group_by.clone().unwrap_or_default();
+    for name in &group_by {
+        if name.is_empty() {
+            return Err(ConfigError::new(
+                at("group_by"),
+                "holds an empty label name",
+            ));
+        }
+    }
+    let golden_for = recorded
+        .as_ref()
+        .map(|g| (g.model.clone(), g.group.clone()));
     let spec = CanarySpec {
         interval,
         max_tokens: in_range(&at("max_tokens"), max_tokens, 1, 4096)? as u32,
@@ -117,6 +130,8 @@ pub(super) fn canary(
         margin,
         prompts: prompts.into(),
         golden,
+        golden_for,
+        group_by,
     };
     Ok((Arc::new(spec), files.finish()))
 }
@@ -129,10 +144,12 @@ fn fits(
     raw: &RawCanary,
     backend: BackendKind,
     model: &str,
+    template: bool,
 ) -> Result<(), String> {
-    // A discovery template without a model is checked with a placeholder; each replica's
-    // own model (from its /v1/models) is checked when its target is built.
-    if golden.model != model && model != super::PLACEHOLDER_MODEL {
+    // A static target is one group: a golden file of another model would never apply. A
+    // discovery block's replicas may serve several models (a rollout, a model label): the
+    // golden file applies to its own model's, the others learn their reference.
+    if golden.model != model && !template {
         return Err(format!(
             "recorded for model {:?}, this target serves {model:?}",
             golden.model

@@ -212,7 +212,7 @@ pub struct RawSlo {
     pub objective: Option<f64>,
 }
 
-/// `canary = { interval, max_tokens, top_logprobs, margin, prompts, golden }`.
+/// `canary = { interval, max_tokens, top_logprobs, margin, prompts, golden, group_by }`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RawCanary {
@@ -224,6 +224,9 @@ pub struct RawCanary {
     pub prompts: Option<String>,
     /// A golden file written by `inferprobe canary record`.
     pub golden: Option<String>,
+    /// Target labels whose values split a block's replicas into groups with a reference
+    /// each (default: the pod's controller revision).
+    pub group_by: Option<Vec<String>>,
 }
 
 /// Checks on every successful response (`validation` category when one fails).

@@ -86,7 +86,8 @@ pub(super) fn validate_target(
     let api_key = api_key(&at, t.api_key_env.as_deref(), t.api_key_file.as_deref())?;
     let (canary, canary_files) = match &t.canary {
         Some(raw) => {
-            let (spec, files) = super::canary::canary(&at, raw, backend, &model)?;
+            let (spec, files) =
+                super::canary::canary(&at, raw, backend, &model, key.ends_with(".template"))?;
             (Some(spec), files)
         }
         None => (None, 0),
@@ -271,6 +272,7 @@ pub(super) fn validate_target(
         trace_context,
         tracestate: t.tracestate.clone(),
         canary,
+        revision: None,
         connection,
         tls,
         max_output_tokens_per_hour,

@@ -109,6 +109,8 @@ fn endpoints(
                 url: format!("{}://{address}", block.scheme),
                 model: None,
                 labels,
+                // A slice's endpoints name their pods but carry none of their labels.
+                revision: None,
             })
         })
         .collect()

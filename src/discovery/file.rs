@@ -104,6 +104,7 @@ pub fn parse(path: &Path, bytes: &[u8], scheme: &str) -> Result<Vec<Found>, Stri
                     model: model.clone(),
                     labels,
                     origin: format!("{address} in {name}"),
+                    revision: None,
                 },
             );
         }

@@ -68,6 +68,7 @@ pub async fn run(
         model: None,
         labels: BTreeMap::from([("pool".to_owned(), pool.clone())]),
         origin: format!("the gateway in front of pool {namespace}/{pool}"),
+        revision: None,
     });
     let publish = |members: Vec<Found>| {
         sets.send_replace(Some(members.into_iter().chain(gateway.clone()).collect()));

@@ -136,6 +136,15 @@ fn key<K: Resource>(object: &K) -> String {
 }
 
 /// Why the API failed, for the log and the block's health.
+/// The pod labels that name the revision of the controller that made it, most specific
+/// first: an Argo Rollout's (its ReplicaSets also carry `pod-template-hash`), a
+/// Deployment's ReplicaSet's, a StatefulSet's (LeaderWorkerSet's leaders are one).
+pub const REVISION_LABELS: [&str; 3] = [
+    "rollouts-pod-template-hash",
+    "pod-template-hash",
+    "controller-revision-hash",
+];
+
 pub fn describe(error: &watcher::Error) -> String {
     let api = match error {
         watcher::Error::InitialListFailed(e)
@@ -226,7 +235,12 @@ pub fn pod_endpoint(
         .filter(|m| !m.is_empty())
         .cloned();
     let address = socket(ip, number);
+    let revision = REVISION_LABELS
+        .iter()
+        .find_map(|label| pod_labels.get(*label))
+        .cloned();
     Some(Found {
+        revision,
         key: format!("{namespace}/{name}"),
         url: format!("{}://{address}", block.scheme),
         model,

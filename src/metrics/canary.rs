@@ -6,7 +6,20 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use super::{LabeledFamily, TargetLabels, WithLabel};
+use super::{LabeledFamily, TargetLabels};
+
+/// A target's labels and its canary `group` (the reference group it is judged in: its
+/// controller revision or `group_by` values; empty for a static target). A replica is in
+/// one group, so the label adds no series: it names, on the replica's own series, which
+/// of its pool's replicas it may be compared with.
+type GroupLabels = (TargetLabels, [(&'static str, String); 1]);
+type CheckLabels = (
+    TargetLabels,
+    (
+        [(&'static str, String); 1],
+        [(&'static str, &'static str); 1],
+    ),
+);
 
 /// How a check ended (the `result` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,9 +61,9 @@ const DRIFT_BUCKETS: [f64; 11] = [
 
 #[derive(Clone, Debug, Default)]
 pub(super) struct CanaryFamilies {
-    checks: LabeledFamily<WithLabel<&'static str>, Counter>,
-    position: LabeledFamily<TargetLabels, Histogram>,
-    drift: LabeledFamily<TargetLabels, Histogram>,
+    checks: LabeledFamily<CheckLabels, Counter>,
+    position: LabeledFamily<GroupLabels, Histogram>,
+    drift: LabeledFamily<GroupLabels, Histogram>,
 }
 
 /// One target's canary series.
@@ -80,25 +93,29 @@ impl CanaryFamilies {
         );
     }
 
-    pub(super) fn series(&self, labels: &TargetLabels) -> CanarySeries {
+    pub(super) fn series(&self, labels: &TargetLabels, group: &str) -> CanarySeries {
+        let group = [("group", group.to_owned())];
+        let grouped = || (labels.clone(), group.clone());
         CanarySeries {
             checks: CheckResult::ALL.map(|r| {
-                self.checks
-                    .get_or_insert((labels.clone(), [("result", r.as_str())]), Counter::default)
+                self.checks.get_or_insert(
+                    (labels.clone(), (group.clone(), [("result", r.as_str())])),
+                    Counter::default,
+                )
             }),
-            position: self.position.get_or_insert(labels.clone(), || {
+            position: self.position.get_or_insert(grouped(), || {
                 Histogram::new(POSITION_BUCKETS.iter().copied())
             }),
-            drift: self.drift.get_or_insert(labels.clone(), || {
-                Histogram::new(DRIFT_BUCKETS.iter().copied())
-            }),
+            drift: self
+                .drift
+                .get_or_insert(grouped(), || Histogram::new(DRIFT_BUCKETS.iter().copied())),
         }
     }
 
     pub(super) fn remove(&self, labels: &TargetLabels) {
         self.checks.retain(|(l, _)| l != labels);
-        self.position.remove(labels);
-        self.drift.remove(labels);
+        self.position.retain(|(l, _)| l != labels);
+        self.drift.retain(|(l, _)| l != labels);
     }
 }
 

@@ -23,6 +23,43 @@ pub struct CanarySpec {
     pub prompts: Arc<[CanaryPrompt]>,
     /// The golden file the prompts (and their references) came from, if any.
     pub golden: Option<String>,
+    /// The group the golden answers apply to: its model, and the group value it was
+    /// recorded for (any group of that model when `None`). Other groups learn theirs.
+    pub golden_for: Option<(String, Option<String>)>,
+    /// Target labels whose values make a replica's group; empty: its controller revision.
+    pub group_by: Vec<String>,
+}
+
+impl CanarySpec {
+    /// The group a replica of `model` with these `labels` and controller `revision` is in:
+    /// the values of `group_by`, else the revision (`None` for a static target, or a
+    /// source that does not say).
+    pub fn group_of(&self, labels: &[(String, String)], revision: Option<&str>) -> Option<String> {
+        if self.group_by.is_empty() {
+            return revision.map(str::to_owned);
+        }
+        let value = |name: &String| {
+            labels
+                .iter()
+                .rev()
+                .find(|(k, _)| k == name)
+                .map_or("", |(_, v)| v.as_str())
+        };
+        Some(
+            self.group_by
+                .iter()
+                .map(value)
+                .collect::<Vec<_>>()
+                .join(","),
+        )
+    }
+
+    /// Whether the golden answers apply to a replica of `model` in `group`.
+    pub fn golden_applies(&self, model: &str, group: Option<&str>) -> bool {
+        self.golden_for
+            .as_ref()
+            .is_some_and(|(m, g)| m == model && g.as_deref().is_none_or(|g| Some(g) == group))
+    }
 }
 
 /// One prompt, sent exactly as written (no nonce: the same text every time).
@@ -129,6 +166,10 @@ pub struct Golden {
     pub recorded_at: u64,
     pub max_tokens: u32,
     pub top_logprobs: u32,
+    /// The group value it was recorded for (`canary record --group`): it applies to that
+    /// group only; without one, to every group of its model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     pub answers: Vec<GoldenAnswer>,
 }
 

@@ -116,12 +116,15 @@ fn a_changed_model_or_setting_is_another_book() {
         margin: 1.0,
         prompts: Vec::new().into(),
         golden: None,
+        golden_for: None,
+        group_by: Vec::new(),
     };
-    let key = group_key("pool", "m", &spec(32));
-    assert_ne!(key, group_key("pool", "m2", &spec(32)));
-    assert_ne!(key, group_key("pool", "m", &spec(16)));
-    assert_ne!(key, group_key("other", "m", &spec(32)));
-    assert_eq!(key, group_key("pool", "m", &spec(32)));
+    let key = group_key("pool", "m", &spec(32), &None);
+    assert_ne!(key, group_key("pool", "m2", &spec(32), &None));
+    assert_ne!(key, group_key("pool", "m", &spec(16), &None));
+    assert_ne!(key, group_key("other", "m", &spec(32), &None));
+    assert_eq!(key, group_key("pool", "m", &spec(32), &None));
+    assert_ne!(key, group_key("pool", "m", &spec(32), &Some("v2".into())));
 }
 
 /// Item 3: the majority could be the scored replica's own answer, whose drift from itself

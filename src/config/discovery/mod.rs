@@ -139,6 +139,9 @@ pub struct Found {
     pub labels: BTreeMap<String, String>,
     /// Where it came from, for the status page and /config.
     pub origin: String,
+    /// The revision of the controller that made the pod (a Deployment's ReplicaSet, a
+    /// StatefulSet's or an Argo Rollout's): which version of the spec it runs. Not a label.
+    pub revision: Option<String>,
 }
 
 impl Discovery {
@@ -158,6 +161,7 @@ impl Discovery {
         let mut target = self.factory.build(&format!("{}.template", self.key), raw)?;
         target.id = format!("{}/{}", self.name, found.key);
         target.origin = Some(found.origin.clone());
+        target.revision = found.revision.clone();
         Ok(target)
     }
 
@@ -169,6 +173,7 @@ impl Discovery {
             model: None,
             labels: BTreeMap::new(),
             origin: String::new(),
+            revision: None,
         };
         self.target(&placeholder, Some(super::PLACEHOLDER_MODEL))
     }

@@ -1,0 +1,266 @@
+//! The canary during a model rollout (issue 25): each version of a pool is a group with
+//! its own reference, so the healthy old replica is not judged by the new version's
+//! answers, and halfway through neither group is left without a majority.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Scrape, Sim, start_daemon, start_sim};
+use inferprobe::sim::SimConfig;
+use inferprobe::sim::model::ModelFlags;
+
+fn sim(weights_seed: u64) -> SimConfig {
+    SimConfig {
+        ttft: Duration::from_millis(2),
+        itl: Duration::from_micros(200),
+        model: Box::new(ModelFlags {
+            weights_seed,
+            ..ModelFlags::default()
+        }),
+        ..SimConfig::default()
+    }
+}
+
+fn checks(s: &Scrape, labels: &[(&str, &str)], result: &str) -> f64 {
+    let mut labels = labels.to_vec();
+    labels.push(("result", result));
+    s.sum("inferprobe_canary_checks_total", &labels)
+}
+
+/// A file_sd pool: each simulator a pod `r<i>` labelled with its version.
+fn pool(dir: &std::path::Path, sims: &[(&Sim, &str)]) -> std::path::PathBuf {
+    let groups: Vec<String> = sims
+        .iter()
+        .enumerate()
+        .map(|(i, (s, version))| {
+            format!(
+                r#"{{"targets": ["{}"], "labels": {{"pod": "r{i}", "model": "m", "version": "{version}"}}}}"#,
+                s.addr
+            )
+        })
+        .collect();
+    let path = dir.join("pool.json");
+    std::fs::write(&path, format!("[{}]", groups.join(", "))).unwrap();
+    path
+}
+
+fn config(file: &std::path::Path, group_by: &str) -> String {
+    format!(
+        r#"
+        seed = 3
+        [[discovery]]
+        name = "pool"
+        source = "file"
+        path = "{}"
+        refresh = "100ms"
+        [discovery.template]
+        backend = "openai-chat"
+        rate = 0.001
+        canary = {{ interval = "20ms", max_tokens = 16{group_by} }}
+        "#,
+        file.display()
+    )
+}
+
+/// One replica still on v1, three on v2 (other weights, alike). Without groups the healthy
+/// v1 replica diverged from the v2 majority on every check: a page. With the version as
+/// the group, every replica matches its own version's reference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_mid_rollout_pages_on_no_replica() {
+    let v1 = start_sim(sim(0)).await;
+    let (a, b, c) = (
+        start_sim(sim(7)).await,
+        start_sim(sim(7)).await,
+        start_sim(sim(7)).await,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = pool(
+        dir.path(),
+        &[(&v1, "v1"), (&a, "v2"), (&b, "v2"), (&c, "v2")],
+    );
+    let scored = |s: &Scrape, pod: &str| {
+        let pod = [("target", "pool"), ("pod", pod)];
+        checks(s, &pod, "match") + checks(s, &pod, "diverged")
+    };
+    let pods = ["r0", "r1", "r2", "r3"];
+
+    // Without a group the old replica is judged by the new version's majority.
+    let daemon = start_daemon(&config(&file, r#", group_by = ["pod-less"]"#)).await;
+    let s = daemon
+        .wait_for(Duration::from_secs(60), |s| scored(s, "r0") >= 20.0)
+        .await;
+    daemon.stop().await;
+    let old = [("target", "pool"), ("pod", "r0")];
+    assert!(
+        checks(&s, &old, "diverged") >= 0.75 * scored(&s, "r0"),
+        "the control: one group, v1 should diverge from the v2 majority"
+    );
+
+    let daemon = start_daemon(&config(&file, r#", group_by = ["version"]"#)).await;
+    let s = daemon
+        .wait_for(Duration::from_secs(60), |s| {
+            pods.iter().all(|pod| scored(s, pod) >= 20.0)
+        })
+        .await;
+    daemon.stop().await;
+    for pod in pods {
+        let labels = [("target", "pool"), ("pod", pod)];
+        assert_eq!(checks(&s, &labels, "diverged"), 0.0, "{pod}");
+    }
+    // The group is on the replica's own canary series.
+    assert!(checks(&s, &[("pod", "r0"), ("group", "v1")], "match") >= 20.0);
+    assert!(checks(&s, &[("pod", "r3"), ("group", "v2")], "match") >= 20.0);
+}
+
+/// Three and three: one group had no majority and every check was unscored. Each version
+/// now has its own three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn halfway_through_every_replica_is_scored() {
+    let mut sims = Vec::new();
+    for seed in [0, 0, 0, 7, 7, 7] {
+        sims.push(start_sim(sim(seed)).await);
+    }
+    let versions = ["v1", "v1", "v1", "v2", "v2", "v2"];
+    let members: Vec<(&Sim, &str)> = sims.iter().zip(versions).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let file = pool(dir.path(), &members);
+    let daemon = start_daemon(&config(&file, r#", group_by = ["version"]"#)).await;
+    let s = daemon
+        .wait_for(Duration::from_secs(60), |s| {
+            (0..6).all(|i| checks(s, &[("pod", &format!("r{i}"))], "match") >= 15.0)
+        })
+        .await;
+    daemon.stop().await;
+    assert_eq!(checks(&s, &[("target", "pool")], "diverged"), 0.0);
+    // Unscored only at the start: the first answer to each of the 8 built-in prompts in
+    // each group has no other replica's answer yet (2 groups × 8).
+    let unscored = checks(&s, &[("target", "pool")], "unscored");
+    assert!(unscored <= 16.0, "{unscored} unscored");
+}
+
+/// The default group needs no configuration: a pod's controller revision
+/// (`pod-template-hash` here, as a Deployment's ReplicaSet sets it) splits a Deployment
+/// mid-rollout into its old and new versions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployments_revisions_are_its_groups_without_configuration() {
+    use common::kube_api::KubeApi;
+    use common::kube_api::objects::pod;
+    let api = KubeApi::start().await;
+    let mut sims = Vec::new();
+    for (i, (seed, hash)) in [
+        (0, "5d8f7c9b4"),
+        (7, "7b6c4d9f8"),
+        (7, "7b6c4d9f8"),
+        (7, "7b6c4d9f8"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let sim = start_sim(sim(seed)).await;
+        api.apply(pod(
+            "inference",
+            &format!("llm-{i}"),
+            &format!("node-{i}"),
+            Some("127.0.0.1"),
+            true,
+            &[("app", "llm"), ("pod-template-hash", hash)],
+            &[("http", sim.addr.port())],
+        ));
+        sims.push(sim);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    let daemon = start_daemon(&format!(
+        r#"
+        seed = 1
+        [kubernetes]
+        kubeconfig = "{}"
+        [[discovery]]
+        name = "llm"
+        source = "pods"
+        namespace = "inference"
+        selector = "app=llm"
+        port = "http"
+        [discovery.template]
+        backend = "openai-chat"
+        model = "m"
+        rate = 0.001
+        canary = {{ interval = "20ms", max_tokens = 16 }}
+        "#,
+        kubeconfig.display()
+    ))
+    .await;
+    let scored = |s: &Scrape, pod: &str| {
+        let pod = [("pod", pod)];
+        checks(s, &pod, "match") + checks(s, &pod, "diverged")
+    };
+    let s = daemon
+        .wait_for(Duration::from_secs(60), |s| {
+            (0..4).all(|i| scored(s, &format!("llm-{i}")) >= 20.0)
+        })
+        .await;
+    daemon.stop().await;
+    assert_eq!(
+        checks(&s, &[("target", "llm")], "diverged"),
+        0.0,
+        "{}",
+        s.text
+    );
+    assert!(checks(&s, &[("pod", "llm-0"), ("group", "5d8f7c9b4")], "match") >= 20.0);
+    assert!(checks(&s, &[("pod", "llm-1"), ("group", "7b6c4d9f8")], "match") >= 20.0);
+    // The revision is on the canary's series only: no other series carries it.
+    assert!(
+        !s.text
+            .lines()
+            .any(|l| l.contains("7b6c4d9f8") && !l.starts_with("inferprobe_canary_")),
+        "{}",
+        s.text
+    );
+}
+
+/// A golden file applies to the group it was recorded for; the new version learns its own
+/// reference, where before every v2 replica diverged from the v1 golden file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_golden_file_applies_to_its_own_group() {
+    let v1 = start_sim(sim(0)).await;
+    let (a, b, c) = (
+        start_sim(sim(7)).await,
+        start_sim(sim(7)).await,
+        start_sim(sim(7)).await,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let golden = dir.path().join("golden.json");
+    let args = inferprobe::canary::record::RecordArgs {
+        url: Some(v1.url()),
+        model: Some("m".into()),
+        max_tokens: Some(16),
+        group: Some("v1".into()),
+        out: golden.clone(),
+        ..Default::default()
+    };
+    let recorded = inferprobe::canary::record::record(&args).await.unwrap();
+    inferprobe::canary::record::write(&recorded, &golden).unwrap();
+    let file = pool(
+        dir.path(),
+        &[(&v1, "v1"), (&a, "v2"), (&b, "v2"), (&c, "v2")],
+    );
+    let toml = config(&file, "").replace(
+        "max_tokens = 16",
+        &format!(r#"golden = "{}", group_by = ["version"]"#, golden.display()),
+    );
+    let daemon = start_daemon(&toml).await;
+    let scored = |s: &Scrape, pod: &str| {
+        let pod = [("pod", pod)];
+        checks(s, &pod, "match") + checks(s, &pod, "diverged")
+    };
+    let s = daemon
+        .wait_for(Duration::from_secs(60), |s| {
+            (0..4).all(|i| scored(s, &format!("r{i}")) >= 16.0)
+        })
+        .await;
+    daemon.stop().await;
+    assert_eq!(checks(&s, &[("target", "pool")], "diverged"), 0.0);
+    // The v1 replica is scored against the golden file from its first check.
+    assert_eq!(checks(&s, &[("pod", "r0")], "unscored"), 0.0);
+}

@@ -81,7 +81,7 @@ pub struct Supervisor {
     schedulers: TaskTracker,
     running: BTreeMap<String, Running>,
     /// Canary answers by group (a discovery block's replicas, or a static target).
-    books: Books,
+    books: Arc<Books>,
 }
 
 impl Supervisor {
@@ -98,7 +98,7 @@ impl Supervisor {
             shutdown,
             schedulers: TaskTracker::new(),
             running: BTreeMap::new(),
-            books: Books::default(),
+            books: Arc::default(),
         }
     }
 
@@ -187,12 +187,18 @@ impl Supervisor {
             );
             if let Some(spec) = &target.canary {
                 let group = spec.group_of(&target.labels, target.revision.as_deref());
-                let key = canary::book::group_key(&target.name, &target.model, spec, &group);
+                let family = canary::book::group_key(&target.name, &target.model, spec);
                 let sinks = canary::Sinks {
                     metrics: metrics.clone(),
                     status: Arc::clone(&status),
-                    book: self.books.group(&key),
+                    book: self.books.group(&family, group.as_deref()),
                     golden: spec.golden_applies(&target.model, group.as_deref()),
+                    baseline: canary::baseline::Baseline {
+                        books: Arc::clone(&self.books),
+                        family,
+                        group,
+                        named: spec.baseline.clone(),
+                    },
                 };
                 let run = canary::run(
                     Arc::clone(&prober),

@@ -264,3 +264,65 @@ async fn a_golden_file_applies_to_its_own_group() {
     // The v1 replica is scored against the golden file from its first check.
     assert_eq!(checks(&s, &[("pod", "r0")], "unscored"), 0.0);
 }
+
+fn baseline(s: &Scrape, pod: &str, result: &str) -> f64 {
+    s.sum(
+        "inferprobe_canary_baseline_checks_total",
+        &[("pod", pod), ("result", result)],
+    )
+}
+
+/// The rollout gate (item 4): a replica of a version other than the baseline (the group
+/// present longest) is also compared with the baseline's reference, apart from its own
+/// checks. An upgrade that answers alike matches; other weights diverge; the baseline's
+/// own replicas have no such series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_version_is_compared_with_the_baseline() {
+    let old = [
+        start_sim(sim(0)).await,
+        start_sim(sim(0)).await,
+        start_sim(sim(0)).await,
+    ];
+    let alike = start_sim(sim(0)).await;
+    let other = start_sim(sim(7)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let v1: Vec<(&Sim, &str)> = old.iter().map(|s| (s, "v1")).collect();
+    let file = pool(dir.path(), &v1);
+    let daemon = start_daemon(&config(&file, r#", group_by = ["version"]"#)).await;
+    daemon
+        .wait_for(Duration::from_secs(60), |s| {
+            checks(s, &[("target", "pool")], "match") >= 30.0
+        })
+        .await;
+    let mut rolled = v1.clone();
+    rolled.extend([(&alike, "v2"), (&other, "v3")]);
+    pool(dir.path(), &rolled);
+    let s = daemon
+        .wait_for(Duration::from_secs(60), |s| {
+            ["r3", "r4"]
+                .iter()
+                .all(|pod| baseline(s, pod, "match") + baseline(s, pod, "diverged") >= 20.0)
+        })
+        .await;
+    daemon.stop().await;
+    assert_eq!(
+        baseline(&s, "r3", "diverged"),
+        0.0,
+        "an upgrade that answers alike"
+    );
+    let (diverged, matched) = (baseline(&s, "r4", "diverged"), baseline(&s, "r4", "match"));
+    assert!(
+        diverged >= 0.75 * (diverged + matched),
+        "other weights: {diverged} of {}",
+        diverged + matched
+    );
+    // The gate never pages: the new version's own checks are judged within its group.
+    assert_eq!(checks(&s, &[("target", "pool")], "diverged"), 0.0);
+    assert!(
+        !s.text
+            .lines()
+            .any(|l| l.starts_with("inferprobe_canary_baseline_checks_total")
+                && l.contains(r#"group="v1""#)),
+        "the baseline's replicas are not compared with themselves"
+    );
+}

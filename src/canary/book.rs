@@ -33,12 +33,12 @@ use crate::target::canary::{CanarySpec, Reference};
 /// Fewer replicas than this: the first answer is the reference.
 pub const MAJORITY_FROM: usize = 3;
 
-/// The book a target's canary uses: its block (or static target) name, its group (what
-/// version it serves: [`CanarySpec::group_of`]), and everything that shapes the answers or
-/// the rule that compares them.
-pub fn group_key(name: &str, model: &str, spec: &CanarySpec, group: &Option<String>) -> String {
+/// The family of books a target's canary uses: its block (or static target) name, and
+/// everything that shapes the answers or the rule that compares them. Within it, one book
+/// per group (what version it serves: [`CanarySpec::group_of`]).
+pub fn group_key(name: &str, model: &str, spec: &CanarySpec) -> String {
     format!(
-        "{name}\u{0}{model}\u{0}{}\u{0}{}\u{0}{}\u{0}{group:?}",
+        "{name}\u{0}{model}\u{0}{}\u{0}{}\u{0}{}",
         spec.max_tokens, spec.top_logprobs, spec.margin
     )
 }
@@ -67,9 +67,20 @@ struct State {
 }
 
 /// One group's answers.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Book {
     state: Mutex<State>,
+    /// When the group appeared: the one present longest is a block's baseline.
+    since: std::time::Instant,
+}
+
+impl Default for Book {
+    fn default() -> Self {
+        Self {
+            state: Mutex::default(),
+            since: std::time::Instant::now(),
+        }
+    }
 }
 
 /// A replica's place in its group; leaving the group when dropped.
@@ -188,6 +199,21 @@ impl Book {
         majority(answers, me, replicas)
     }
 
+    /// The reference this group gives a replica of another group (a rollout's new
+    /// version, compared with the baseline): the answer more than half of the group agrees
+    /// with, or below three replicas its first answer. Nothing is recorded.
+    pub fn reference_for_others(&self, prompt: &str) -> Option<Arc<Reference>> {
+        let state = self.lock();
+        let replicas = state.replicas.len();
+        if replicas == 0 {
+            return None;
+        }
+        if replicas < MAJORITY_FROM {
+            return state.first.get(prompt).cloned();
+        }
+        majority(state.answers.get(prompt)?, "", replicas)
+    }
+
     #[cfg(test)]
     fn comparisons(&self) -> u64 {
         self.lock().comparisons
@@ -218,19 +244,42 @@ fn majority(
         .map(|(.., entry)| Arc::clone(&entry.answer))
 }
 
-/// Every group's book, by [`group_key`].
+/// Every group's book, by family ([`group_key`]) and group.
 #[derive(Debug, Default)]
 pub struct Books {
-    groups: Mutex<HashMap<String, Arc<Book>>>,
+    groups: Mutex<HashMap<(String, Option<String>), Arc<Book>>>,
 }
 
 impl Books {
-    /// The book of `group`, made on first use. Books of groups that are gone are dropped
-    /// when their last member leaves and another group is asked for.
-    pub fn group(&self, group: &str) -> Arc<Book> {
-        let mut groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, Option<String>), Arc<Book>>> {
+        self.groups.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The book of `group` in `family`, made on first use. Books of groups that are gone
+    /// are dropped when their last member leaves and another group is asked for.
+    pub fn group(&self, family: &str, group: Option<&str>) -> Arc<Book> {
+        let mut groups = self.lock();
         groups.retain(|_, book| Arc::strong_count(book) > 1 || !book.lock().replicas.is_empty());
-        Arc::clone(groups.entry(group.to_owned()).or_default())
+        let key = (family.to_owned(), group.map(str::to_owned));
+        Arc::clone(groups.entry(key).or_default())
+    }
+
+    /// The baseline group of `family`: the one `named` (`canary.baseline`), else the one
+    /// with replicas present longest. A rollout's new version is compared with it.
+    pub fn baseline(
+        &self,
+        family: &str,
+        named: Option<&str>,
+    ) -> Option<(Option<String>, Arc<Book>)> {
+        let groups = self.lock();
+        let mut live = groups
+            .iter()
+            .filter(|((f, _), book)| f == family && !book.lock().replicas.is_empty());
+        let found = match named {
+            Some(name) => live.find(|((_, g), _)| g.as_deref() == Some(name)),
+            None => live.min_by_key(|(_, book)| book.since),
+        };
+        found.map(|((_, group), book)| (group.clone(), Arc::clone(book)))
     }
 }
 

@@ -11,6 +11,7 @@
 //! shown on the status page with the prompt, the position, and the expected and received
 //! tokens.
 
+pub mod baseline;
 pub mod book;
 pub mod compare;
 pub mod record;
@@ -254,6 +255,8 @@ pub struct Sinks {
     /// The golden file's answers are this replica's reference (its model and group are
     /// the golden file's); otherwise the learned one is.
     pub golden: bool,
+    /// Where its block's baseline group is, for the rollout gate.
+    pub baseline: baseline::Baseline,
 }
 
 /// Check `prober`'s target every interval until `stop`. Each check runs as a probe task of
@@ -333,7 +336,7 @@ async fn check(
     // Scoring compares the answer with each of the group's others (a millisecond at 500
     // replicas, under the book's lock): off the runtime's workers, which time streams.
     let (book, member, margin) = (Arc::clone(&sinks.book), Arc::clone(member), spec.margin);
-    let golden = sinks.golden;
+    let (golden, baseline) = (sinks.golden, sinks.baseline.clone());
     let canary_prompt = canary_prompt.clone();
     let scored = tokio::task::spawn_blocking(move || {
         let check = score(
@@ -345,9 +348,13 @@ async fn check(
                 _ => book.observe(&member, &canary_prompt.text, answer, margin),
             },
         );
-        (canary_prompt, report, check)
+        let versus = match &report.outcome {
+            Outcome::Finished(_) => baseline.check(&canary_prompt, &report, margin),
+            Outcome::Cut => None,
+        };
+        (canary_prompt, report, check, versus)
     });
-    let Ok((canary_prompt, report, check)) = scored.await else {
+    let Ok((canary_prompt, report, check, versus)) = scored.await else {
         return; // the runtime is shutting down
     };
     let Outcome::Finished(result) = &report.outcome else {
@@ -358,7 +365,7 @@ async fn check(
         &request_id,
         &canary_prompt.text,
         result,
-        &check,
+        (&check, versus),
         sinks,
     )
     .await;
@@ -369,13 +376,13 @@ async fn record(
     request_id: &Arc<String>,
     prompt: &str,
     result: &Result<Measurement, ProbeError>,
-    check: &Check,
+    (check, versus): (&Check, Option<CheckResult>),
     sinks: &Sinks,
 ) {
     let position = check.divergence.as_ref().map(|d| d.position);
     sinks
         .metrics
-        .record_canary(result, check.result, position, check.drift)
+        .record_canary(result, check.result, position, check.drift, versus)
         .await;
     let prompt = crate::error::snippet(prompt);
     match (&check.result, &check.divergence) {

@@ -132,6 +132,7 @@ pub(super) fn canary(
         golden,
         golden_for,
         group_by,
+        baseline: raw.baseline.clone(),
     };
     Ok((Arc::new(spec), files.finish()))
 }

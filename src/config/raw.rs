@@ -227,6 +227,9 @@ pub struct RawCanary {
     /// Target labels whose values split a block's replicas into groups with a reference
     /// each (default: the pod's controller revision).
     pub group_by: Option<Vec<String>>,
+    /// The group value a block's other groups are compared with (default: the group whose
+    /// replicas have been present longest).
+    pub baseline: Option<String>,
 }
 
 /// Checks on every successful response (`validation` category when one fails).

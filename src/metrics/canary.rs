@@ -64,6 +64,7 @@ pub(super) struct CanaryFamilies {
     checks: LabeledFamily<CheckLabels, Counter>,
     position: LabeledFamily<GroupLabels, Histogram>,
     drift: LabeledFamily<GroupLabels, Histogram>,
+    baseline: LabeledFamily<CheckLabels, Counter>,
 }
 
 /// One target's canary series.
@@ -72,6 +73,11 @@ pub(super) struct CanarySeries {
     checks: [Counter; 4],
     position: Histogram,
     drift: Histogram,
+    /// Made on a replica's first comparison with a baseline: only a rollout's new
+    /// version's replicas have these series.
+    baseline: LabeledFamily<CheckLabels, Counter>,
+    labels: TargetLabels,
+    group: String,
 }
 
 impl CanaryFamilies {
@@ -85,6 +91,11 @@ impl CanaryFamilies {
             "canary_divergence_position",
             "The first token position where a canary answer diverged from its reference",
             self.position.clone(),
+        );
+        r.register(
+            "canary_baseline_checks",
+            "Canary answers of a replica outside its block's baseline group (a rollout's new version) compared with the baseline group's reference: match, diverged, unscored. Never pages: it answers whether the new version answers like the old one",
+            self.baseline.clone(),
         );
         r.register(
             "canary_logprob_drift",
@@ -109,6 +120,9 @@ impl CanaryFamilies {
             drift: self
                 .drift
                 .get_or_insert(grouped(), || Histogram::new(DRIFT_BUCKETS.iter().copied())),
+            baseline: self.baseline.clone(),
+            labels: labels.clone(),
+            group: group[0].1.clone(),
         }
     }
 
@@ -116,10 +130,23 @@ impl CanaryFamilies {
         self.checks.retain(|(l, _)| l != labels);
         self.position.retain(|(l, _)| l != labels);
         self.drift.retain(|(l, _)| l != labels);
+        self.baseline.retain(|(l, _)| l != labels);
     }
 }
 
 impl CanarySeries {
+    /// A comparison with the baseline group's reference (`match`, `diverged`, `unscored`).
+    pub(super) fn record_baseline(&self, result: CheckResult) {
+        let key = (
+            self.labels.clone(),
+            (
+                [("group", self.group.clone())],
+                [("result", result.as_str())],
+            ),
+        );
+        self.baseline.get_or_insert(key, Counter::default).inc();
+    }
+
     pub(super) fn record(&self, result: CheckResult, position: Option<usize>, drift: Option<f64>) {
         self.checks[result as usize].inc();
         if let Some(position) = position {

@@ -199,14 +199,22 @@ impl TargetMetrics {
         result: CheckResult,
         position: Option<usize>,
         drift: Option<f64>,
+        baseline: Option<CheckResult>,
     ) {
+        let apply = || {
+            let recorded = self.apply_canary(outcome, result, position, drift);
+            if let (Some(canary), Some(baseline)) = (&self.canary, baseline) {
+                canary.record_baseline(baseline);
+            }
+            recorded
+        };
         loop {
             // The guard must be gone before the await: it cannot cross threads.
             let recorded = match self.snapshot.try_read() {
-                Ok(_shared) => self.apply_canary(outcome, result, position, drift),
+                Ok(_shared) => apply(),
                 Err(TryLockError::Poisoned(poisoned)) => {
                     let _shared = poisoned.into_inner();
-                    self.apply_canary(outcome, result, position, drift)
+                    apply()
                 }
                 Err(TryLockError::WouldBlock) => false,
             };

@@ -28,6 +28,9 @@ pub struct CanarySpec {
     pub golden_for: Option<(String, Option<String>)>,
     /// Target labels whose values make a replica's group; empty: its controller revision.
     pub group_by: Vec<String>,
+    /// The group a block's other groups are compared with (the rollout gate); `None`: the
+    /// one present longest.
+    pub baseline: Option<String>,
 }
 
 impl CanarySpec {

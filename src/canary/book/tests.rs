@@ -79,7 +79,7 @@ fn below_three_replicas_the_first_answer_is_the_reference() {
 #[test]
 fn a_new_prompt_or_an_emptied_group_learns_a_fresh_reference() {
     let books = Books::default();
-    let book = books.group("pool");
+    let book = books.group("pool", None);
     let old_task = book.join("r0");
     let old = answer(&[" Paris"]);
     book.observe(&old_task, "The capital of France is", Arc::clone(&old), 1.0);
@@ -98,7 +98,7 @@ fn a_new_prompt_or_an_emptied_group_learns_a_fresh_reference() {
     );
     drop((old_task, new_task));
     // Every replica left (a full turnover): the next replica's first answer is the reference.
-    let book = books.group("pool");
+    let book = books.group("pool", None);
     let next = book.join("r9");
     let today = answer(&[" Paris", " today"]);
     assert_eq!(
@@ -118,13 +118,18 @@ fn a_changed_model_or_setting_is_another_book() {
         golden: None,
         golden_for: None,
         group_by: Vec::new(),
+        baseline: None,
     };
-    let key = group_key("pool", "m", &spec(32), &None);
-    assert_ne!(key, group_key("pool", "m2", &spec(32), &None));
-    assert_ne!(key, group_key("pool", "m", &spec(16), &None));
-    assert_ne!(key, group_key("other", "m", &spec(32), &None));
-    assert_eq!(key, group_key("pool", "m", &spec(32), &None));
-    assert_ne!(key, group_key("pool", "m", &spec(32), &Some("v2".into())));
+    let key = group_key("pool", "m", &spec(32));
+    assert_ne!(key, group_key("pool", "m2", &spec(32)));
+    assert_ne!(key, group_key("pool", "m", &spec(16)));
+    assert_ne!(key, group_key("other", "m", &spec(32)));
+    assert_eq!(key, group_key("pool", "m", &spec(32)));
+    let books = Books::default();
+    assert!(!Arc::ptr_eq(
+        &books.group(&key, Some("v1")),
+        &books.group(&key, Some("v2"))
+    ));
 }
 
 /// Item 3: the majority could be the scored replica's own answer, whose drift from itself
@@ -230,7 +235,7 @@ fn a_check_costs_comparisons_linear_in_the_group() {
 #[test]
 fn replicas_leave_with_their_answers() {
     let books = Books::default();
-    let book = books.group("pool");
+    let book = books.group("pool", None);
     let members: Vec<Member> = (0..3).map(|i| book.join(&format!("r{i}"))).collect();
     for m in &members {
         book.observe(m, P, answer(&[" a"]), 1.0);
@@ -250,10 +255,39 @@ fn replicas_leave_with_their_answers() {
         "r0's answer went with its last task"
     );
     drop(book);
-    let _other = books.group("other");
+    let _other = books.group("other", None);
     assert_eq!(
         books.groups.lock().unwrap().len(),
         1,
         "the empty group was forgotten"
     );
+}
+
+/// Issue 25, item 4: the baseline of a family is the group present longest (or the one
+/// named); a replica of another group is compared with its reference, which records
+/// nothing of the outsider.
+#[test]
+fn the_baseline_is_the_group_present_longest_or_the_one_named() {
+    let books = Books::default();
+    let v1 = books.group("pool", Some("v1"));
+    let old: Vec<Member> = (0..3).map(|i| v1.join(&format!("r{i}"))).collect();
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let v2 = books.group("pool", Some("v2"));
+    let new = v2.join("r9");
+    let good = answer(&[" a", " b"]);
+    for m in &old {
+        v1.observe(m, P, Arc::clone(&good), 1.0);
+    }
+    let (group, baseline) = books.baseline("pool", None).unwrap();
+    assert_eq!(group.as_deref(), Some("v1"));
+    assert_eq!(baseline.reference_for_others(P), Some(Arc::clone(&good)));
+    assert_eq!(baseline.lock().answers[P].len(), 3, "nothing recorded");
+    let (group, _) = books.baseline("pool", Some("v2")).unwrap();
+    assert_eq!(group.as_deref(), Some("v2"));
+    assert!(books.baseline("other", None).is_none());
+    // The old version gone, the new one is the baseline.
+    drop(old);
+    let (group, _) = books.baseline("pool", None).unwrap();
+    assert_eq!(group.as_deref(), Some("v2"));
+    drop(new);
 }

@@ -244,14 +244,17 @@ fn majority(
         .map(|(.., entry)| Arc::clone(&entry.answer))
 }
 
-/// Every group's book, by family ([`group_key`]) and group.
+/// A family ([`group_key`]) and a group in it.
+type GroupId = (String, Option<String>);
+
+/// Every group's book, by family and group.
 #[derive(Debug, Default)]
 pub struct Books {
-    groups: Mutex<HashMap<(String, Option<String>), Arc<Book>>>,
+    groups: Mutex<HashMap<GroupId, Arc<Book>>>,
 }
 
 impl Books {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, Option<String>), Arc<Book>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<GroupId, Arc<Book>>> {
         self.groups.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -13,6 +13,8 @@
 
 pub mod baseline;
 pub mod book;
+mod explain;
+pub use explain::{ALERT_WINDOW, DRIFT_NEEDS, WRONG_ANSWERS_NEED, describe, warnings};
 pub mod compare;
 pub mod record;
 
@@ -59,74 +61,6 @@ impl Check {
             note: Some(note.into()),
         }
     }
-}
-
-/// What `inferprobe check` says of a target's canary: how its prompts will be scored.
-pub fn describe(spec: &CanarySpec, backend: crate::target::BackendKind) -> String {
-    let known = spec.prompts.iter().filter(|p| p.expect.is_some()).count();
-    let compared = spec.prompts.len() - known;
-    let groups = if spec.group_by.is_empty() {
-        "its group (a pod's controller revision)".to_owned()
-    } else {
-        format!("its group (labels {})", spec.group_by.join(", "))
-    };
-    let reference = match (&spec.golden, &spec.golden_for) {
-        (Some(path), Some((model, Some(group)))) => format!(
-            "the golden file {path} for {model} in group {group:?}, elsewhere the majority answer of the other replicas of {groups}"
-        ),
-        (Some(path), _) => format!(
-            "the golden file {path} (other models: the majority answer of the other replicas of {groups})"
-        ),
-        (None, _) => format!(
-            "the majority answer of the other replicas of {groups} (the first answer below three)"
-        ),
-    };
-    let mut out = format!(
-        "canary every {:?}, {} prompt(s), {} tokens",
-        spec.interval,
-        spec.prompts.len(),
-        spec.max_tokens
-    );
-    if compared > 0 {
-        out += &format!(
-            "; {compared} compared by logprobs (top {}, margin {} nats) with {reference}",
-            spec.top_logprobs, spec.margin
-        );
-    }
-    if known > 0 {
-        out += &format!("; {known} known answer(s) by regex");
-    }
-    if spec.top_logprobs == 0 {
-        out += &format!(" ({backend} reports no logprobs: known answers only)");
-    }
-    out
-}
-
-/// The shipped alerts' windows and the scored checks they need in them (README, "Canary
-/// alerts"): one replica is checked once per `interval`.
-pub const ALERT_WINDOW: Duration = Duration::from_secs(30 * 60);
-pub const WRONG_ANSWERS_NEED: u32 = 5;
-pub const DRIFT_NEEDS: u32 = 10;
-
-/// What `check` warns of: shipped alerts this interval makes impossible (too few checks
-/// of a replica fit in their window). The windows are not scaled to the interval: a
-/// replica checked every ten minutes needs hours to tell a pattern from one bad answer.
-pub fn warnings(spec: &CanarySpec) -> Vec<String> {
-    let fit = (ALERT_WINDOW.as_secs_f64() / spec.interval.as_secs_f64()).floor() as u32;
-    [
-        ("InferprobeWrongAnswers", WRONG_ANSWERS_NEED),
-        ("InferprobeCanaryDrift", DRIFT_NEEDS),
-    ]
-    .into_iter()
-    .filter(|&(_, need)| fit < need)
-    .map(|(alert, need)| {
-        format!(
-            "canary.interval {:?} fits {fit} check(s) of a replica in 30 minutes: {alert} needs {need} and can never fire (at most {:?})",
-            spec.interval,
-            ALERT_WINDOW / need
-        )
-    })
-    .collect()
 }
 
 /// The prompt a canary sends: its text exactly, no nonce, no media.

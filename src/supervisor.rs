@@ -82,6 +82,8 @@ pub struct Supervisor {
     running: BTreeMap<String, Running>,
     /// Canary answers by group (a discovery block's replicas, or a static target).
     books: Arc<Books>,
+    /// Node-local blocks' pools, for votes (filled by discovery).
+    pools: Arc<canary::votes::Pools>,
 }
 
 impl Supervisor {
@@ -99,6 +101,7 @@ impl Supervisor {
             schedulers: TaskTracker::new(),
             running: BTreeMap::new(),
             books: Arc::default(),
+            pools: Arc::default(),
         }
     }
 
@@ -188,6 +191,16 @@ impl Supervisor {
             if let Some(spec) = &target.canary {
                 let group = spec.group_of(&target.labels, target.revision.as_deref());
                 let family = canary::book::group_key(&target.name, &target.model, spec);
+                let voters = target.origin.is_some().then(|| {
+                    let (answered, failed) = self.metrics.canary_votes(&target.name);
+                    canary::votes::Voters {
+                        pools: Arc::clone(&self.pools),
+                        block: target.name.clone(),
+                        group: group.clone(),
+                        answered,
+                        failed,
+                    }
+                });
                 let sinks = canary::Sinks {
                     metrics: metrics.clone(),
                     status: Arc::clone(&status),
@@ -199,6 +212,7 @@ impl Supervisor {
                         group,
                         named: spec.baseline.clone(),
                     },
+                    voters,
                 };
                 let run = canary::run(
                     Arc::clone(&prober),
@@ -227,6 +241,11 @@ impl Supervisor {
         if !self.running.values().any(|r| r.labels == labels) {
             self.metrics.remove_target(&labels);
         }
+    }
+
+    /// Where discovery puts the node-local blocks' pools.
+    pub fn pools(&self) -> Arc<canary::votes::Pools> {
+        Arc::clone(&self.pools)
     }
 
     /// Stop every scheduler and wait for them (probes in flight are drained separately).

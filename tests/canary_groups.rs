@@ -326,3 +326,80 @@ async fn a_new_version_is_compared_with_the_baseline() {
         "the baseline's replicas are not compared with themselves"
     );
 }
+
+/// Item 3: a node-local block sees one replica here. Alone it was its own reference: with
+/// other weights loaded at start-up it matched itself 100 times. Now the pool's replicas on
+/// other nodes vote, and the odd one out diverges; a healthy one among healthy voters
+/// matches. Votes are counted, and are no check of the voters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_node_with_one_replica_the_pool_votes() {
+    use common::kube_api::KubeApi;
+    use common::kube_api::objects::pod;
+    for (here_seed, expect) in [(7, "diverged"), (0, "match")] {
+        let api = KubeApi::start().await;
+        let mut sims = Vec::new();
+        for (i, seed) in [here_seed, 0, 0, 0].into_iter().enumerate() {
+            let sim = start_sim(sim(seed)).await;
+            api.apply(pod(
+                "inference",
+                &format!("llm-{i}"),
+                &format!("node-{}", i + 1),
+                Some("127.0.0.1"),
+                true,
+                &[("app", "llm"), ("model", "m")],
+                &[("http", sim.addr.port())],
+            ));
+            sims.push(sim);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = api.write_kubeconfig(dir.path());
+        // SAFETY: only this test reads this variable.
+        unsafe { std::env::set_var("INFERPROBE_TEST_NODE_VOTES", "node-1") };
+        let daemon = start_daemon(&format!(
+            r#"
+            seed = 1
+            [kubernetes]
+            kubeconfig = "{}"
+            node_name_env = "INFERPROBE_TEST_NODE_VOTES"
+            [[discovery]]
+            name = "llm"
+            source = "pods"
+            namespace = "inference"
+            selector = "app=llm"
+            port = "http"
+            node_local = true
+            model_label = "model"
+            [discovery.template]
+            backend = "openai-chat"
+            rate = 0.001
+            canary = {{ interval = "20ms", max_tokens = 16 }}
+            "#,
+            kubeconfig.display()
+        ))
+        .await;
+        let scored = |s: &Scrape| {
+            checks(s, &[("pod", "llm-0")], "match") + checks(s, &[("pod", "llm-0")], "diverged")
+        };
+        let s = daemon
+            .wait_for(Duration::from_secs(60), |s| scored(s) >= 20.0)
+            .await;
+        daemon.stop().await;
+        let result = checks(&s, &[("pod", "llm-0")], expect);
+        assert!(
+            result >= 0.75 * scored(&s),
+            "{expect}: {result} of {}\n{}",
+            scored(&s),
+            s.text
+        );
+        let votes = s.sum(
+            "inferprobe_canary_votes_total",
+            &[("target", "llm"), ("result", "answered")],
+        );
+        // 8 prompts, 3 voters each, asked once per 10 minutes.
+        assert_eq!(votes, 24.0, "{}", s.text);
+        assert!(
+            !s.has_replica("llm", "llm-1"),
+            "a voter is not probed from here"
+        );
+    }
+}

@@ -62,6 +62,9 @@ struct State {
     answers: HashMap<String, BTreeMap<String, Entry>>,
     /// Per prompt text: the first answer, for groups below [`MAJORITY_FROM`].
     first: HashMap<String, Arc<Reference>>,
+    /// Per prompt text: the replicas of the pool on other nodes that voted (their answers
+    /// are in `answers` beside the members'), and until when each vote counts.
+    votes: HashMap<String, HashMap<String, std::time::Instant>>,
     /// Comparisons made (for tests of the cost).
     comparisons: u64,
 }
@@ -109,6 +112,7 @@ impl Drop for Member {
             // learns its reference afresh.
             state.first.clear();
             state.answers.clear();
+            state.votes.clear();
         }
     }
 }
@@ -124,6 +128,58 @@ fn forget(answers: &mut BTreeMap<String, Entry>, replica: &str) {
                 entry.spread -= drift;
             }
         }
+    }
+}
+
+/// Put `replica`'s answer in `answers` (replacing its last), with its agreement with each
+/// of the others.
+fn insert(
+    answers: &mut BTreeMap<String, Entry>,
+    replica: &str,
+    answer: Arc<Reference>,
+    margin: f64,
+    comparisons: &mut u64,
+) {
+    forget(answers, replica);
+    let mut entry = Entry {
+        answer,
+        agrees: HashMap::new(),
+        spread: 0.0,
+    };
+    for (other, theirs) in answers.iter_mut() {
+        *comparisons += 2;
+        let there = one_way(&theirs.answer, &entry.answer, margin);
+        let back = one_way(&entry.answer, &theirs.answer, margin);
+        if let (Some(a), Some(b)) = (there, back) {
+            let drift = a.max(b);
+            theirs.agrees.insert(replica.to_owned(), drift);
+            theirs.spread += drift;
+            entry.agrees.insert(other.clone(), drift);
+            entry.spread += drift;
+        }
+    }
+    answers.insert(replica.to_owned(), entry);
+}
+
+impl State {
+    /// Drop the votes for `prompt` that no longer count, with their answers; how many do.
+    fn expire_votes(&mut self, prompt: &str) -> usize {
+        let Some(votes) = self.votes.get_mut(prompt) else {
+            return 0;
+        };
+        let now = std::time::Instant::now();
+        let expired: Vec<String> = votes
+            .iter()
+            .filter(|&(_, &until)| until <= now)
+            .map(|(voter, _)| voter.clone())
+            .collect();
+        for voter in &expired {
+            votes.remove(voter);
+            if let Some(answers) = self.answers.get_mut(prompt) {
+                forget(answers, voter);
+            }
+        }
+        votes.len()
     }
 }
 
@@ -166,7 +222,7 @@ impl Book {
     ) -> Option<Arc<Reference>> {
         let mut guard = self.lock();
         let state = &mut *guard;
-        let replicas = state.replicas.len();
+        let replicas = state.replicas.len() + state.expire_votes(prompt);
         let first = state
             .first
             .entry(prompt.to_owned())
@@ -174,29 +230,46 @@ impl Book {
             .clone();
         let answers = state.answers.entry(prompt.to_owned()).or_default();
         let me = &member.replica;
-        forget(answers, me);
-        let mut entry = Entry {
-            answer,
-            agrees: HashMap::new(),
-            spread: 0.0,
-        };
-        for (other, theirs) in answers.iter_mut() {
-            state.comparisons += 2;
-            let there = one_way(&theirs.answer, &entry.answer, margin);
-            let back = one_way(&entry.answer, &theirs.answer, margin);
-            if let (Some(a), Some(b)) = (there, back) {
-                let drift = a.max(b);
-                theirs.agrees.insert(me.clone(), drift);
-                theirs.spread += drift;
-                entry.agrees.insert(other.clone(), drift);
-                entry.spread += drift;
-            }
-        }
-        answers.insert(me.clone(), entry);
+        insert(answers, me, answer, margin, &mut state.comparisons);
         if replicas < MAJORITY_FROM {
             return Some(first);
         }
         majority(answers, me, replicas)
+    }
+
+    /// The members of the group on this node.
+    pub fn members(&self) -> Vec<String> {
+        self.lock().replicas.keys().cloned().collect()
+    }
+
+    /// The votes for `prompt` that still count.
+    pub fn fresh_votes(&self, prompt: &str) -> usize {
+        self.lock().expire_votes(prompt)
+    }
+
+    /// Record a vote: the answer of `voter`, a replica of the group on another node, to
+    /// `prompt`, counted until `until` as one replica more of the group. It is compared
+    /// with the members' answers like theirs are; nothing of it is a check.
+    pub fn vote(
+        &self,
+        voter: &str,
+        prompt: &str,
+        answer: Arc<Reference>,
+        margin: f64,
+        until: std::time::Instant,
+    ) {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        if state.replicas.contains_key(voter) {
+            return; // a member answers for itself
+        }
+        let answers = state.answers.entry(prompt.to_owned()).or_default();
+        insert(answers, voter, answer, margin, &mut state.comparisons);
+        state
+            .votes
+            .entry(prompt.to_owned())
+            .or_default()
+            .insert(voter.to_owned(), until);
     }
 
     /// The reference this group gives a replica of another group (a rollout's new

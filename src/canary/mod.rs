@@ -14,6 +14,7 @@
 pub mod baseline;
 pub mod book;
 mod explain;
+pub mod votes;
 pub use explain::{ALERT_WINDOW, DRIFT_NEEDS, WRONG_ANSWERS_NEED, describe, warnings};
 pub mod compare;
 pub mod record;
@@ -191,6 +192,8 @@ pub struct Sinks {
     pub golden: bool,
     /// Where its block's baseline group is, for the rollout gate.
     pub baseline: baseline::Baseline,
+    /// For a node-local block: the pool's replicas on other nodes, to vote.
+    pub voters: Option<votes::Voters>,
 }
 
 /// Check `prober`'s target every interval until `stop`. Each check runs as a probe task of
@@ -251,6 +254,15 @@ async fn check(
         target.request_id_prefix,
         rand::random::<u64>()
     ));
+    if let Some(voters) = sinks
+        .voters
+        .as_ref()
+        .filter(|_| canary_prompt.expect.is_none() && !sinks.golden)
+    {
+        voters
+            .ensure(target, spec, &sinks.book, &canary_prompt.text, &ctx.abort)
+            .await;
+    }
     let prompt = prompt(spec, &canary_prompt.text, &target.model);
     let report = {
         let _in_flight = sinks.metrics.in_flight();

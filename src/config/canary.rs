@@ -20,6 +20,8 @@ const DEFAULT_TOP_LOGPROBS: u64 = 5;
 /// Nats. Batch noise moves logprobs by 1e-7..1e-2, rarely 0.07 (vLLM PR #32480); a trained
 /// model leads by more than 1 nat at most positions (README, Correctness canary).
 const DEFAULT_MARGIN: f64 = 1.0;
+/// With one replica on a node, three votes make a majority that outvotes it.
+const DEFAULT_VOTES: u64 = 3;
 
 /// The canary, and a hash of the files it read (their edits restart the target).
 pub(super) fn canary(
@@ -133,6 +135,7 @@ pub(super) fn canary(
         golden_for,
         group_by,
         baseline: raw.baseline.clone(),
+        votes: in_range(&at("votes"), raw.votes.unwrap_or(DEFAULT_VOTES), 0, 16)? as usize,
     };
     Ok((Arc::new(spec), files.finish()))
 }

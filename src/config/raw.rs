@@ -230,6 +230,8 @@ pub struct RawCanary {
     /// The group value a block's other groups are compared with (default: the group whose
     /// replicas have been present longest).
     pub baseline: Option<String>,
+    /// Replicas on other nodes asked to vote for a node-local group's reference (default 3).
+    pub votes: Option<u64>,
 }
 
 /// Checks on every successful response (`validation` category when one fails).

@@ -140,7 +140,7 @@ impl Targets {
             config,
             &self.metrics,
             generation,
-            self.updates.clone(),
+            (self.updates.clone(), &self.supervisor.pools()),
             self.fleet.clone(),
             &stop,
         );

@@ -29,6 +29,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::canary::votes::Pools;
 use crate::config::{Config, Discovery, Found, Source};
 use crate::metrics::{DiscoveryMetrics, Metrics};
 use crate::target::Target;
@@ -51,7 +52,7 @@ pub fn start(
     config: &Config,
     metrics: &Metrics,
     generation: u64,
-    updates: mpsc::Sender<Update>,
+    (updates, pools): (mpsc::Sender<Update>, &Arc<Pools>),
     fleet: watch::Sender<usize>,
     stop: &CancellationToken,
 ) {
@@ -82,6 +83,10 @@ pub fn start(
                         health,
                         stop.clone(),
                     ));
+                    if let Some(wide) = block.pool_wide() {
+                        let pools = Arc::clone(pools);
+                        tokio::spawn(run_pool(wide, client.clone(), pools, stop.clone()));
+                    }
                 }
             }
         }
@@ -168,6 +173,44 @@ async fn run_block(
         if updates.send(update).await.is_err() {
             return;
         }
+    }
+}
+
+/// Watch a node-local block's whole pool (its source without the node filter) and keep its
+/// replicas in `pools`, for canary votes ([`crate::canary::votes`]). Replicas whose model
+/// is not named (by a label, an annotation or the template) are left out: asking each for
+/// its `/v1/models` is not worth a vote.
+async fn run_pool(
+    wide: Discovery,
+    connector: kube::Connector,
+    pools: Arc<Pools>,
+    stop: CancellationToken,
+) {
+    let wide = Arc::new(wide);
+    let (sets, mut found) = watch::channel(None);
+    let health = Health::new(&wide.name, Default::default());
+    tokio::spawn(run_source(
+        Arc::clone(&wide),
+        connector,
+        sets,
+        health,
+        stop.clone(),
+    ));
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            changed = found.changed() => if changed.is_err() { return },
+        }
+        let Some(set) = found.borrow_and_update().clone() else {
+            continue;
+        };
+        let targets = set
+            .iter()
+            .filter(|f| f.model.is_some() || wide.has_model())
+            .filter_map(|f| wide.target(f, None).ok())
+            .map(Arc::new)
+            .collect();
+        pools.set(&wide.name, targets);
     }
 }
 

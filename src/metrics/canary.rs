@@ -65,6 +65,7 @@ pub(super) struct CanaryFamilies {
     position: LabeledFamily<GroupLabels, Histogram>,
     drift: LabeledFamily<GroupLabels, Histogram>,
     baseline: LabeledFamily<CheckLabels, Counter>,
+    votes: LabeledFamily<[(&'static str, String); 2], Counter>,
 }
 
 /// One target's canary series.
@@ -98,6 +99,11 @@ impl CanaryFamilies {
             self.baseline.clone(),
         );
         r.register(
+            "canary_votes",
+            "Canary answers asked of a node-local block's replicas on other nodes, for the reference of a group too small on this node: answered, failed. A vote is not a check of the replica that gave it",
+            self.votes.clone(),
+        );
+        r.register(
             "canary_logprob_drift",
             "Per scored canary check, the largest logprob difference (nats) from the reference over the tokens where both agreed",
             self.drift.clone(),
@@ -124,6 +130,15 @@ impl CanaryFamilies {
             labels: labels.clone(),
             group: group[0].1.clone(),
         }
+    }
+
+    /// The vote counters of a block: answered and failed.
+    pub(super) fn votes(&self, block: &str) -> (Counter, Counter) {
+        let counter = |result: &str| {
+            let key = [("target", block.to_owned()), ("result", result.to_owned())];
+            self.votes.get_or_insert(key, Counter::default)
+        };
+        (counter("answered"), counter("failed"))
     }
 
     pub(super) fn remove(&self, labels: &TargetLabels) {

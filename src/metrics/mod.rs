@@ -126,6 +126,11 @@ impl Metrics {
     }
 
     /// A target's label set: `target`, `model`, `backend`, then its static labels.
+    /// A node-local block's canary vote counters (answered, failed).
+    pub fn canary_votes(&self, block: &str) -> (Counter, Counter) {
+        self.canary.votes(block)
+    }
+
     pub fn labels_of(target: &Target) -> TargetLabels {
         let mut pairs = vec![
             ("target".to_owned(), target.name.clone()),

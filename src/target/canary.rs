@@ -31,6 +31,9 @@ pub struct CanarySpec {
     /// The group a block's other groups are compared with (the rollout gate); `None`: the
     /// one present longest.
     pub baseline: Option<String>,
+    /// Replicas of the pool on other nodes asked to vote when a node-local group is below
+    /// three replicas on this node (0: never).
+    pub votes: usize,
 }
 
 impl CanarySpec {

@@ -119,6 +119,7 @@ fn a_changed_model_or_setting_is_another_book() {
         golden_for: None,
         group_by: Vec::new(),
         baseline: None,
+        votes: 3,
     };
     let key = group_key("pool", "m", &spec(32));
     assert_ne!(key, group_key("pool", "m2", &spec(32)));

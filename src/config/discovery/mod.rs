@@ -178,6 +178,37 @@ impl Discovery {
         self.target(&placeholder, Some(super::PLACEHOLDER_MODEL))
     }
 
+    /// For a node-local block whose template runs a canary: the same block without the node
+    /// filter, whose replicas on other nodes vote for the reference of a group too small on
+    /// this node (`canary::votes`).
+    pub fn pool_wide(&self) -> Option<Discovery> {
+        self.template.canary.as_ref()?;
+        let mut source = self.source.clone();
+        match &mut source {
+            Source::Pods { node, .. }
+            | Source::EndpointSlices { node, .. }
+            | Source::InferencePool { node, .. } => {
+                node.take()?;
+            }
+            Source::File { .. } => return None,
+        }
+        if let Source::InferencePool { gateway, .. } = &mut source {
+            *gateway = None;
+        }
+        Some(Discovery {
+            name: self.name.clone(),
+            source,
+            scheme: self.scheme,
+            model_label: self.model_label.clone(),
+            model_annotation: self.model_annotation.clone(),
+            pod_labels: self.pod_labels.clone(),
+            max_targets: self.max_targets,
+            key: self.key.clone(),
+            template: self.template.clone(),
+            factory: Arc::clone(&self.factory),
+        })
+    }
+
     /// Whether the template names the model itself (no `/v1/models` needed).
     pub fn has_model(&self) -> bool {
         self.template.model.is_some()

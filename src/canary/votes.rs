@@ -1,0 +1,128 @@
+//! A pool-wide reference for node-local blocks. A DaemonSet's node holds one to eight
+//! replicas of a pool (one, for a model served with tensor parallelism 8), too few for a
+//! majority: alone, a replica loaded with the wrong weights at start-up would be its own
+//! reference. So when a node-local block's group has fewer than three replicas on this
+//! node, the replicas of the same group on *other* nodes vote: up to `votes` of them
+//! (default 3, chosen at random) are asked the same canary prompt, and their answers join
+//! the group's majority as replicas of it for [`VOTE_TTL`].
+//!
+//! A vote is not a check of the voter: no series, no latency, not counted in its errors
+//! (its own node's probe checks it); only `inferprobe_canary_votes_total{target, result}`
+//! counts them. The pool is the block's own selector watched without the node filter
+//! (read-only, as the block's own watch is).
+//!
+//! Load: a node asks at most `votes` replicas per prompt per [`VOTE_TTL`] — with the 8
+//! built-in prompts and the defaults, 24 requests per 10 minutes, 0.04/s. Voters are drawn
+//! at random from the pool, so a replica answers on average 0.04/s × (nodes asking) /
+//! (replicas in the pool): 0.04/s with one replica per node however many nodes — in all,
+//! 0.4/s over a pool of 10 nodes, 4/s over 100, 40/s over 1,000.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use rand::seq::SliceRandom;
+use tokio_util::sync::CancellationToken;
+
+use super::book::{Book, MAJORITY_FROM};
+use crate::probe::{Outcome, Prober};
+use crate::target::Target;
+use crate::target::canary::CanarySpec;
+
+/// How long a vote counts (and so how often a node asks again, per prompt and group).
+pub const VOTE_TTL: Duration = Duration::from_secs(600);
+
+/// Every node-local block's pool: its replicas on every node, as targets.
+#[derive(Debug, Default)]
+pub struct Pools {
+    blocks: Mutex<HashMap<String, Vec<Arc<Target>>>>,
+}
+
+impl Pools {
+    pub fn set(&self, block: &str, targets: Vec<Arc<Target>>) {
+        let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        blocks.insert(block.to_owned(), targets);
+    }
+
+    fn get(&self, block: &str) -> Vec<Arc<Target>> {
+        let blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        blocks.get(block).cloned().unwrap_or_default()
+    }
+}
+
+/// Where one replica's canary finds voters, and how it counts them.
+#[derive(Clone, Debug)]
+pub struct Voters {
+    pub pools: Arc<Pools>,
+    /// The block, and the replica's group in it.
+    pub block: String,
+    pub group: Option<String>,
+    pub answered: Counter,
+    pub failed: Counter,
+}
+
+impl Voters {
+    /// Before `target` is scored on `prompt`: if its group on this node is too small for a
+    /// majority and the prompt's votes ran out, ask the pool's other replicas of the group.
+    pub async fn ensure(
+        &self,
+        target: &Target,
+        spec: &CanarySpec,
+        book: &Arc<Book>,
+        prompt: &str,
+        abort: &CancellationToken,
+    ) {
+        let members = book.members();
+        if spec.votes == 0 || members.len() >= MAJORITY_FROM {
+            return;
+        }
+        let missing = spec.votes.saturating_sub(book.fresh_votes(prompt));
+        if missing == 0 {
+            return;
+        }
+        let mut peers: Vec<Arc<Target>> = self
+            .pools
+            .get(&self.block)
+            .into_iter()
+            .filter(|p| {
+                p.model == target.model
+                    && !members.contains(&p.id)
+                    && spec.group_of(&p.labels, p.revision.as_deref()) == self.group
+            })
+            .collect();
+        peers.shuffle(&mut rand::rng());
+        peers.truncate(missing);
+        let request = super::prompt(spec, prompt, &target.model);
+        for peer in peers {
+            let Ok(prober) = Prober::new(Arc::clone(&peer), Counter::default()) else {
+                self.failed.inc();
+                continue;
+            };
+            let id = format!(
+                "{}canary-vote-{:016x}",
+                target.request_id_prefix,
+                rand::random::<u64>()
+            );
+            let report = prober.probe_sampled(&id, &request, abort, false).await;
+            let answer = match &report.outcome {
+                Outcome::Finished(Ok(_)) => {
+                    super::answer(&report).filter(|a| !a.positions.is_empty())
+                }
+                Outcome::Finished(Err(_)) => None,
+                Outcome::Cut => return,
+            };
+            match answer {
+                Some(answer) => {
+                    self.answered.inc();
+                    let until = std::time::Instant::now() + VOTE_TTL;
+                    book.vote(&peer.id, prompt, Arc::new(answer), spec.margin, until);
+                }
+                None => {
+                    self.failed.inc();
+                    tracing::debug!(target = %target.id, voter = %peer.id, "a canary vote failed");
+                }
+            }
+        }
+    }
+}

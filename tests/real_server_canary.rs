@@ -201,3 +201,85 @@ async fn logprob_differences_between_identical_replicas_alone_and_batched() {
         "identical replicas answered differently"
     );
 }
+
+/// A rollout on real servers (issue 25): one llama-server on the tiny model as version v1,
+/// two on other weights of the same architecture as v2, labelled as versions. Each version
+/// is judged by its own replicas, so no check diverges; the gate's comparison with the
+/// baseline (v1) shows v2 unlike v1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs llama-server: scripts/real-server/setup.sh"]
+async fn a_rollout_to_other_weights_pages_nowhere_and_the_gate_sees_it() {
+    let (tiny, other) = (llama::tiny(), llama::path("TINY_OTHER", "tiny-other.gguf"));
+    let v1 = llama::start(&tiny, 2048, &[]).await;
+    let (a, b) = (
+        llama::start(&other, 2048, &[]).await,
+        llama::start(&other, 2048, &[]).await,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let groups: Vec<String> = [(&v1.url, "v1"), (&a.url, "v2"), (&b.url, "v2")]
+        .iter()
+        .enumerate()
+        .map(|(i, (url, version))| {
+            let address = url.trim_start_matches("http://");
+            format!(r#"{{"targets": ["{address}"], "labels": {{"pod": "r{i}", "version": "{version}"}}}}"#)
+        })
+        .collect();
+    let file = dir.path().join("pool.json");
+    std::fs::write(&file, format!("[{}]", groups.join(", "))).unwrap();
+    let toml = format!(
+        r#"
+        seed = 7
+        [[discovery]]
+        name = "pool"
+        source = "file"
+        path = "{}"
+        refresh = "100ms"
+        [discovery.template]
+        backend = "openai-chat"
+        model = "tiny"
+        rate = 0.001
+        canary = {{ interval = "100ms", max_tokens = 16, margin = {MARGIN}, group_by = ["version"], baseline = "v1" }}
+        "#,
+        file.display()
+    );
+    let daemon = start_daemon(&toml).await;
+    let sum = |s: &common::Scrape, name: &str, pod: &str, result: &str| {
+        s.sum(
+            name,
+            &[("target", "pool"), ("pod", pod), ("result", result)],
+        )
+    };
+    let checks = "inferprobe_canary_checks_total";
+    let gate = "inferprobe_canary_baseline_checks_total";
+    let s = daemon
+        .wait_for(Duration::from_secs(180), |s| {
+            ["r1", "r2"]
+                .iter()
+                .all(|pod| sum(s, gate, pod, "match") + sum(s, gate, pod, "diverged") >= 30.0)
+        })
+        .await;
+    daemon.stop().await;
+    for pod in ["r0", "r1", "r2"] {
+        eprintln!(
+            "{pod}: checks match {}, diverged {}, unscored {}; against the baseline match {}, diverged {}",
+            sum(&s, checks, pod, "match"),
+            sum(&s, checks, pod, "diverged"),
+            sum(&s, checks, pod, "unscored"),
+            sum(&s, gate, pod, "match"),
+            sum(&s, gate, pod, "diverged"),
+        );
+        assert_eq!(sum(&s, checks, pod, "diverged"), 0.0, "{pod}");
+    }
+    let (diverged, scored) = ["r1", "r2"].iter().fold((0.0, 0.0), |(d, n), pod| {
+        let dv = sum(&s, gate, pod, "diverged");
+        (d + dv, n + dv + sum(&s, gate, pod, "match"))
+    });
+    assert!(
+        diverged >= 0.5 * scored,
+        "v2 against v1: {diverged} of {scored} diverged"
+    );
+    assert_eq!(
+        sum(&s, gate, "r0", "match") + sum(&s, gate, "r0", "diverged"),
+        0.0
+    );
+}

@@ -28,6 +28,48 @@ fn checks(s: &Scrape, labels: &[(&str, &str)], result: &str) -> f64 {
     s.sum("inferprobe_canary_checks_total", &labels)
 }
 
+/// Checks of `pod` that were scored (matched or diverged).
+fn scored(s: &Scrape, pod: &str) -> f64 {
+    let pod = [("pod", pod)];
+    checks(s, &pod, "match") + checks(s, &pod, "diverged")
+}
+
+/// The scrape once every pod in `pods` had `n` scored checks.
+async fn scored_by(daemon: &common::Daemon, pods: &[String], n: f64) -> Scrape {
+    daemon
+        .wait_for(Duration::from_secs(60), |s| {
+            pods.iter().all(|pod| scored(s, pod) >= n)
+        })
+        .await
+}
+
+fn names(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i}")).collect()
+}
+
+/// A pod to serve: the simulator's weights seed, its node and its labels.
+type KubePod<'a> = (u64, String, Vec<(&'a str, &'a str)>);
+
+/// A simulator per `(weights seed, node, labels)`, each a Ready pod `llm-<i>` of namespace
+/// `inference` on the test API server; the simulators live as long as the returned vector.
+async fn kube_pods(api: &common::kube_api::KubeApi, pods: &[KubePod<'_>]) -> Vec<Sim> {
+    let mut sims = Vec::new();
+    for (i, (seed, node, labels)) in pods.iter().enumerate() {
+        let sim = start_sim(sim(*seed)).await;
+        api.apply(common::kube_api::objects::pod(
+            "inference",
+            &format!("llm-{i}"),
+            node,
+            Some("127.0.0.1"),
+            true,
+            labels,
+            &[("http", sim.addr.port())],
+        ));
+        sims.push(sim);
+    }
+    sims
+}
+
 /// A file_sd pool: each simulator a pod `r<i>` labelled with its version.
 fn pool(dir: &std::path::Path, sims: &[(&Sim, &str)]) -> std::path::PathBuf {
     let groups: Vec<String> = sims
@@ -79,17 +121,11 @@ async fn a_pool_mid_rollout_pages_on_no_replica() {
         dir.path(),
         &[(&v1, "v1"), (&a, "v2"), (&b, "v2"), (&c, "v2")],
     );
-    let scored = |s: &Scrape, pod: &str| {
-        let pod = [("target", "pool"), ("pod", pod)];
-        checks(s, &pod, "match") + checks(s, &pod, "diverged")
-    };
-    let pods = ["r0", "r1", "r2", "r3"];
+    let pods = names("r", 4);
 
     // Without a group the old replica is judged by the new version's majority.
     let daemon = start_daemon(&config(&file, r#", group_by = ["pod-less"]"#)).await;
-    let s = daemon
-        .wait_for(Duration::from_secs(60), |s| scored(s, "r0") >= 20.0)
-        .await;
+    let s = scored_by(&daemon, &pods[..1], 20.0).await;
     daemon.stop().await;
     let old = [("target", "pool"), ("pod", "r0")];
     assert!(
@@ -98,14 +134,10 @@ async fn a_pool_mid_rollout_pages_on_no_replica() {
     );
 
     let daemon = start_daemon(&config(&file, r#", group_by = ["version"]"#)).await;
-    let s = daemon
-        .wait_for(Duration::from_secs(60), |s| {
-            pods.iter().all(|pod| scored(s, pod) >= 20.0)
-        })
-        .await;
+    let s = scored_by(&daemon, &pods, 20.0).await;
     daemon.stop().await;
-    for pod in pods {
-        let labels = [("target", "pool"), ("pod", pod)];
+    for pod in &pods {
+        let labels = [("target", "pool"), ("pod", pod.as_str())];
         assert_eq!(checks(&s, &labels, "diverged"), 0.0, "{pod}");
     }
     // The group is on the replica's own canary series.
@@ -139,67 +171,57 @@ async fn halfway_through_every_replica_is_scored() {
     assert!(unscored <= 16.0, "{unscored} unscored");
 }
 
-/// The default group needs no configuration: a pod's controller revision
-/// (`pod-template-hash` here, as a Deployment's ReplicaSet sets it) splits a Deployment
-/// mid-rollout into its old and new versions.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deployments_revisions_are_its_groups_without_configuration() {
-    use common::kube_api::KubeApi;
-    use common::kube_api::objects::pod;
-    let api = KubeApi::start().await;
-    let mut sims = Vec::new();
-    for (i, (seed, hash)) in [
-        (0, "5d8f7c9b4"),
-        (7, "7b6c4d9f8"),
-        (7, "7b6c4d9f8"),
-        (7, "7b6c4d9f8"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let sim = start_sim(sim(seed)).await;
-        api.apply(pod(
-            "inference",
-            &format!("llm-{i}"),
-            &format!("node-{i}"),
-            Some("127.0.0.1"),
-            true,
-            &[("app", "llm"), ("pod-template-hash", hash)],
-            &[("http", sim.addr.port())],
-        ));
-        sims.push(sim);
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = api.write_kubeconfig(dir.path());
-    let daemon = start_daemon(&format!(
+/// The daemon's configuration for a `pods` block `llm` of namespace `inference` on the
+/// test API server: `block` adds to the block, `template` to its template.
+fn kube_config(kubeconfig: &std::path::Path, block: &str, template: &str) -> String {
+    let node = if block.contains("node_local") {
+        r#"node_name_env = "INFERPROBE_TEST_NODE_VOTES""#
+    } else {
+        ""
+    };
+    format!(
         r#"
         seed = 1
         [kubernetes]
         kubeconfig = "{}"
+        {node}
         [[discovery]]
         name = "llm"
         source = "pods"
         namespace = "inference"
         selector = "app=llm"
         port = "http"
+        {block}
         [discovery.template]
         backend = "openai-chat"
-        model = "m"
         rate = 0.001
         canary = {{ interval = "20ms", max_tokens = 16 }}
+        {template}
         "#,
         kubeconfig.display()
-    ))
-    .await;
-    let scored = |s: &Scrape, pod: &str| {
-        let pod = [("pod", pod)];
-        checks(s, &pod, "match") + checks(s, &pod, "diverged")
-    };
-    let s = daemon
-        .wait_for(Duration::from_secs(60), |s| {
-            (0..4).all(|i| scored(s, &format!("llm-{i}")) >= 20.0)
+    )
+}
+
+/// The default group needs no configuration: a pod's controller revision
+/// (`pod-template-hash` here, as a Deployment's ReplicaSet sets it) splits a Deployment
+/// mid-rollout into its old and new versions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployments_revisions_are_its_groups_without_configuration() {
+    let api = common::kube_api::KubeApi::start().await;
+    let pods: Vec<_> = ["5d8f7c9b4", "7b6c4d9f8", "7b6c4d9f8", "7b6c4d9f8"]
+        .into_iter()
+        .enumerate()
+        .map(|(i, hash)| {
+            let seed = if i == 0 { 0 } else { 7 };
+            let labels = vec![("app", "llm"), ("pod-template-hash", hash)];
+            (seed, format!("node-{i}"), labels)
         })
-        .await;
+        .collect();
+    let _sims = kube_pods(&api, &pods).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    let daemon = start_daemon(&kube_config(&kubeconfig, "", r#"model = "m""#)).await;
+    let s = scored_by(&daemon, &names("llm-", 4), 20.0).await;
     daemon.stop().await;
     assert_eq!(
         checks(&s, &[("target", "llm")], "diverged"),
@@ -250,15 +272,7 @@ async fn a_golden_file_applies_to_its_own_group() {
         &format!(r#"golden = "{}", group_by = ["version"]"#, golden.display()),
     );
     let daemon = start_daemon(&toml).await;
-    let scored = |s: &Scrape, pod: &str| {
-        let pod = [("pod", pod)];
-        checks(s, &pod, "match") + checks(s, &pod, "diverged")
-    };
-    let s = daemon
-        .wait_for(Duration::from_secs(60), |s| {
-            (0..4).all(|i| scored(s, &format!("r{i}")) >= 16.0)
-        })
-        .await;
+    let s = scored_by(&daemon, &names("r", 4), 16.0).await;
     daemon.stop().await;
     assert_eq!(checks(&s, &[("target", "pool")], "diverged"), 0.0);
     // The v1 replica is scored against the golden file from its first check.
@@ -333,62 +347,33 @@ async fn a_new_version_is_compared_with_the_baseline() {
 /// matches. Votes are counted, and are no check of the voters.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_node_with_one_replica_the_pool_votes() {
-    use common::kube_api::KubeApi;
-    use common::kube_api::objects::pod;
+    // SAFETY: only this file's tests read this variable, and they set it alike.
+    unsafe { std::env::set_var("INFERPROBE_TEST_NODE_VOTES", "node-1") };
     for (here_seed, expect) in [(7, "diverged"), (0, "match")] {
-        let api = KubeApi::start().await;
-        let mut sims = Vec::new();
-        for (i, seed) in [here_seed, 0, 0, 0].into_iter().enumerate() {
-            let sim = start_sim(sim(seed)).await;
-            api.apply(pod(
-                "inference",
-                &format!("llm-{i}"),
-                &format!("node-{}", i + 1),
-                Some("127.0.0.1"),
-                true,
-                &[("app", "llm"), ("model", "m")],
-                &[("http", sim.addr.port())],
-            ));
-            sims.push(sim);
-        }
+        let api = common::kube_api::KubeApi::start().await;
+        let pods: Vec<_> = [here_seed, 0, 0, 0]
+            .into_iter()
+            .enumerate()
+            .map(|(i, seed)| {
+                (
+                    seed,
+                    format!("node-{}", i + 1),
+                    vec![("app", "llm"), ("model", "m")],
+                )
+            })
+            .collect();
+        let _sims = kube_pods(&api, &pods).await;
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = api.write_kubeconfig(dir.path());
-        // SAFETY: only this test reads this variable.
-        unsafe { std::env::set_var("INFERPROBE_TEST_NODE_VOTES", "node-1") };
-        let daemon = start_daemon(&format!(
-            r#"
-            seed = 1
-            [kubernetes]
-            kubeconfig = "{}"
-            node_name_env = "INFERPROBE_TEST_NODE_VOTES"
-            [[discovery]]
-            name = "llm"
-            source = "pods"
-            namespace = "inference"
-            selector = "app=llm"
-            port = "http"
-            node_local = true
-            model_label = "model"
-            [discovery.template]
-            backend = "openai-chat"
-            rate = 0.001
-            canary = {{ interval = "20ms", max_tokens = 16 }}
-            "#,
-            kubeconfig.display()
-        ))
-        .await;
-        let scored = |s: &Scrape| {
-            checks(s, &[("pod", "llm-0")], "match") + checks(s, &[("pod", "llm-0")], "diverged")
-        };
-        let s = daemon
-            .wait_for(Duration::from_secs(60), |s| scored(s) >= 20.0)
-            .await;
+        let block = "node_local = true\n        model_label = \"model\"";
+        let daemon = start_daemon(&kube_config(&kubeconfig, block, "")).await;
+        let s = scored_by(&daemon, &names("llm-", 1), 20.0).await;
         daemon.stop().await;
         let result = checks(&s, &[("pod", "llm-0")], expect);
+        let all = scored(&s, "llm-0");
         assert!(
-            result >= 0.75 * scored(&s),
-            "{expect}: {result} of {}\n{}",
-            scored(&s),
+            result >= 0.75 * all,
+            "{expect}: {result} of {all}\n{}",
             s.text
         );
         let votes = s.sum(

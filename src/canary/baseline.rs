@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use super::book::Books;
-use super::compare::{Verdict, compare};
+use super::compare::{Verdict, answers};
 use crate::metrics::CheckResult;
 use crate::probe::ProbeReport;
 use crate::target::canary::CanaryPrompt;
@@ -49,17 +49,9 @@ impl Baseline {
         let Some(reference) = book.reference_for_others(&prompt.text) else {
             return Some(CheckResult::Unscored);
         };
-        Some(
-            match compare(
-                &reference.positions,
-                &answer.positions,
-                reference.ended(),
-                answer.ended(),
-                margin,
-            ) {
-                Verdict::Match { .. } => CheckResult::Match,
-                Verdict::Diverged(_) => CheckResult::Diverged,
-            },
-        )
+        Some(match answers(&reference, &answer, margin) {
+            Verdict::Match { .. } => CheckResult::Match,
+            Verdict::Diverged(_) => CheckResult::Diverged,
+        })
     }
 }

@@ -27,7 +27,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use super::compare::{Verdict, compare};
+use super::compare::{Verdict, answers};
 use crate::target::canary::{CanarySpec, Reference};
 
 /// Fewer replicas than this: the first answer is the reference.
@@ -185,13 +185,7 @@ impl State {
 
 /// Whether `answer` does not diverge from `reference`, and the drift between them.
 fn one_way(reference: &Reference, answer: &Reference, margin: f64) -> Option<f64> {
-    match compare(
-        &reference.positions,
-        &answer.positions,
-        reference.ended(),
-        answer.ended(),
-        margin,
-    ) {
+    match answers(reference, answer, margin) {
         Verdict::Match { drift, .. } => Some(drift),
         Verdict::Diverged(_) => None,
     }

@@ -42,6 +42,7 @@
 //! answers have one, the comparison stops there with a match, as at a near-tie.
 
 use crate::logprobs::{Identity, Position, Token};
+use crate::target::canary::Reference;
 
 /// What the comparison found.
 #[derive(Clone, Debug, PartialEq)]
@@ -129,6 +130,17 @@ fn judge_past_the_end(i: usize, received: &Position, margin: f64, drift: f64) ->
         }),
         _ => Verdict::Match { compared: i, drift },
     }
+}
+
+/// [`compare`] of two whole answers, each ended as its `finish_reason` says.
+pub fn answers(reference: &Reference, answer: &Reference, margin: f64) -> Verdict {
+    compare(
+        &reference.positions,
+        &answer.positions,
+        reference.ended(),
+        answer.ended(),
+        margin,
+    )
 }
 
 fn judge(

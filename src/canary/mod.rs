@@ -36,7 +36,7 @@ use crate::scheduler::Context;
 use crate::status::{CanaryCheck, TargetStatus};
 use crate::target::canary::{CanaryPrompt, CanarySpec, Reference};
 use book::{Book, Member};
-use compare::{Verdict, compare};
+use compare::Verdict;
 
 /// Every canary request carries this seed: servers that honour it are reproducible.
 pub const SEED: u64 = 1234;
@@ -158,13 +158,7 @@ pub fn score(
     let Some(reference) = reference(Arc::clone(&answer)) else {
         return Check::unscored("no reference yet (no majority of replicas agrees)");
     };
-    match compare(
-        &reference.positions,
-        &answer.positions,
-        reference.ended(),
-        answer.ended(),
-        margin,
-    ) {
+    match compare::answers(&reference, &answer, margin) {
         Verdict::Match { drift, .. } => Check {
             result: CheckResult::Match,
             divergence: None,

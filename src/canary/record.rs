@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use prometheus_client::metrics::counter::Counter;
 use tokio_util::sync::CancellationToken;
 
-use super::compare::{Verdict, compare};
+use super::compare::{self, Verdict};
 use crate::config::{self, ConfigError, RawConfig, RawTarget};
 use crate::probe::{Outcome, Prober};
 use crate::target::canary::{CanaryPrompt, GOLDEN_FORMAT, Golden, GoldenAnswer};
@@ -170,13 +170,7 @@ pub async fn record(args: &RecordArgs) -> Result<Golden, RecordError> {
             }
             pair.push(answer);
         }
-        if let Verdict::Diverged(d) = compare(
-            &pair[0].positions,
-            &pair[1].positions,
-            pair[0].ended(),
-            pair[1].ended(),
-            spec.margin,
-        ) {
+        if let Verdict::Diverged(d) = compare::answers(&pair[0], &pair[1], spec.margin) {
             return Err(RecordError::Endpoint(format!(
                 "prompt {i} ({:?}) was answered two ways, {:?} then {:?} at position {}, where the first answer was sure: the endpoint is not reproducible, so it is no reference",
                 prompt.text, d.expected, d.received, d.position

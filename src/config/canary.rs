@@ -28,8 +28,6 @@ pub(super) fn canary(
     target_at: At,
     raw: &RawCanary,
     backend: BackendKind,
-    model: &str,
-    template: bool,
 ) -> Result<(Arc<CanarySpec>, u64), ConfigError> {
     let at = |field: &str| target_at(&format!("canary.{field}"));
     if matches!(
@@ -76,12 +74,8 @@ pub(super) fn canary(
             hash_file(path, &mut files);
             let (golden, prompts) = canary::load_golden(Path::new(path))
                 .map_err(|e| ConfigError::new(at("golden"), e))?;
-            fits(&golden, raw, backend, model, template).map_err(|e| {
-                ConfigError::new(
-                    at("golden"),
-                    format!("{path}: {e}; record one for this target with `inferprobe canary record --config FILE --target NAME`"),
-                )
-            })?;
+            fits(&golden, raw, backend)
+                .map_err(|e| ConfigError::new(at("golden"), misfit(path, &e)))?;
             (prompts, Some(path.clone()), Some(golden))
         }
         (None, None) => (canary::built_in(), None, None),
@@ -140,48 +134,50 @@ pub(super) fn canary(
     Ok((Arc::new(spec), files.finish()))
 }
 
-/// Whether a golden file was recorded as this target asks: the same model, the same wire
-/// format (a chat template changes every answer), and as many alternatives per token (the
-/// rule bounds unlisted tokens by the list). A mismatch would diverge on every check.
-fn fits(
-    golden: &canary::Golden,
-    raw: &RawCanary,
-    backend: BackendKind,
-    model: &str,
-    template: bool,
-) -> Result<(), String> {
-    // A static target is one group: a golden file of another model would never apply. A
-    // discovery block's replicas may serve several models (a rollout, a model label): the
-    // golden file applies to its own model's, the others learn their reference.
-    if golden.model != model && !template {
-        return Err(format!(
-            "recorded for model {:?}, this target serves {model:?}",
-            golden.model
-        ));
+/// Why a golden file does not fit its target, and what to do.
+fn misfit(path: &str, why: &str) -> String {
+    format!(
+        "{path}: {why}; record one for this target with `inferprobe canary record --config FILE --target NAME`"
+    )
+}
+
+/// A static target is one group: a golden file of another model would never apply to it.
+/// (A discovery block's replicas may serve several models, in a rollout or by a model
+/// label: there the golden file applies to its own model's group, the others learn theirs.)
+pub(super) fn golden_serves(spec: &CanarySpec, model: &str, key: &str) -> Result<(), ConfigError> {
+    match (&spec.golden, &spec.golden_for) {
+        (Some(path), Some((recorded, _))) if recorded != model => Err(ConfigError::new(
+            format!("{key}.canary.golden"),
+            misfit(
+                path,
+                &format!("recorded for model {recorded:?}, this target serves {model:?}"),
+            ),
+        )),
+        _ => Ok(()),
     }
+}
+
+/// Whether a golden file was recorded as this target asks: the same wire format (a chat
+/// template changes every answer), and as many alternatives per token (the rule bounds
+/// unlisted tokens by the list). A mismatch would diverge on every check. The model is
+/// checked where the target's groups are known ([`golden_serves`]).
+fn fits(golden: &canary::Golden, raw: &RawCanary, backend: BackendKind) -> Result<(), String> {
     if golden.backend != backend.as_str() {
         return Err(format!(
             "recorded with backend {}, this target is {backend}",
             golden.backend
         ));
     }
-    if let Some(n) = raw
-        .top_logprobs
-        .filter(|&n| n != u64::from(golden.top_logprobs))
-    {
-        return Err(format!(
-            "recorded with top_logprobs = {}, this target asks for {n}",
-            golden.top_logprobs
-        ));
-    }
-    if let Some(n) = raw
-        .max_tokens
-        .filter(|&n| n != u64::from(golden.max_tokens))
-    {
-        return Err(format!(
-            "recorded with max_tokens = {}, this target asks for {n}",
-            golden.max_tokens
-        ));
+    let settings = [
+        ("top_logprobs", raw.top_logprobs, golden.top_logprobs),
+        ("max_tokens", raw.max_tokens, golden.max_tokens),
+    ];
+    for (key, asked, recorded) in settings {
+        if let Some(n) = asked.filter(|&n| n != u64::from(recorded)) {
+            return Err(format!(
+                "recorded with {key} = {recorded}, this target asks for {n}"
+            ));
+        }
     }
     Ok(())
 }

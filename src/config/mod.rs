@@ -113,11 +113,6 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// The model of a discovery block's example target (`check`) when its template names
-/// none: the real one comes from each replica's `/v1/models`, so nothing may be checked
-/// against it yet.
-pub const PLACEHOLDER_MODEL: &str = "discovered-model";
-
 /// Values given as command-line flags; they win over the file and the environment.
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {

@@ -86,8 +86,7 @@ pub(super) fn validate_target(
     let api_key = api_key(&at, t.api_key_env.as_deref(), t.api_key_file.as_deref())?;
     let (canary, canary_files) = match &t.canary {
         Some(raw) => {
-            let (spec, files) =
-                super::canary::canary(&at, raw, backend, &model, key.ends_with(".template"))?;
+            let (spec, files) = super::canary::canary(&at, raw, backend)?;
             (Some(spec), files)
         }
         None => (None, 0),

@@ -82,6 +82,9 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
         let inherited = target.clone().inherit(&raw.defaults);
         merged.push(inherited.clone());
         let target = validate_target(&key, inherited, &global_labels, &mut loaded)?;
+        if let Some(spec) = &target.canary {
+            super::canary::golden_serves(spec, &target.model, &key)?;
+        }
         if !names.insert(target.name.clone()) {
             return Err(ConfigError::new(
                 format!("{key}.name"),

@@ -175,7 +175,8 @@ impl Discovery {
             origin: String::new(),
             revision: None,
         };
-        self.target(&placeholder, Some(super::PLACEHOLDER_MODEL))
+        // The model when the template names none: each replica's comes from its /v1/models.
+        self.target(&placeholder, Some("discovered-model"))
     }
 
     /// For a node-local block whose template runs a canary: the same block without the node

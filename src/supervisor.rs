@@ -189,7 +189,7 @@ impl Supervisor {
                 },
             );
             if let Some(spec) = &target.canary {
-                let group = spec.group_of(&target.labels, target.revision.as_deref());
+                let group = target.canary_group();
                 let family = canary::book::group_key(&target.name, &target.model, spec);
                 let voters = target.origin.is_some().then(|| {
                     let (answered, failed) = self.metrics.canary_votes(&target.name);

@@ -182,6 +182,16 @@ pub struct Target {
     pub fingerprint: u64,
 }
 
+impl Target {
+    /// The canary group this replica is judged in (its version): the values of the
+    /// canary's `group_by` labels, else its controller revision. `None` without a canary,
+    /// or where nothing tells the version (a static target).
+    pub fn canary_group(&self) -> Option<String> {
+        let spec = self.canary.as_ref()?;
+        spec.group_of(&self.labels, self.revision.as_deref())
+    }
+}
+
 /// Thresholds a successful probe must meet to count as good, and the objective.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Slo {

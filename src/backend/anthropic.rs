@@ -11,7 +11,10 @@
 use http::{HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
-use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, count_field, error_message};
+use super::{
+    Backend, Payload, RequestSpec, StreamEvent, StreamParser, count_field, error_message,
+    tool_call_header,
+};
 use crate::error::ProbeError;
 use crate::media::body::{Slice, placeholder};
 use crate::prompt::Prompt;
@@ -131,20 +134,10 @@ impl StreamParser for MessagesParser {
                     ..none
                 })
             }
-            // A tool call's header carries its name: generated output, as chat's first
-            // `tool_calls` delta is (its arguments follow as `input_json_delta`).
-            "content_block_start" => {
-                let block = object.get("content_block").unwrap_or(&Value::Null);
-                let tool = block.get("type").and_then(Value::as_str) == Some("tool_use");
-                if tool {
-                    let name = block.get("name").and_then(Value::as_str).unwrap_or("");
-                    info.other_text.push_str(name);
-                }
-                StreamEvent::Chunk(Chunk {
-                    has_output: tool,
-                    ..none
-                })
-            }
+            "content_block_start" => StreamEvent::Chunk(Chunk {
+                has_output: tool_call_header(object.get("content_block"), "tool_use", info),
+                ..none
+            }),
             "content_block_delta" => {
                 let delta = object.get("delta").unwrap_or(&Value::Null);
                 let field = match delta.get("type").and_then(Value::as_str) {

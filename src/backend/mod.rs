@@ -225,6 +225,19 @@ pub(crate) fn count_field(value: Option<&Value>, name: &str) -> Result<Option<u6
     }
 }
 
+/// A tool call's header (Anthropic's `tool_use` content block, a Responses
+/// `function_call` item): `item` of type `kind` names the function, and that name is
+/// generated output, as chat's first `tool_calls` delta is; the arguments follow as
+/// deltas. Whether `item` was one (its name then goes to `info.other_text`).
+pub(crate) fn tool_call_header(item: Option<&Value>, kind: &str, info: &mut ResponseInfo) -> bool {
+    let Some(item) = item.filter(|i| i.get("type").and_then(Value::as_str) == Some(kind)) else {
+        return false;
+    };
+    let name = item.get("name").and_then(Value::as_str).unwrap_or("");
+    info.other_text.push_str(name);
+    true
+}
+
 /// Sampling parameters and `extra_body`, the parts every JSON body shares.
 pub(crate) fn finish_body(mut body: serde_json::Map<String, Value>, target: &Target) -> Value {
     body.extend(target.sampling.clone());

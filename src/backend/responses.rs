@@ -140,20 +140,10 @@ impl StreamParser for ResponsesParser {
                     ..Chunk::default()
                 }))
             }
-            // A function call's header carries its name: generated output, as chat's first
-            // `tool_calls` delta is (its arguments follow as deltas).
-            "response.output_item.added" => {
-                let item = object.get("item").unwrap_or(&Value::Null);
-                let call = item.get("type").and_then(Value::as_str) == Some("function_call");
-                if call {
-                    let name = item.get("name").and_then(Value::as_str).unwrap_or("");
-                    info.other_text.push_str(name);
-                }
-                Ok(StreamEvent::Chunk(Chunk {
-                    has_output: call,
-                    ..Chunk::default()
-                }))
-            }
+            "response.output_item.added" => Ok(StreamEvent::Chunk(Chunk {
+                has_output: super::tool_call_header(object.get("item"), "function_call", info),
+                ..Chunk::default()
+            })),
             _ => Ok(StreamEvent::Chunk(Chunk::default())),
         }
     }

@@ -168,17 +168,14 @@ impl State {
             return 0;
         };
         let now = std::time::Instant::now();
-        let expired: Vec<String> = votes
-            .iter()
-            .filter(|&(_, &until)| until <= now)
-            .map(|(voter, _)| voter.clone())
-            .collect();
-        for voter in &expired {
-            votes.remove(voter);
-            if let Some(answers) = self.answers.get_mut(prompt) {
+        let mut answers = self.answers.get_mut(prompt);
+        votes.retain(|voter, &mut until| {
+            let counts = until > now;
+            if let (false, Some(answers)) = (counts, answers.as_deref_mut()) {
                 forget(answers, voter);
             }
-        }
+            counts
+        });
         votes.len()
     }
 }
@@ -228,7 +225,7 @@ impl Book {
         if replicas < MAJORITY_FROM {
             return Some(first);
         }
-        majority(answers, me, replicas)
+        majority(answers, Some(me), replicas)
     }
 
     /// The members of the group on this node.
@@ -278,7 +275,7 @@ impl Book {
         if replicas < MAJORITY_FROM {
             return state.first.get(prompt).cloned();
         }
-        majority(state.answers.get(prompt)?, "", replicas)
+        majority(state.answers.get(prompt)?, None, replicas)
     }
 
     #[cfg(test)]
@@ -287,16 +284,17 @@ impl Book {
     }
 }
 
-/// Of the answers other than `me`'s, the one that agrees with more than half of
-/// `replicas` counting itself: most agreement first, then least summed drift.
+/// Of the answers other than `me`'s (a replica's own is never its reference), the one
+/// that agrees with more than half of `replicas` counting itself: most agreement first,
+/// then least summed drift.
 fn majority(
     answers: &BTreeMap<String, Entry>,
-    me: &str,
+    me: Option<&str>,
     replicas: usize,
 ) -> Option<Arc<Reference>> {
     let mut best: Option<(usize, f64, &Entry)> = None;
     for (replica, entry) in answers {
-        if replica == me {
+        if Some(replica.as_str()) == me {
             continue;
         }
         let support = entry.agrees.len() + 1;

@@ -288,10 +288,7 @@ async fn check(
                 _ => book.observe(&member, &canary_prompt.text, answer, margin),
             },
         );
-        let versus = match &report.outcome {
-            Outcome::Finished(_) => baseline.check(&canary_prompt, &report, margin),
-            Outcome::Cut => None,
-        };
+        let versus = baseline.check(&canary_prompt, &report, margin);
         (canary_prompt, report, check, versus)
     });
     let Ok((canary_prompt, report, check, versus)) = scored.await else {

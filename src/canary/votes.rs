@@ -88,7 +88,7 @@ impl Voters {
             .filter(|p| {
                 p.model == target.model
                     && !members.contains(&p.id)
-                    && spec.group_of(&p.labels, p.revision.as_deref()) == self.group
+                    && p.canary_group() == self.group
             })
             .collect();
         peers.shuffle(&mut rand::rng());

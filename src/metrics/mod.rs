@@ -221,8 +221,8 @@ impl Metrics {
             retries: self.retries.get_or_insert(l(), Counter::default),
             buffered: self.buffered.get_or_insert(l(), Counter::default),
             rate: self.target_rate.get_or_insert(l(), F64Gauge::default),
-            canary: target.canary.as_ref().map(|spec| {
-                let group = spec.group_of(&target.labels, target.revision.as_deref());
+            canary: target.canary.is_some().then(|| {
+                let group = target.canary_group();
                 self.canary.series(&labels, group.as_deref().unwrap_or(""))
             }),
             labels,

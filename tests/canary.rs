@@ -31,19 +31,10 @@ fn checks(s: &Scrape, labels: &[(&str, &str)], result: &str) -> f64 {
 
 /// A file_sd file naming each simulator as a pod of one pool.
 fn pool_file(dir: &Path, sims: &[&common::Sim]) -> std::path::PathBuf {
-    let groups: Vec<String> = sims
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            format!(
-                r#"{{"targets": ["{}"], "labels": {{"pod": "r{i}", "model": "m"}}}}"#,
-                s.addr
-            )
-        })
-        .collect();
-    let path = dir.join("pool.json");
-    std::fs::write(&path, format!("[{}]", groups.join(", "))).unwrap();
-    path
+    let addresses: Vec<String> = sims.iter().map(|s| s.addr.to_string()).collect();
+    let model: &[(&str, &str)] = &[("model", "m")];
+    let members: Vec<_> = addresses.iter().map(|a| (a.as_str(), model)).collect();
+    common::pool_file(dir, &members)
 }
 
 fn pool_config(file: &Path, canary: &str) -> String {

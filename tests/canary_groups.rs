@@ -72,19 +72,17 @@ async fn kube_pods(api: &common::kube_api::KubeApi, pods: &[KubePod<'_>]) -> Vec
 
 /// A file_sd pool: each simulator a pod `r<i>` labelled with its version.
 fn pool(dir: &std::path::Path, sims: &[(&Sim, &str)]) -> std::path::PathBuf {
-    let groups: Vec<String> = sims
+    let addresses: Vec<String> = sims.iter().map(|(s, _)| s.addr.to_string()).collect();
+    let labels: Vec<[(&str, &str); 2]> = sims
         .iter()
-        .enumerate()
-        .map(|(i, (s, version))| {
-            format!(
-                r#"{{"targets": ["{}"], "labels": {{"pod": "r{i}", "model": "m", "version": "{version}"}}}}"#,
-                s.addr
-            )
-        })
+        .map(|&(_, version)| [("model", "m"), ("version", version)])
         .collect();
-    let path = dir.join("pool.json");
-    std::fs::write(&path, format!("[{}]", groups.join(", "))).unwrap();
-    path
+    let members: Vec<_> = addresses
+        .iter()
+        .zip(&labels)
+        .map(|(a, l)| (a.as_str(), &l[..]))
+        .collect();
+    common::pool_file(dir, &members)
 }
 
 fn config(file: &std::path::Path, group_by: &str) -> String {

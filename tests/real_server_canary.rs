@@ -21,20 +21,6 @@ use tokio_util::sync::CancellationToken;
 
 const MARGIN: f64 = 0.05;
 
-fn pool_file(dir: &std::path::Path, urls: &[&str]) -> std::path::PathBuf {
-    let groups: Vec<String> = urls
-        .iter()
-        .enumerate()
-        .map(|(i, url)| {
-            let address = url.trim_start_matches("http://");
-            format!(r#"{{"targets": ["{address}"], "labels": {{"pod": "r{i}"}}}}"#)
-        })
-        .collect();
-    let path = dir.join("pool.json");
-    std::fs::write(&path, format!("[{}]", groups.join(", "))).unwrap();
-    path
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs llama-server: scripts/real-server/setup.sh"]
 async fn same_model_replicas_never_diverge_under_load_and_other_weights_are_flagged() {
@@ -43,7 +29,7 @@ async fn same_model_replicas_never_diverge_under_load_and_other_weights_are_flag
     let b = llama::start(&tiny, 2048, &[]).await;
     let c = llama::start(&other, 2048, &[]).await;
     let dir = tempfile::tempdir().unwrap();
-    let file = pool_file(dir.path(), &[&a.url, &b.url, &c.url]);
+    let file = common::pool_file(dir.path(), &[(&a.url, &[]), (&b.url, &[]), (&c.url, &[])]);
     // Latency probes at 8/s keep every replica's four slots busy with other requests, so
     // canary requests are batched with them (continuous batching).
     let toml = format!(
@@ -216,16 +202,13 @@ async fn a_rollout_to_other_weights_pages_nowhere_and_the_gate_sees_it() {
         llama::start(&other, 2048, &[]).await,
     );
     let dir = tempfile::tempdir().unwrap();
-    let groups: Vec<String> = [(&v1.url, "v1"), (&a.url, "v2"), (&b.url, "v2")]
-        .iter()
-        .enumerate()
-        .map(|(i, (url, version))| {
-            let address = url.trim_start_matches("http://");
-            format!(r#"{{"targets": ["{address}"], "labels": {{"pod": "r{i}", "version": "{version}"}}}}"#)
-        })
-        .collect();
-    let file = dir.path().join("pool.json");
-    std::fs::write(&file, format!("[{}]", groups.join(", "))).unwrap();
+    let (v1_label, v2_label) = (&[("version", "v1")][..], &[("version", "v2")][..]);
+    let members = [
+        (&*v1.url, v1_label),
+        (&*a.url, v2_label),
+        (&*b.url, v2_label),
+    ];
+    let file = common::pool_file(dir.path(), &members);
     let toml = format!(
         r#"
         seed = 7

@@ -39,6 +39,28 @@ impl Drop for Sim {
     }
 }
 
+/// A file_sd file `pool.json` in `dir`: each member (`host:port`, or a URL) a group of its
+/// own, labelled `pod = "r<i>"` and with its `labels`.
+#[allow(dead_code)]
+pub fn pool_file(dir: &std::path::Path, members: &[(&str, &[(&str, &str)])]) -> std::path::PathBuf {
+    let groups: Vec<serde_json::Value> = members
+        .iter()
+        .enumerate()
+        .map(|(i, (address, labels))| {
+            let mut map = serde_json::Map::new();
+            map.insert("pod".into(), format!("r{i}").into());
+            for (k, v) in *labels {
+                map.insert((*k).into(), (*v).into());
+            }
+            let address = address.trim_start_matches("http://");
+            serde_json::json!({ "targets": [address], "labels": map })
+        })
+        .collect();
+    let path = dir.join("pool.json");
+    std::fs::write(&path, serde_json::Value::Array(groups).to_string()).unwrap();
+    path
+}
+
 pub async fn start_sim(config: SimConfig) -> Sim {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

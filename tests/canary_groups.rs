@@ -103,17 +103,22 @@ fn config(file: &std::path::Path, group_by: &str) -> String {
     )
 }
 
+/// A pool mid-rollout: one simulator on the v1 weights, three on other (v2) weights.
+async fn mid_rollout() -> [Sim; 4] {
+    [
+        start_sim(sim(0)).await,
+        start_sim(sim(7)).await,
+        start_sim(sim(7)).await,
+        start_sim(sim(7)).await,
+    ]
+}
+
 /// One replica still on v1, three on v2 (other weights, alike). Without groups the healthy
 /// v1 replica diverged from the v2 majority on every check: a page. With the version as
 /// the group, every replica matches its own version's reference.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_mid_rollout_pages_on_no_replica() {
-    let v1 = start_sim(sim(0)).await;
-    let (a, b, c) = (
-        start_sim(sim(7)).await,
-        start_sim(sim(7)).await,
-        start_sim(sim(7)).await,
-    );
+    let [v1, a, b, c] = mid_rollout().await;
     let dir = tempfile::tempdir().unwrap();
     let file = pool(
         dir.path(),
@@ -243,12 +248,7 @@ async fn a_deployments_revisions_are_its_groups_without_configuration() {
 /// reference, where before every v2 replica diverged from the v1 golden file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_golden_file_applies_to_its_own_group() {
-    let v1 = start_sim(sim(0)).await;
-    let (a, b, c) = (
-        start_sim(sim(7)).await,
-        start_sim(sim(7)).await,
-        start_sim(sim(7)).await,
-    );
+    let [v1, a, b, c] = mid_rollout().await;
     let dir = tempfile::tempdir().unwrap();
     let golden = dir.path().join("golden.json");
     let args = inferprobe::canary::record::RecordArgs {

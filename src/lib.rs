@@ -24,6 +24,7 @@
 //! - [`sim`]: `inferprobe simulate`, the fault-injecting test server; [`demo`] uses it.
 //! - [`bench`]: `inferprobe bench`, a finite run with `vllm bench serve`'s summary.
 //! - [`canary`]: the correctness canary: greedy checks compared with a reference answer.
+//! - [`structure`]: what an agent asks of an answer (`response_format`, `tools`).
 //! - [`logprobs`]: per-token logprobs as servers report them (what the canary compares).
 //! - [`trace_context`]: a W3C `traceparent` per probe; [`otlp`]: one exported span per probe.
 //! - [`cli`], [`logging`], [`shutdown`], [`report`], [`client`]: the rest.
@@ -56,6 +57,7 @@ pub mod shutdown;
 pub mod sim;
 pub mod sse;
 pub mod status;
+pub mod structure;
 pub mod supervisor;
 pub mod target;
 pub mod trace_context;

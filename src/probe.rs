@@ -173,6 +173,12 @@ impl Prober {
         {
             self.backend.greedy(body, greedy);
         }
+        if let (Some(structure), RequestBody::Json(serde_json::Value::Object(body))) =
+            (&prompt.structure, &mut spec.body)
+        {
+            // `inferprobe check` refused what this format cannot spell.
+            let _ = self.backend.structure(body, structure);
+        }
         let mut builder = self
             .client
             .post(self.target.url.clone())

@@ -104,9 +104,52 @@ pub struct ResponseInfo {
     pub finish_reason: Option<String>,
     /// The server's own account of the request, when it sends one (llama.cpp `timings`).
     pub server_timings: Option<ServerTimings>,
+    /// The tool calls of the answer, each assembled from every streamed fragment.
+    pub tool_calls: Vec<ToolCall>,
     /// Each generated token's logprobs, collected only when asked for (a canary's
     /// request): `Some` before the response is read.
     pub logprobs: Option<Logprobs>,
+}
+
+/// One tool call as it arrived: the function's name and its arguments' text (JSON, if the
+/// server kept its promise).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolCall {
+    /// Where the format places it: chat's `tool_calls[].index`, Anthropic's content block
+    /// index, a Responses output index.
+    pub slot: u64,
+    pub name: String,
+    pub arguments: String,
+    /// The arguments came whole with the header (Anthropic's `input: {}`); the first
+    /// argument delta replaces them.
+    pub provisional: bool,
+}
+
+impl ResponseInfo {
+    /// The call at `slot`, opened when new.
+    pub fn tool_call(&mut self, slot: u64) -> &mut ToolCall {
+        let at = match self.tool_calls.iter().position(|c| c.slot == slot) {
+            Some(at) => at,
+            None => {
+                self.tool_calls.push(ToolCall {
+                    slot,
+                    ..ToolCall::default()
+                });
+                self.tool_calls.len() - 1
+            }
+        };
+        &mut self.tool_calls[at]
+    }
+
+    /// An argument fragment of the call at `slot`.
+    pub fn tool_arguments(&mut self, slot: u64, fragment: &str) {
+        let call = self.tool_call(slot);
+        if call.provisional {
+            call.arguments.clear();
+            call.provisional = false;
+        }
+        call.arguments.push_str(fragment);
+    }
 }
 
 /// The logprobs of an answer, or why they could not be read (the answer still counts).

@@ -20,6 +20,7 @@ use crate::media::body::{Slice, placeholder};
 use crate::prompt::Prompt;
 use crate::record::{Chunk, ResponseInfo};
 use crate::sse::SseEvent;
+use crate::structure::{Structure, ToolChoice};
 use crate::target::{Secret, Target};
 
 #[derive(Debug)]
@@ -80,6 +81,39 @@ impl Backend for Anthropic {
         Box::new(MessagesParser)
     }
 
+    /// Tools with `input_schema`; `tool_choice` `{"type": "tool", "name": …}` for a named
+    /// one and `{"type": "any"}` for `required`. The Messages API has no `response_format`:
+    /// a JSON answer is asked for as a forced tool call.
+    fn structure(
+        &self,
+        body: &mut Map<String, Value>,
+        structure: &Structure,
+    ) -> Result<(), String> {
+        if structure.response_format.is_some() {
+            return Err("Anthropic's Messages API has no `response_format`: declare the JSON as a tool's `parameters` and name it in `tool_choice`".into());
+        }
+        if !structure.tools.is_empty() {
+            let tools = structure.tools.iter().map(|f| {
+                let mut tool = json!({ "name": f.name, "input_schema": f.parameters.json });
+                if let Some(d) = &f.description {
+                    tool["description"] = Value::from(d.as_str());
+                }
+                tool
+            });
+            body.insert("tools".into(), tools.collect());
+        }
+        if let Some(choice) = &structure.tool_choice {
+            let choice = match choice {
+                ToolChoice::Auto => json!({ "type": "auto" }),
+                ToolChoice::None => json!({ "type": "none" }),
+                ToolChoice::Required => json!({ "type": "any" }),
+                ToolChoice::Named(name) => json!({ "type": "tool", "name": name }),
+            };
+            body.insert("tool_choice".into(), choice);
+        }
+        Ok(())
+    }
+
     fn authorize(&self, key: &Secret) -> Vec<(HeaderName, HeaderValue)> {
         match HeaderValue::from_str(key.expose()) {
             Ok(mut value) => {
@@ -135,7 +169,12 @@ impl StreamParser for MessagesParser {
                 })
             }
             "content_block_start" => StreamEvent::Chunk(Chunk {
-                has_output: tool_call_header(object.get("content_block"), "tool_use", info),
+                has_output: tool_call_header(
+                    object.get("content_block"),
+                    "tool_use",
+                    object.get("index"),
+                    info,
+                ),
                 ..none
             }),
             "content_block_delta" => {
@@ -149,6 +188,11 @@ impl StreamParser for MessagesParser {
                 let text = delta.get(field).and_then(Value::as_str).unwrap_or("");
                 match field {
                     "text" => info.text.push_str(text),
+                    "partial_json" => {
+                        info.other_text.push_str(text);
+                        let slot = object.get("index").and_then(Value::as_u64).unwrap_or(0);
+                        info.tool_arguments(slot, text);
+                    }
                     _ => info.other_text.push_str(text),
                 }
                 StreamEvent::Chunk(Chunk {

@@ -27,6 +27,7 @@ use crate::error::ProbeError;
 use crate::prompt::{Greedy, Prompt};
 use crate::record::{Chunk, ResponseInfo, WholeBody};
 use crate::sse::SseEvent;
+use crate::structure::Structure;
 pub use crate::target::BackendKind;
 use crate::target::{Secret, Target};
 
@@ -117,6 +118,17 @@ pub trait Backend: Send + Sync + fmt::Debug {
         body.insert("temperature".into(), Value::from(0));
         body.remove("top_p");
         body.remove("top_k");
+    }
+
+    /// Spell `structure` (a JSON answer, or tools to call) in this format's request body,
+    /// or say why the format cannot ask for it (`inferprobe check` refuses it then).
+    fn structure(
+        &self,
+        body: &mut serde_json::Map<String, Value>,
+        structure: &Structure,
+    ) -> Result<(), String> {
+        let _ = (body, structure);
+        Err("this API has no way to ask for a JSON answer or a tool call".into())
     }
 
     /// Headers carrying the API key: a Bearer token unless the API says otherwise.
@@ -228,13 +240,31 @@ pub(crate) fn count_field(value: Option<&Value>, name: &str) -> Result<Option<u6
 /// A tool call's header (Anthropic's `tool_use` content block, a Responses
 /// `function_call` item): `item` of type `kind` names the function, and that name is
 /// generated output, as chat's first `tool_calls` delta is; the arguments follow as
-/// deltas. Whether `item` was one (its name then goes to `info.other_text`).
-pub(crate) fn tool_call_header(item: Option<&Value>, kind: &str, info: &mut ResponseInfo) -> bool {
+/// deltas, for the call at `slot` (the block's or item's index). Whether `item` was one
+/// (its name then goes to `info.other_text` and a call opens at `slot`).
+pub(crate) fn tool_call_header(
+    item: Option<&Value>,
+    kind: &str,
+    slot: Option<&Value>,
+    info: &mut ResponseInfo,
+) -> bool {
     let Some(item) = item.filter(|i| i.get("type").and_then(Value::as_str) == Some(kind)) else {
         return false;
     };
     let name = item.get("name").and_then(Value::as_str).unwrap_or("");
     info.other_text.push_str(name);
+    let call = info.tool_call(slot.and_then(Value::as_u64).unwrap_or(0));
+    call.name.push_str(name);
+    // Anthropic's block carries `input: {}` (the deltas replace it), a Responses item
+    // `arguments: ""`: a call that streams no argument delta keeps what the header said.
+    match item.get("input").or_else(|| item.get("arguments")) {
+        Some(Value::String(args)) => call.arguments.push_str(args),
+        Some(input @ Value::Object(_)) => {
+            call.arguments = input.to_string();
+            call.provisional = true;
+        }
+        _ => {}
+    }
     true
 }
 

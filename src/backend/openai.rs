@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 use super::openai_wire::{self, OpenAiStreamParser, common_body};
 use super::{Backend, RequestSpec, StreamParser, finish_body};
 use crate::prompt::{Greedy, Prompt};
+use crate::structure::Structure;
 use crate::target::Target;
 
 #[derive(Debug)]
@@ -27,5 +28,13 @@ impl Backend for OpenAiCompletions {
 
     fn greedy(&self, body: &mut Map<String, Value>, greedy: &Greedy) {
         openai_wire::greedy(body, greedy, false);
+    }
+
+    fn structure(
+        &self,
+        body: &mut Map<String, Value>,
+        structure: &Structure,
+    ) -> Result<(), String> {
+        openai_wire::structure(body, structure, false)
     }
 }

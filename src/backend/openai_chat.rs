@@ -10,6 +10,7 @@ use super::{Backend, RequestSpec, StreamParser, finish_body};
 use crate::media::MediaKind;
 use crate::media::body::{Slice, placeholder};
 use crate::prompt::{Greedy, Prompt};
+use crate::structure::Structure;
 use crate::target::Target;
 
 #[derive(Debug)]
@@ -54,5 +55,13 @@ impl Backend for OpenAiChat {
 
     fn greedy(&self, body: &mut Map<String, Value>, greedy: &Greedy) {
         openai_wire::greedy(body, greedy, true);
+    }
+
+    fn structure(
+        &self,
+        body: &mut Map<String, Value>,
+        structure: &Structure,
+    ) -> Result<(), String> {
+        openai_wire::structure(body, structure, true)
     }
 }

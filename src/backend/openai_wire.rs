@@ -16,6 +16,7 @@ use crate::error::{ProbeError, snippet};
 use crate::prompt::{Greedy, Prompt};
 use crate::record::{Chunk, ResponseInfo, ServerTimings};
 use crate::sse::SseEvent;
+use crate::structure::{self as structured, Structure};
 use crate::target::Target;
 
 /// Fields both OpenAI text endpoints take. The caller adds the prompt or messages, then
@@ -68,6 +69,28 @@ pub(super) fn greedy(body: &mut Map<String, Value>, greedy: &Greedy, chat: bool)
             body.insert("logprobs".into(), Value::from(k));
         }
     }
+}
+
+/// A JSON answer or tools, as the OpenAI APIs spell them: chat takes all three fields;
+/// completions takes `response_format` (vLLM, SGLang) but no tools.
+pub(super) fn structure(
+    body: &mut Map<String, Value>,
+    structure: &Structure,
+    chat: bool,
+) -> Result<(), String> {
+    if !chat && (!structure.tools.is_empty() || structure.tool_choice.is_some()) {
+        return Err("the completions API takes no tools: use backend = \"openai-chat\"".into());
+    }
+    if let Some(format) = &structure.response_format {
+        body.insert("response_format".into(), structured::openai_format(format));
+    }
+    if !structure.tools.is_empty() {
+        body.insert("tools".into(), structured::openai_tools(&structure.tools));
+    }
+    if let Some(choice) = &structure.tool_choice {
+        body.insert("tool_choice".into(), structured::openai_choice(choice));
+    }
+    Ok(())
 }
 
 #[derive(Deserialize)]
@@ -126,6 +149,9 @@ struct WireDelta<'a> {
 
 #[derive(Deserialize)]
 struct WireToolCall<'a> {
+    /// Which call a fragment belongs to (several calls may stream interleaved).
+    #[serde(default)]
+    index: Option<u64>,
     #[serde(default, borrow)]
     function: Option<WireFunction<'a>>,
 }
@@ -263,10 +289,17 @@ impl WireChoice<'_> {
                 .tool_calls
                 .iter()
                 .flatten()
-                .filter_map(|c| c.function.as_ref());
-            for function in calls.chain(&delta.function_call) {
+                .filter_map(|c| Some((c.index.unwrap_or(0), c.function.as_ref()?)));
+            for (slot, function) in calls.chain(delta.function_call.as_ref().map(|f| (0, f))) {
                 for text in [&function.name, &function.arguments].into_iter().flatten() {
                     info.other_text.push_str(text);
+                }
+                let call = info.tool_call(slot);
+                if let Some(name) = &function.name {
+                    call.name.push_str(name);
+                }
+                if let Some(arguments) = &function.arguments {
+                    info.tool_arguments(slot, arguments);
                 }
             }
             // A tool call's first delta (id and type, no text yet) starts generated output.

@@ -14,6 +14,7 @@ use crate::media::body::{Slice, placeholder};
 use crate::prompt::Prompt;
 use crate::record::{Chunk, ResponseInfo};
 use crate::sse::SseEvent;
+use crate::structure::{self as structured, Format, Structure, ToolChoice};
 use crate::target::Target;
 
 #[derive(Debug)]
@@ -50,6 +51,52 @@ impl Backend for Responses {
 
     fn stream_parser(&self) -> Box<dyn StreamParser> {
         Box::new(ResponsesParser)
+    }
+
+    /// `text.format` holds the schema flat (`name`, `schema`, `strict` beside `type`);
+    /// tools are flat too (`name`, `parameters` beside `type`).
+    fn structure(
+        &self,
+        body: &mut Map<String, Value>,
+        structure: &Structure,
+    ) -> Result<(), String> {
+        if let Some(format) = &structure.response_format {
+            let format = match format {
+                Format::JsonObject => json!({ "type": "json_object" }),
+                Format::JsonSchema {
+                    name,
+                    schema,
+                    strict,
+                } => {
+                    let mut format =
+                        json!({ "type": "json_schema", "name": name, "schema": schema.json });
+                    if let Some(strict) = strict {
+                        format["strict"] = Value::Bool(*strict);
+                    }
+                    format
+                }
+            };
+            body.insert("text".into(), json!({ "format": format }));
+        }
+        if !structure.tools.is_empty() {
+            let tools = structure.tools.iter().map(|f| {
+                let mut tool =
+                    json!({ "type": "function", "name": f.name, "parameters": f.parameters.json });
+                if let Some(d) = &f.description {
+                    tool["description"] = Value::from(d.as_str());
+                }
+                tool
+            });
+            body.insert("tools".into(), tools.collect());
+        }
+        if let Some(choice) = &structure.tool_choice {
+            let choice = match choice {
+                ToolChoice::Named(name) => json!({ "type": "function", "name": name }),
+                other => structured::openai_choice(other),
+            };
+            body.insert("tool_choice".into(), choice);
+        }
+        Ok(())
     }
 }
 
@@ -133,6 +180,11 @@ impl StreamParser for ResponsesParser {
                         info.reasoning_streamed |= !text.is_empty();
                         info.other_text.push_str(text);
                     }
+                    "response.function_call_arguments.delta" => {
+                        info.other_text.push_str(text);
+                        let slot = object.get("output_index").and_then(Value::as_u64);
+                        info.tool_arguments(slot.unwrap_or(0), text);
+                    }
                     _ => info.other_text.push_str(text),
                 }
                 Ok(StreamEvent::Chunk(Chunk {
@@ -141,7 +193,12 @@ impl StreamParser for ResponsesParser {
                 }))
             }
             "response.output_item.added" => Ok(StreamEvent::Chunk(Chunk {
-                has_output: super::tool_call_header(object.get("item"), "function_call", info),
+                has_output: super::tool_call_header(
+                    object.get("item"),
+                    "function_call",
+                    object.get("output_index"),
+                    info,
+                ),
                 ..Chunk::default()
             })),
             _ => Ok(StreamEvent::Chunk(Chunk::default())),

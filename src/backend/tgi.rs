@@ -15,6 +15,7 @@ use crate::error::ProbeError;
 use crate::prompt::{Greedy, Prompt};
 use crate::record::{Chunk, ResponseInfo};
 use crate::sse::SseEvent;
+use crate::structure::{Format, Structure};
 use crate::target::Target;
 
 #[derive(Debug)]
@@ -48,6 +49,30 @@ impl Backend for Tgi {
         body.insert("parameters".into(), Value::Object(parameters));
         body.extend(target.extra_body.clone());
         RequestSpec::json(Value::Object(body))
+    }
+
+    /// TGI's `grammar` (`{"type": "json", "value": schema}`) in the parameters; its
+    /// `/generate_stream` takes no tools (its OpenAI chat route does: `openai-chat`).
+    fn structure(
+        &self,
+        body: &mut Map<String, Value>,
+        structure: &Structure,
+    ) -> Result<(), String> {
+        if !structure.tools.is_empty() || structure.tool_choice.is_some() {
+            return Err("TGI's /generate_stream takes no tools: point backend = \"openai-chat\" at its /v1/chat/completions".into());
+        }
+        let schema = match &structure.response_format {
+            None => return Ok(()),
+            Some(Format::JsonObject) => serde_json::json!({ "type": "object" }),
+            Some(Format::JsonSchema { schema, .. }) => schema.json.clone(),
+        };
+        if let Some(Value::Object(parameters)) = body.get_mut("parameters") {
+            parameters.insert(
+                "grammar".into(),
+                serde_json::json!({ "type": "json", "value": schema }),
+            );
+        }
+        Ok(())
     }
 
     /// TGI rejects `temperature: 0`: greedy is `do_sample: false`, its default.

@@ -36,7 +36,7 @@ impl Baseline {
         report: &ProbeReport,
         margin: f64,
     ) -> Option<CheckResult> {
-        if prompt.expect.is_some() {
+        if !prompt.compared() {
             return None;
         }
         let (group, book) = self.books.baseline(&self.family, self.named.as_deref())?;

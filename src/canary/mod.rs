@@ -18,6 +18,7 @@ pub mod votes;
 pub use explain::{ALERT_WINDOW, DRIFT_NEEDS, WRONG_ANSWERS_NEED, describe, warnings};
 pub mod compare;
 pub mod record;
+pub mod structured;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ProbeError;
 use crate::logprobs::Unreadable;
-use crate::metrics::{CheckResult, TargetMetrics};
+use crate::metrics::{CanaryVerdict, CheckResult, InvalidReason, TargetMetrics};
 use crate::probe::{Outcome, ProbeReport, Prober};
 use crate::prompt::{Greedy, Prompt};
 use crate::record::{Logprobs, Measurement};
@@ -51,6 +52,10 @@ pub struct Check {
     pub drift: Option<f64>,
     /// Why it was unscored, or what a wrong answer said.
     pub note: Option<String>,
+    /// Why a structured answer was invalid (`invalid_output`).
+    pub invalid: Option<InvalidReason>,
+    /// A structured prompt's check, scored (counted in `canary_structured_checks_total`).
+    pub structured: bool,
 }
 
 impl Check {
@@ -60,6 +65,19 @@ impl Check {
             divergence: None,
             drift: None,
             note: Some(note.into()),
+            invalid: None,
+            structured: false,
+        }
+    }
+
+    fn scored(result: CheckResult, note: Option<String>) -> Self {
+        Self {
+            result,
+            divergence: None,
+            drift: None,
+            note,
+            invalid: None,
+            structured: false,
         }
     }
 }
@@ -78,6 +96,7 @@ pub fn prompt(spec: &CanarySpec, text: &str, model: &str) -> Prompt {
             top_logprobs: spec.top_logprobs,
             seed: SEED,
         }),
+        structure: None,
     }
 }
 
@@ -105,6 +124,9 @@ pub fn score(
     margin: f64,
     reference: impl FnOnce(Arc<Reference>) -> Option<Arc<Reference>>,
 ) -> Check {
+    if let Some(structure) = &prompt.structure {
+        return structured::judge(prompt, structure, report);
+    }
     let Outcome::Finished(result) = &report.outcome else {
         return Check::unscored("cut by shutdown");
     };
@@ -116,31 +138,28 @@ pub fn score(
         response.logprobs.as_ref().map(|l| &l.unreadable)
     {
         // Not an absence of data: numbers no healthy model produces, on a 200.
-        return Check {
-            result: CheckResult::WrongAnswer,
-            divergence: None,
-            drift: None,
-            note: Some(format!("impossible logprobs (broken numerics): {why}")),
-        };
+        return Check::scored(
+            CheckResult::WrongAnswer,
+            Some(format!("impossible logprobs (broken numerics): {why}")),
+        );
     }
     if let Some(expect) = &prompt.expect {
         let right = expect.is_match(&response.text);
-        return Check {
-            result: if right {
-                CheckResult::Match
-            } else {
-                CheckResult::WrongAnswer
-            },
-            divergence: None,
-            drift: None,
-            note: (!right).then(|| {
+        let result = if right {
+            CheckResult::Match
+        } else {
+            CheckResult::WrongAnswer
+        };
+        return Check::scored(
+            result,
+            (!right).then(|| {
                 format!(
                     "expected /{}/, received {:?}",
                     expect.as_str(),
                     crate::error::snippet(&response.text)
                 )
             }),
-        };
+        );
     }
     match response.logprobs.as_ref() {
         None => return Check::unscored("the server sent no logprobs"),
@@ -160,16 +179,13 @@ pub fn score(
     };
     match compare::answers(&reference, &answer, margin) {
         Verdict::Match { drift, .. } => Check {
-            result: CheckResult::Match,
-            divergence: None,
             drift: Some(drift),
-            note: None,
+            ..Check::scored(CheckResult::Match, None)
         },
         Verdict::Diverged(d) => Check {
-            result: CheckResult::Diverged,
             drift: Some(d.drift),
-            note: None,
             divergence: Some(d),
+            ..Check::scored(CheckResult::Diverged, None)
         },
     }
 }
@@ -251,13 +267,21 @@ async fn check(
     if let Some(voters) = sinks
         .voters
         .as_ref()
-        .filter(|_| canary_prompt.expect.is_none() && !sinks.golden)
+        .filter(|_| canary_prompt.compared() && !sinks.golden)
     {
         voters
             .ensure(target, spec, &sinks.book, &canary_prompt.text, &ctx.abort)
             .await;
     }
-    let prompt = prompt(spec, &canary_prompt.text, &target.model);
+    let mut prompt = prompt(spec, &canary_prompt.text, &target.model);
+    if let Some(structure) = &canary_prompt.structure {
+        // Judged by its schema: no logprobs to compare.
+        prompt.structure = Some(Arc::clone(structure));
+        prompt.greedy = prompt.greedy.map(|g| Greedy {
+            top_logprobs: 0,
+            ..g
+        });
+    }
     let report = {
         let _in_flight = sinks.metrics.in_flight();
         prober
@@ -316,11 +340,14 @@ async fn record(
     (check, versus): (&Check, Option<CheckResult>),
     sinks: &Sinks,
 ) {
-    let position = check.divergence.as_ref().map(|d| d.position);
-    sinks
-        .metrics
-        .record_canary(result, check.result, position, check.drift, versus)
-        .await;
+    let verdict = CanaryVerdict {
+        result: check.result,
+        position: check.divergence.as_ref().map(|d| d.position),
+        drift: check.drift,
+        baseline: versus,
+        structured: check.structured.then_some(check.invalid),
+    };
+    sinks.metrics.record_canary(result, &verdict).await;
     let prompt = crate::error::snippet(prompt);
     match (&check.result, &check.divergence) {
         (CheckResult::Diverged, Some(d)) => tracing::warn!(
@@ -328,6 +355,12 @@ async fn record(
             expected = d.expected.as_str(), received = d.received.as_str(),
             reference_lead = d.lead,
             "canary answer diverged from its reference where the reference was sure"
+        ),
+        (CheckResult::InvalidOutput, _) => tracing::warn!(
+            target, request_id = %request_id, prompt,
+            reason = check.invalid.map_or("", InvalidReason::as_str),
+            detail = check.note.as_deref().unwrap_or(""),
+            "canary's structured answer is one an agent could not use"
         ),
         (CheckResult::WrongAnswer, _) => tracing::warn!(
             target, request_id = %request_id, prompt, detail = check.note.as_deref().unwrap_or(""),

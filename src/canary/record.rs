@@ -147,7 +147,11 @@ pub async fn record(args: &RecordArgs) -> Result<Golden, RecordError> {
         .map_err(|e| RecordError::Endpoint(format!("cannot build the HTTP client: {e}")))?;
     let never = CancellationToken::new();
     let mut answers = Vec::new();
+    // A structured prompt's reference is its schema: nothing to record.
     for (i, prompt) in spec.prompts.iter().enumerate() {
+        if prompt.structure.is_some() {
+            continue;
+        }
         let request = super::prompt(&spec, &prompt.text, &target.model);
         let mut pair = Vec::new();
         for attempt in 0..2 {

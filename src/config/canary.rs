@@ -78,8 +78,54 @@ pub(super) fn canary(
                 .map_err(|e| ConfigError::new(at("golden"), misfit(path, &e)))?;
             (prompts, Some(path.clone()), Some(golden))
         }
-        (None, None) => (canary::built_in(), None, None),
+        (None, None) => (Vec::new(), None, None),
     };
+    let structured = raw.structured.unwrap_or(false);
+    if structured && raw.prompts.is_some() {
+        return Err(ConfigError::new(
+            at("structured"),
+            "adds the built-in structured prompts, but a prompts file brings its own: put structured lines in it (`response_format`, `tools`)",
+        ));
+    }
+    let mut prompts = prompts;
+    if prompts.is_empty() {
+        // The built-in set: the text prompts where logprobs can compare them.
+        let compares = logprobs && raw.top_logprobs != Some(0);
+        if !structured || compares {
+            prompts = canary::built_in();
+        }
+    }
+    if structured {
+        let mut sendable = canary::built_in_structured();
+        sendable.retain(|p| {
+            p.structure.as_deref().is_some_and(|s| {
+                backend
+                    .backend()
+                    .structure(&mut serde_json::Map::new(), s)
+                    .is_ok()
+            })
+        });
+        if sendable.is_empty() {
+            return Err(ConfigError::new(
+                at("structured"),
+                format!("{backend} can send neither a JSON answer nor tools"),
+            ));
+        }
+        prompts.extend(sendable);
+    }
+    for (i, prompt) in prompts.iter().enumerate() {
+        if let Some(structure) = &prompt.structure {
+            if let Err(e) = backend
+                .backend()
+                .structure(&mut serde_json::Map::new(), structure)
+            {
+                return Err(ConfigError::new(
+                    at("prompts"),
+                    format!("prompt {} ({:?}): {backend}: {e}", i + 1, prompt.text),
+                ));
+            }
+        }
+    }
     let top_logprobs = in_range(
         &at("top_logprobs"),
         raw.top_logprobs
@@ -88,7 +134,7 @@ pub(super) fn canary(
         0,
         20,
     )? as u32;
-    let compared = prompts.iter().filter(|p| p.expect.is_none()).count();
+    let compared = prompts.iter().filter(|p| p.compared()).count();
     if compared > 0 && !(logprobs && top_logprobs > 0) {
         let why = if logprobs {
             "top_logprobs = 0 asks for no logprobs"

@@ -145,7 +145,27 @@ pub(super) fn prompt_source(
         }
         Some(models) => models.clone(),
     };
+    let structure = crate::structure::Structure::parse(
+        t.response_format.as_ref(),
+        t.tools.as_ref(),
+        t.tool_choice.as_ref(),
+    )
+    .map_err(|(field, e)| ConfigError::new(at(field), e))?;
+    if let Some(structure) = &structure {
+        backend
+            .backend()
+            .structure(&mut serde_json::Map::new(), structure)
+            .map_err(|e| {
+                let key = if structure.tools.is_empty() {
+                    "response_format"
+                } else {
+                    "tools"
+                };
+                ConfigError::new(at(key), format!("{backend}: {e}"))
+            })?;
+    }
     Ok(PromptSource {
+        structure: structure.map(Arc::new),
         input,
         output_tokens,
         range_ratio,

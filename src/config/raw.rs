@@ -130,6 +130,11 @@ pub struct RawTarget {
     pub repetition_penalty: Option<f64>,
     pub stop: Option<Vec<String>>,
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    /// An agent's workload: a JSON answer or tools with every probe, in the OpenAI chat
+    /// spelling (each backend sends its own).
+    pub response_format: Option<serde_json::Value>,
+    pub tools: Option<serde_json::Value>,
+    pub tool_choice: Option<serde_json::Value>,
 
     pub include_usage: Option<bool>,
     pub continuous_usage_stats: Option<bool>,
@@ -232,6 +237,9 @@ pub struct RawCanary {
     pub baseline: Option<String>,
     /// Replicas on other nodes asked to vote for a node-local group's reference (default 3).
     pub votes: Option<u64>,
+    /// Add the built-in structured prompts (a JSON answer, a named tool, a required tool
+    /// call) to the built-in set (default false; a prompts file brings its own).
+    pub structured: Option<bool>,
 }
 
 /// Checks on every successful response (`validation` category when one fails).
@@ -319,6 +327,9 @@ impl RawTarget {
             tls_client_key_file,
             insecure_skip_verify,
             max_output_tokens_per_hour,
+            response_format,
+            tools,
+            tool_choice,
         );
         // One rate: a target's own `rate` or `fleet_rate` replaces both of the defaults'.
         if self.rate.is_none() && self.fleet_rate.is_none() {

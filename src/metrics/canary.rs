@@ -21,22 +21,34 @@ type CheckLabels = (
     ),
 );
 
+type InvalidLabels = (
+    TargetLabels,
+    (
+        [(&'static str, String); 1],
+        [(&'static str, &'static str); 1],
+    ),
+);
+
 /// How a check ended (the `result` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CheckResult {
     Match,
     Diverged,
     WrongAnswer,
+    /// A structured answer (JSON, a tool call) that an agent could not use: see
+    /// [`InvalidReason`].
+    InvalidOutput,
     /// No verdict: no logprobs, no reference yet, or the request failed (the failure is
     /// counted as every probe's is).
     Unscored,
 }
 
 impl CheckResult {
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::Match,
         Self::Diverged,
         Self::WrongAnswer,
+        Self::InvalidOutput,
         Self::Unscored,
     ];
 
@@ -45,9 +57,63 @@ impl CheckResult {
             Self::Match => "match",
             Self::Diverged => "diverged",
             Self::WrongAnswer => "wrong_answer",
+            Self::InvalidOutput => "invalid_output",
             Self::Unscored => "unscored",
         }
     }
+}
+
+/// Why a structured answer was invalid (the `reason` label): a closed set, so no part of
+/// the output is ever a label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InvalidReason {
+    /// The request was refused (HTTP 400 or 422: a schema feature the server lacks).
+    Rejected,
+    /// The answer hit its length limit before the structure closed.
+    Truncated,
+    /// The text, or a tool call's arguments, is not JSON.
+    NotJson,
+    /// JSON that breaks the schema (or a function's `parameters`).
+    Schema,
+    /// A tool call was required and none arrived as one (perhaps as text in `content`).
+    NoToolCall,
+    /// A call of a function not declared, or not the one `tool_choice` named.
+    WrongTool,
+}
+
+impl InvalidReason {
+    pub const ALL: [Self; 6] = [
+        Self::Rejected,
+        Self::Truncated,
+        Self::NotJson,
+        Self::Schema,
+        Self::NoToolCall,
+        Self::WrongTool,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rejected => "rejected",
+            Self::Truncated => "truncated",
+            Self::NotJson => "not_json",
+            Self::Schema => "schema",
+            Self::NoToolCall => "no_tool_call",
+            Self::WrongTool => "wrong_tool",
+        }
+    }
+}
+
+/// What one canary check found, for its series.
+#[derive(Clone, Copy, Debug)]
+pub struct CanaryVerdict {
+    pub result: CheckResult,
+    /// Where a divergence was.
+    pub position: Option<usize>,
+    pub drift: Option<f64>,
+    /// Its comparison with the baseline group's reference (the rollout gate).
+    pub baseline: Option<CheckResult>,
+    /// A structured check that was scored: `Some(None)` valid, `Some(Some(why))` invalid.
+    pub structured: Option<Option<InvalidReason>>,
 }
 
 /// Token positions: where in a 32-token answer the first divergence was.
@@ -66,12 +132,16 @@ pub(super) struct CanaryFamilies {
     drift: LabeledFamily<GroupLabels, Histogram>,
     baseline: LabeledFamily<CheckLabels, Counter>,
     votes: LabeledFamily<[(&'static str, String); 2], Counter>,
+    structured: LabeledFamily<GroupLabels, Counter>,
+    invalid: LabeledFamily<InvalidLabels, Counter>,
 }
 
 /// One target's canary series.
 #[derive(Clone, Debug)]
 pub(super) struct CanarySeries {
-    checks: [Counter; 4],
+    checks: [Counter; 5],
+    structured: Counter,
+    invalid: [Counter; 6],
     position: Histogram,
     drift: Histogram,
     /// Made on a replica's first comparison with a baseline: only a rollout's new
@@ -85,8 +155,18 @@ impl CanaryFamilies {
     pub(super) fn register(&self, r: &mut Registry) {
         r.register(
             "canary_checks",
-            "Correctness canary checks by result: match, diverged (a token differs where the reference was sure), wrong_answer (a known-answer regex failed), unscored (no logprobs, no reference yet, or the request failed)",
+            "Correctness canary checks by result: match, diverged (a token differs where the reference was sure), wrong_answer (a known-answer regex failed), invalid_output (a structured answer an agent could not use), unscored (no logprobs, no reference yet, or the request failed)",
             self.checks.clone(),
+        );
+        r.register(
+            "canary_structured_checks",
+            "Scored canary checks of structured prompts (a JSON answer or a tool call): valid or not; the denominator of canary_invalid_outputs",
+            self.structured.clone(),
+        );
+        r.register(
+            "canary_invalid_outputs",
+            "Structured canary answers an agent could not use, by reason: rejected (HTTP 400/422), truncated (length limit), not_json, schema (breaks the schema or the function's parameters), no_tool_call (none arrived as a call), wrong_tool (undeclared or not the named function)",
+            self.invalid.clone(),
         );
         r.register(
             "canary_divergence_position",
@@ -120,6 +200,13 @@ impl CanaryFamilies {
                     Counter::default,
                 )
             }),
+            structured: self.structured.get_or_insert(grouped(), Counter::default),
+            invalid: InvalidReason::ALL.map(|r| {
+                self.invalid.get_or_insert(
+                    (labels.clone(), (group.clone(), [("reason", r.as_str())])),
+                    Counter::default,
+                )
+            }),
             position: self.position.get_or_insert(grouped(), || {
                 Histogram::new(POSITION_BUCKETS.iter().copied())
             }),
@@ -144,6 +231,8 @@ impl CanaryFamilies {
     pub(super) fn remove(&self, labels: &TargetLabels) {
         self.checks.retain(|(l, _)| l != labels);
         self.position.retain(|(l, _)| l != labels);
+        self.structured.retain(|(l, _)| l != labels);
+        self.invalid.retain(|(l, _)| l != labels);
         self.drift.retain(|(l, _)| l != labels);
         self.baseline.retain(|(l, _)| l != labels);
     }
@@ -162,13 +251,22 @@ impl CanarySeries {
         self.baseline.get_or_insert(key, Counter::default).inc();
     }
 
-    pub(super) fn record(&self, result: CheckResult, position: Option<usize>, drift: Option<f64>) {
-        self.checks[result as usize].inc();
-        if let Some(position) = position {
+    pub(super) fn record(&self, verdict: &CanaryVerdict) {
+        self.checks[verdict.result as usize].inc();
+        if let Some(position) = verdict.position {
             self.position.observe(position as f64);
         }
-        if let Some(drift) = drift {
+        if let Some(drift) = verdict.drift {
             self.drift.observe(drift);
+        }
+        if let Some(invalid) = verdict.structured {
+            self.structured.inc();
+            if let Some(reason) = invalid {
+                self.invalid[reason as usize].inc();
+            }
+        }
+        if let Some(baseline) = verdict.baseline {
+            self.record_baseline(baseline);
         }
     }
 }

@@ -28,7 +28,7 @@ use prometheus_client::registry::Registry;
 use crate::error::ErrorCategory;
 use crate::target::{Slo, Target};
 
-pub use canary::CheckResult;
+pub use canary::{CanaryVerdict, CheckResult, InvalidReason};
 pub use expose::Format;
 pub use family::{LabeledFamily, TargetLabels};
 pub use runtime::RuntimeCollector;

@@ -8,7 +8,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 
-use super::canary::{CanarySeries, CheckResult};
+use super::canary::{CanarySeries, CanaryVerdict};
 use super::{Exemplar, F64Gauge, LatencyHistogram, SkipReason, TargetLabels, unix_now};
 use crate::error::{ErrorCategory, ProbeError};
 use crate::record::Measurement;
@@ -196,25 +196,15 @@ impl TargetMetrics {
     pub async fn record_canary(
         &self,
         outcome: &Result<Measurement, ProbeError>,
-        result: CheckResult,
-        position: Option<usize>,
-        drift: Option<f64>,
-        baseline: Option<CheckResult>,
+        verdict: &CanaryVerdict,
     ) {
-        let apply = || {
-            let recorded = self.apply_canary(outcome, result, position, drift);
-            if let (Some(canary), Some(baseline)) = (&self.canary, baseline) {
-                canary.record_baseline(baseline);
-            }
-            recorded
-        };
         loop {
             // The guard must be gone before the await: it cannot cross threads.
             let recorded = match self.snapshot.try_read() {
-                Ok(_shared) => apply(),
+                Ok(_shared) => self.apply_canary(outcome, verdict),
                 Err(TryLockError::Poisoned(poisoned)) => {
                     let _shared = poisoned.into_inner();
-                    apply()
+                    self.apply_canary(outcome, verdict)
                 }
                 Err(TryLockError::WouldBlock) => false,
             };
@@ -229,9 +219,7 @@ impl TargetMetrics {
     fn apply_canary(
         &self,
         outcome: &Result<Measurement, ProbeError>,
-        result: CheckResult,
-        position: Option<usize>,
-        drift: Option<f64>,
+        verdict: &CanaryVerdict,
     ) -> bool {
         match outcome {
             Ok(m) => {
@@ -252,7 +240,7 @@ impl TargetMetrics {
         }
         self.requests.inc();
         if let Some(canary) = &self.canary {
-            canary.record(result, position, drift);
+            canary.record(verdict);
         }
         true
     }

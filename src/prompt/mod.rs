@@ -16,6 +16,7 @@ pub use dataset::{Dataset, DatasetFormat, Entry};
 pub use tokenizer::TokenCounter;
 
 use crate::media::{MediaPart, MediaSource};
+use crate::structure::Structure;
 
 /// One probe's request content.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,6 +36,9 @@ pub struct Prompt {
     pub media: Result<Vec<MediaPart>, String>,
     /// A correctness canary's request: greedy and reproducible, with logprobs.
     pub greedy: Option<Greedy>,
+    /// A JSON answer or tools asked for (a canary's structured check, or a latency
+    /// target's agent workload).
+    pub structure: Option<Arc<Structure>>,
 }
 
 /// How a canary asks: greedy decoding (temperature 0), a fixed seed, and this many
@@ -99,6 +103,8 @@ pub struct PromptSource {
     pub tokenizer: Option<Arc<TokenCounter>>,
     /// Images, then videos, for every request.
     pub media: Vec<Arc<MediaSource>>,
+    /// `response_format` / `tools` sent with every request (an agent's workload).
+    pub structure: Option<Arc<Structure>>,
 }
 
 /// Uniform in `[floor(len·(1−r)), ceil(len·(1+r))]`, at least `min`.
@@ -214,6 +220,7 @@ impl PromptSource {
             model: draw.model,
             media,
             greedy: None,
+            structure: self.structure.clone(),
         }
     }
 }

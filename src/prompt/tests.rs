@@ -15,6 +15,7 @@ fn synthetic(input_tokens: u32, prefix: u32, counter: Option<Arc<TokenCounter>>)
         .as_deref()
         .map(|c| synthetic::ExactFiller::new(c, input_tokens * 2).unwrap());
     PromptSource {
+        structure: None,
         input: Input::Synthetic {
             input_tokens,
             shared_prefix: synthetic::shared_prefix(prefix, counter.as_deref()).unwrap(),

@@ -1,6 +1,8 @@
 //! Faults the simulator injects, chosen per request by probability or forced with the
 //! `x-inferprobe-fault` request header. Each one exists to land in exactly one of the
-//! probe's error categories (the tests check that mapping).
+//! probe's error categories (the tests check that mapping), or, for the structured faults
+//! (which touch only a request that asks for JSON or declares tools), in one of the
+//! canary's invalid-output reasons.
 
 use std::fmt;
 use std::str::FromStr;
@@ -38,10 +40,21 @@ pub enum Fault {
     Endless,
     /// The normal response, one byte per drip interval.
     Drip,
+    /// Structured: a tool call's arguments (or a JSON answer) are `false`, not the object
+    /// the schema declares (vLLM, a named `tool_choice`).
+    WrongArgumentType,
+    /// Structured: the call is written as `<tool_call>…</tool_call>` text in `content`.
+    ToolCallAsText,
+    /// Structured: `{` then whitespace until the length limit (`finish_reason: length`).
+    WhitespaceLoop,
+    /// Structured: HTTP 400 naming a JSON Schema keyword the server does not support.
+    SchemaRejected,
+    /// Structured: the valid answer, one character per chunk (it must still validate).
+    SplitArguments,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 12] = [
+    pub const ALL: [Fault; 17] = [
         Self::Http429,
         Self::Http500,
         Self::Http401,
@@ -54,6 +67,11 @@ impl Fault {
         Self::Empty,
         Self::Endless,
         Self::Drip,
+        Self::WrongArgumentType,
+        Self::ToolCallAsText,
+        Self::WhitespaceLoop,
+        Self::SchemaRejected,
+        Self::SplitArguments,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -70,6 +88,11 @@ impl Fault {
             Self::Empty => "empty",
             Self::Endless => "endless",
             Self::Drip => "drip",
+            Self::WrongArgumentType => "wrong_argument_type",
+            Self::ToolCallAsText => "tool_call_as_text",
+            Self::WhitespaceLoop => "whitespace_loop",
+            Self::SchemaRejected => "schema_rejected",
+            Self::SplitArguments => "split_arguments",
         }
     }
 }

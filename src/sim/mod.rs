@@ -18,6 +18,7 @@ mod plan;
 mod render;
 mod request;
 mod server_metrics;
+mod structured;
 mod timeline;
 mod tls;
 
@@ -235,6 +236,13 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
         Some(Fault::Http401) => {
             let message = format!("simulated invalid API key: {credential}");
             return Ok(error(StatusCode::UNAUTHORIZED, &message));
+        }
+        // As xgrammar refused `minItems` (vLLM #16880).
+        Some(Fault::SchemaRejected) if request.structure.is_some() => {
+            return Ok(bad_request(
+                dialect,
+                "the JSON schema uses an unsupported keyword: minItems",
+            ));
         }
         _ => {}
     }

@@ -18,6 +18,7 @@ use super::SimConfig;
 use super::faults::Fault;
 use super::render::{self, Ctx};
 use super::request::{Dialect, SimRequest};
+use super::structured::{self, Answer};
 
 const MAX_OUTPUT_TOKENS: u64 = 100_000;
 /// The media's share of TTFT is capped: the item count and pixels are the client's, and
@@ -87,12 +88,23 @@ pub fn stream_plan(
     fault: Option<Fault>,
     rng: &mut impl Rng,
 ) -> Vec<Step> {
-    let n = output_tokens(req, config);
+    // A structured request is answered by its schema, a few characters per token.
+    let structured = req
+        .structure
+        .as_ref()
+        .map(|s| structured::answer(s, &req.prompt, req.max_tokens, fault));
+    let n = match &structured {
+        Some(a) => a.pieces().len().max(1) as u64,
+        None => output_tokens(req, config),
+    };
     // A greedy request is answered by the toy model, token by token.
     let top_k = req.logprobs.unwrap_or(0) as usize;
-    let answer = req
-        .greedy
+    let answer = (req.greedy && structured.is_none())
         .then(|| config.model.generate(&req.prompt, n as usize, top_k, rng));
+    let call = match &structured {
+        Some(Answer::Call { name, .. }) => Some(name.as_str()),
+        _ => None,
+    };
     let mut uniform = || rng.random::<f64>();
     let mut jitter = |d: Duration| {
         if config.jitter > 0.0 {
@@ -111,6 +123,7 @@ pub fn stream_plan(
         usage,
         continuous: usage && config.continuous_usage && req.continuous_usage,
         hidden: u64::from(config.hidden_reasoning),
+        tool: call.is_some(),
     };
     let r = render::renderer(req.dialect);
     let mut steps = Vec::new();
@@ -183,20 +196,31 @@ pub fn stream_plan(
         let last = j + 1 == chunks;
         let finish = (last && fault != Some(Fault::NoDone)).then_some(if n == req.max_tokens {
             "length"
+        } else if call.is_some() {
+            "tool_calls"
         } else {
             "stop"
         });
         sent += size;
-        let piece = match &answer {
-            Some(tokens) => {
-                let tokens = &tokens[(sent - size) as usize..sent as usize];
-                let text: String = tokens.iter().map(|t| t.text.as_str()).collect();
-                match req.logprobs {
-                    Some(_) => r.chunk_logprobs(&ctx, &text, sent, finish, tokens),
+        let piece = match (&answer, &structured) {
+            (_, Some(structured)) => {
+                let text = structured.pieces()[(sent - size) as usize..sent as usize].concat();
+                match call {
+                    Some(name) => r.tool_chunk(&ctx, (j == 0).then_some(name), &text, sent, finish),
                     None => r.chunk(&ctx, &text, sent, finish),
                 }
             }
-            None => r.chunk(&ctx, &text(sent - size, size), sent, finish),
+            (answer, None) => match answer {
+                Some(tokens) => {
+                    let tokens = &tokens[(sent - size) as usize..sent as usize];
+                    let text: String = tokens.iter().map(|t| t.text.as_str()).collect();
+                    match req.logprobs {
+                        Some(_) => r.chunk_logprobs(&ctx, &text, sent, finish, tokens),
+                        None => r.chunk(&ctx, &text, sent, finish),
+                    }
+                }
+                None => r.chunk(&ctx, &text(sent - size, size), sent, finish),
+            },
         };
         steps.push(Step {
             at: t,
@@ -231,6 +255,7 @@ pub fn stream_steps(
                 usage: false,
                 continuous: false,
                 hidden: 0,
+                tool: false,
             };
             let r = render::renderer(req.dialect);
             let (ttft, itl) = (first_token(req, config), config.itl);

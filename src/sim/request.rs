@@ -64,6 +64,8 @@ pub struct SimRequest {
     /// Logprobs asked for, with this many alternatives per token (completions
     /// `logprobs: k`; chat `logprobs: true` with `top_logprobs: k`).
     pub logprobs: Option<u32>,
+    /// A JSON answer or tools asked for: answered by [`super::structured`].
+    pub structure: Option<super::structured::SimStructure>,
 }
 
 /// Keys whose strings are not prompt text.
@@ -174,6 +176,7 @@ pub fn parse(
         prompt: String::new(),
         greedy: greedy(Some(&json)),
         logprobs: logprobs(&json),
+        structure: super::structured::parse(dialect, &json),
     };
     request.greedy |= request.logprobs.is_some();
     let prompt_key = match dialect {
@@ -265,6 +268,7 @@ fn parse_audio(content_type: &str, body: &[u8]) -> Result<SimRequest, String> {
         prompt: String::new(),
         greedy: false,
         logprobs: None,
+        structure: None,
     })
 }
 

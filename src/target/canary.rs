@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::logprobs::Position;
+use crate::structure::Structure;
 
 /// What a golden file says it is (the first key a reader checks).
 pub const GOLDEN_FORMAT: &str = "inferprobe-canary-golden/1";
@@ -76,6 +77,30 @@ pub struct CanaryPrompt {
     pub expect: Option<regex::Regex>,
     /// The golden answer, when a golden file gave one.
     pub reference: Option<Arc<Reference>>,
+    /// A structured prompt's `response_format` / `tools`: judged by its schema, not by
+    /// logprobs ([`crate::canary::structured`]).
+    pub structure: Option<Arc<Structure>>,
+    /// A structured answer's known values: a JSON Pointer into it, and a regex its value
+    /// must match (a string as it is, anything else as JSON text).
+    pub expect_json: Vec<(String, regex::Regex)>,
+}
+
+impl CanaryPrompt {
+    /// A prompt as written: no known answer, no structure, no reference.
+    pub fn text(text: &str) -> Self {
+        Self {
+            text: text.to_owned(),
+            expect: None,
+            reference: None,
+            structure: None,
+            expect_json: Vec::new(),
+        }
+    }
+
+    /// Compared by logprobs with a reference (not a known answer, not a structure).
+    pub fn compared(&self) -> bool {
+        self.expect.is_none() && self.structure.is_none()
+    }
 }
 
 /// A reference answer: its tokens with their logprobs, and how it ended.
@@ -108,6 +133,57 @@ pub const BUILT_IN: &[&str] = &[
     "Translate to French: The cat is sleeping on the mat.",
 ];
 
+/// The built-in structured prompts (`canary.structured = true`), as a prompts file would
+/// spell them: a JSON answer to a small object schema, a named tool, and a required call
+/// of one of two tools. No `expect_json`: as with the text prompts, a small model may get
+/// the facts wrong, and that is not an outage; a broken structure is.
+pub fn built_in_structured() -> Vec<CanaryPrompt> {
+    use serde_json::json;
+    let weather = json!({"type": "function", "function": {"name": "get_weather",
+        "description": "The current weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}});
+    let time = json!({"type": "function", "function": {"name": "get_time",
+        "description": "The current time in an IANA time zone",
+        "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]}}});
+    let capital = json!({"type": "json_schema", "json_schema": {"name": "capital", "schema": {
+        "type": "object",
+        "properties": {"country": {"type": "string"}, "capital": {"type": "string"}},
+        "required": ["country", "capital"]}}});
+    let prompts = [
+        (
+            "Answer in JSON: what is the capital of France?",
+            Some(capital),
+            None,
+            None,
+        ),
+        (
+            "What is the weather in Paris right now?",
+            None,
+            Some(json!([weather.clone()])),
+            Some(json!({"type": "function", "function": {"name": "get_weather"}})),
+        ),
+        (
+            "What time is it in Tokyo?",
+            None,
+            Some(json!([weather, time])),
+            Some(json!("required")),
+        ),
+    ];
+    prompts
+        .into_iter()
+        .filter_map(|(text, format, tools, choice)| {
+            // Literals above, checked by a unit test: never an error.
+            let structure = Structure::parse(format.as_ref(), tools.as_ref(), choice.as_ref())
+                .ok()
+                .flatten()?;
+            Some(CanaryPrompt {
+                structure: Some(Arc::new(structure)),
+                ..CanaryPrompt::text(text)
+            })
+        })
+        .collect()
+}
+
 /// A line of a prompts file.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -115,6 +191,14 @@ struct PromptLine {
     prompt: String,
     #[serde(default)]
     expect: Option<String>,
+    #[serde(default)]
+    response_format: Option<serde_json::Value>,
+    #[serde(default)]
+    tools: Option<serde_json::Value>,
+    #[serde(default)]
+    tool_choice: Option<serde_json::Value>,
+    #[serde(default)]
+    expect_json: Option<std::collections::BTreeMap<String, String>>,
 }
 
 fn expect(pattern: &str, at: &str) -> Result<regex::Regex, String> {
@@ -125,7 +209,9 @@ fn expect(pattern: &str, at: &str) -> Result<regex::Regex, String> {
 }
 
 /// A prompts file: one JSON object per line, `{"prompt": "...", "expect": "REGEX"}`
-/// (`expect` optional); blank lines and lines starting with `#` are skipped.
+/// (`expect` optional), or a structured prompt with `response_format`, `tools`,
+/// `tool_choice` (the OpenAI chat spelling) and `expect_json` (`{"/pointer": "REGEX"}`);
+/// blank lines and lines starting with `#` are skipped.
 pub fn load_prompts(path: &Path) -> Result<Vec<CanaryPrompt>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -140,6 +226,26 @@ pub fn load_prompts(path: &Path) -> Result<Vec<CanaryPrompt>, String> {
         if parsed.prompt.is_empty() {
             return Err(format!("{at}: `prompt` is empty"));
         }
+        let structure = Structure::parse(
+            parsed.response_format.as_ref(),
+            parsed.tools.as_ref(),
+            parsed.tool_choice.as_ref(),
+        )
+        .map_err(|(field, e)| format!("{at}: `{field}` {e}"))?;
+        let mut expect_json = Vec::new();
+        for (pointer, pattern) in parsed.expect_json.iter().flatten() {
+            if !(pointer.is_empty() || pointer.starts_with('/')) {
+                return Err(format!(
+                    "{at}: `expect_json` key {pointer:?} is not a JSON Pointer (\"/city\", \"/items/0/name\")"
+                ));
+            }
+            expect_json.push((pointer.clone(), expect(pattern, &at)?));
+        }
+        if structure.is_none() && !expect_json.is_empty() {
+            return Err(format!(
+                "{at}: `expect_json` checks a structured answer: give `response_format` or `tools`"
+            ));
+        }
         prompts.push(CanaryPrompt {
             expect: parsed
                 .expect
@@ -148,6 +254,8 @@ pub fn load_prompts(path: &Path) -> Result<Vec<CanaryPrompt>, String> {
                 .transpose()?,
             text: parsed.prompt,
             reference: None,
+            structure: structure.map(Arc::new),
+            expect_json,
         });
     }
     if prompts.is_empty() {
@@ -218,6 +326,8 @@ pub fn load_golden(path: &Path) -> Result<(Golden, Vec<CanaryPrompt>), String> {
                 .map(|p| expect(p, &at))
                 .transpose()?,
             reference: Some(Arc::new(entry.answer.clone())),
+            structure: None,
+            expect_json: Vec::new(),
         });
     }
     if prompts.is_empty() {
@@ -229,10 +339,6 @@ pub fn load_golden(path: &Path) -> Result<(Golden, Vec<CanaryPrompt>), String> {
 pub fn built_in() -> Vec<CanaryPrompt> {
     BUILT_IN
         .iter()
-        .map(|text| CanaryPrompt {
-            text: (*text).to_owned(),
-            expect: None,
-            reference: None,
-        })
+        .map(|text| CanaryPrompt::text(text))
         .collect()
 }

@@ -11,6 +11,7 @@ fn prompt() -> Prompt {
         input_exact: false,
         media: Ok(Vec::new()),
         greedy: None,
+        structure: None,
         max_tokens: 8,
         model: "lora-a".into(),
     }
@@ -25,6 +26,7 @@ fn response(text: &str, finish: Option<&str>, model: Option<&str>) -> ResponseIn
         other_text: String::new(),
         reasoning_streamed: false,
         logprobs: None,
+        tool_calls: Vec::new(),
     }
 }
 

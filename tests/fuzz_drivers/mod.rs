@@ -273,6 +273,7 @@ pub fn backends(input: &[u8]) {
         input_exact: false,
         media: Ok(Vec::new()),
         greedy: None,
+        structure: None,
         max_tokens: 4,
         model: "m".into(),
     };

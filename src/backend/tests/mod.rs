@@ -31,6 +31,7 @@ fn prompt(max_tokens: u32) -> Prompt {
         input_exact: false,
         media: Ok(Vec::new()),
         greedy: None,
+        structure: None,
         max_tokens,
         model: "m".into(),
     }
@@ -114,6 +115,7 @@ fn openai_parser_fills_response_info() {
             other_text: String::new(),
             reasoning_streamed: false,
             logprobs: None,
+            tool_calls: Vec::new(),
         }
     );
 }

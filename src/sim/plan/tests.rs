@@ -24,6 +24,7 @@ fn request(chat: bool, max_tokens: u64, continuous: bool) -> SimRequest {
         prompt: String::new(),
         greedy: false,
         logprobs: None,
+        structure: None,
     }
 }
 

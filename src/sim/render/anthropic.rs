@@ -32,16 +32,43 @@ impl Render for Anthropic {
         event("content_block_delta", &delta)
     }
 
+    /// A `tool_use` block after the (empty) text block: `content_block_start` with the
+    /// name and `input: {}`, then `input_json_delta`s.
+    fn tool_chunk(
+        &self,
+        _: &Ctx,
+        name: Option<&str>,
+        arguments: &str,
+        _: u64,
+        _: Option<&str>,
+    ) -> String {
+        let mut events = String::new();
+        if let Some(name) = name {
+            events.push_str(&event(
+                "content_block_stop",
+                &json!({ "type": "content_block_stop", "index": 0 }),
+            ));
+            let block = json!({ "type": "tool_use", "id": "toolu_sim", "name": name, "input": {} });
+            events.push_str(&event(
+                "content_block_start",
+                &json!({ "type": "content_block_start", "index": 1, "content_block": block }),
+            ));
+        }
+        let delta = json!({ "type": "content_block_delta", "index": 1, "delta": { "type": "input_json_delta", "partial_json": arguments } });
+        events.push_str(&event("content_block_delta", &delta));
+        events
+    }
+
     fn epilogue(&self, ctx: &Ctx, tokens: u64) -> Vec<String> {
-        let reason = if tokens >= ctx.req.max_tokens {
-            "max_tokens"
-        } else {
-            "end_turn"
+        let reason = match (tokens >= ctx.req.max_tokens, ctx.tool) {
+            (true, _) => "max_tokens",
+            (false, true) => "tool_use",
+            (false, false) => "end_turn",
         };
         vec![
             event(
                 "content_block_stop",
-                &json!({ "type": "content_block_stop", "index": 0 }),
+                &json!({ "type": "content_block_stop", "index": u64::from(ctx.tool) }),
             ),
             event(
                 "message_delta",

@@ -26,6 +26,8 @@ pub struct Ctx {
     pub continuous: bool,
     /// Reasoning tokens billed before the visible ones and never streamed.
     pub hidden: u64,
+    /// The answer is a tool call (its end says so: `tool_calls`, `tool_use`).
+    pub tool: bool,
 }
 
 impl Ctx {
@@ -61,6 +63,19 @@ pub trait Render: Sync {
     ) -> String {
         let _ = answer;
         self.chunk(ctx, text, tokens, finish)
+    }
+    /// A chunk of a tool call's arguments; the first (`name` set) opens the call. Dialects
+    /// without tool calls send the arguments as text.
+    fn tool_chunk(
+        &self,
+        ctx: &Ctx,
+        name: Option<&str>,
+        arguments: &str,
+        tokens: u64,
+        finish: Option<&str>,
+    ) -> String {
+        let _ = name;
+        self.chunk(ctx, arguments, tokens, finish)
     }
     /// Events after the last token (usage, end markers).
     fn epilogue(&self, ctx: &Ctx, tokens: u64) -> Vec<String>;

@@ -65,6 +65,29 @@ impl Render for OpenAi {
         chunk_json(ctx, choices, ctx.continuous.then(|| ctx.usage_json(tokens)))
     }
 
+    /// Chat's `tool_calls` deltas: the first with the call's id, type and name, then the
+    /// arguments' fragments (completions has no tools: text).
+    fn tool_chunk(
+        &self,
+        ctx: &Ctx,
+        name: Option<&str>,
+        arguments: &str,
+        tokens: u64,
+        finish: Option<&str>,
+    ) -> String {
+        if ctx.req.dialect != Dialect::Chat {
+            return self.chunk(ctx, arguments, tokens, finish);
+        }
+        let mut call = json!({ "index": 0, "function": { "arguments": arguments } });
+        if let Some(name) = name {
+            call["id"] = Value::from(format!("call_{}", ctx.id));
+            call["type"] = Value::from("function");
+            call["function"]["name"] = Value::from(name);
+        }
+        let choices = json!([{ "index": 0, "delta": { "tool_calls": [call] }, "logprobs": null, "finish_reason": finish }]);
+        chunk_json(ctx, choices, ctx.continuous.then(|| ctx.usage_json(tokens)))
+    }
+
     fn epilogue(&self, ctx: &Ctx, tokens: u64) -> Vec<String> {
         let mut events = Vec::new();
         if ctx.usage {

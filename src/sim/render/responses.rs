@@ -52,6 +52,30 @@ impl Render for Responses {
         )
     }
 
+    /// A `function_call` output item after the message, then its arguments' deltas.
+    fn tool_chunk(
+        &self,
+        _: &Ctx,
+        name: Option<&str>,
+        arguments: &str,
+        _: u64,
+        _: Option<&str>,
+    ) -> String {
+        let mut events = String::new();
+        if let Some(name) = name {
+            let item = json!({ "id": "fc_sim", "type": "function_call", "status": "in_progress", "call_id": "call_sim", "name": name, "arguments": "" });
+            events.push_str(&typed(
+                "response.output_item.added",
+                json!({ "output_index": 1, "item": item }),
+            ));
+        }
+        events.push_str(&typed(
+            "response.function_call_arguments.delta",
+            json!({ "item_id": "fc_sim", "output_index": 1, "delta": arguments }),
+        ));
+        events
+    }
+
     fn epilogue(&self, ctx: &Ctx, tokens: u64) -> Vec<String> {
         let output = tokens + ctx.hidden;
         let usage = json!({ "input_tokens": ctx.req.prompt_tokens, "output_tokens": output, "total_tokens": ctx.req.prompt_tokens + output, "output_tokens_details": { "reasoning_tokens": ctx.hidden } });

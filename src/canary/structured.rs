@@ -1,0 +1,250 @@
+//! Structured checks: the answer judged as an agent would use it. The request must be
+//! accepted, the answer must finish, a JSON answer must parse and validate against its
+//! schema, and a tool call must arrive as a call (not as text), name a declared function
+//! (the named one, when `tool_choice` names it), and carry arguments that parse and
+//! validate against that function's `parameters`. Then `expect_json` is the known answer:
+//! a valid structure whose values are wrong is a `wrong_answer`, as a text `expect` is.
+//!
+//! The verdict quotes the offending output (cut) and the schema path that failed, for the
+//! log line and the status page; only the closed [`InvalidReason`] is a label.
+
+use serde_json::Value;
+
+use super::Check;
+use crate::error::{ProbeError, snippet};
+use crate::metrics::{CheckResult, InvalidReason};
+use crate::probe::{Outcome, ProbeReport};
+use crate::record::ResponseInfo;
+use crate::structure::{Format, Structure, ToolChoice};
+use crate::target::canary::CanaryPrompt;
+
+/// Finish reasons that mean the length limit cut the answer (chat and TGI `length`,
+/// Anthropic `max_tokens`, Responses `max_output_tokens`).
+const CUT: [&str; 3] = ["length", "max_tokens", "max_output_tokens"];
+
+/// Markers of a tool call written as text by a server whose tool parser missed it
+/// (Hermes `<tool_call>`, Llama 3's `<|python_tag|>`, Mistral's `[TOOL_CALLS]`).
+const CALL_AS_TEXT: [&str; 3] = ["<tool_call>", "<|python_tag|>", "[TOOL_CALLS]"];
+
+fn invalid(reason: InvalidReason, note: String) -> Check {
+    Check {
+        result: CheckResult::InvalidOutput,
+        divergence: None,
+        drift: None,
+        note: Some(format!("{}: {note}", reason.as_str())),
+        invalid: Some(reason),
+        structured: true,
+    }
+}
+
+fn valid(result: CheckResult, note: Option<String>) -> Check {
+    Check {
+        result,
+        divergence: None,
+        drift: None,
+        note,
+        invalid: None,
+        structured: true,
+    }
+}
+
+/// Judge the answer to `prompt` (whose `structure` is `structure`).
+pub fn judge(prompt: &CanaryPrompt, structure: &Structure, report: &ProbeReport) -> Check {
+    let Outcome::Finished(result) = &report.outcome else {
+        return Check::unscored("cut by shutdown");
+    };
+    match result {
+        Err(ProbeError::Status { status, body }) if matches!(status.as_u16(), 400 | 422) => {
+            return invalid(
+                InvalidReason::Rejected,
+                format!("the request was refused: HTTP {}: {body}", status.as_u16()),
+            );
+        }
+        Err(e) => return Check::unscored(format!("the request failed ({})", e.category())),
+        Ok(_) => {}
+    }
+    let response = &report.record.response;
+    let calls = &response.tool_calls;
+    let output = || quote(response);
+    if let Some(reason) = response
+        .finish_reason
+        .as_deref()
+        .filter(|r| CUT.contains(r))
+    {
+        return invalid(
+            InvalidReason::Truncated,
+            format!(
+                "the answer hit its length limit (finish reason {reason:?}) before the structure closed: {}",
+                output()
+            ),
+        );
+    }
+    let value = if structure.allows_tool_call() && !calls.is_empty() {
+        match judge_calls(structure, response) {
+            Ok(value) => value,
+            Err(check) => return check,
+        }
+    } else if structure.requires_tool_call() {
+        let as_text = CALL_AS_TEXT.iter().any(|m| response.text.contains(m));
+        let why = if as_text {
+            "the call came as text in `content`, not as a tool call"
+        } else {
+            "no tool call arrived"
+        };
+        return invalid(InvalidReason::NoToolCall, format!("{why}: {}", output()));
+    } else if let Some(format) = &structure.response_format {
+        match judge_text(format, &response.text) {
+            Ok(value) => value,
+            Err(check) => return check,
+        }
+    } else if CALL_AS_TEXT.iter().any(|m| response.text.contains(m)) {
+        // `auto`: text is allowed, a call spelt out as text is not.
+        return invalid(
+            InvalidReason::NoToolCall,
+            format!(
+                "the call came as text in `content`, not as a tool call: {}",
+                output()
+            ),
+        );
+    } else {
+        // `auto` or `none`, answered in text: only a text `expect` can judge it.
+        return match &prompt.expect {
+            Some(expect) if !expect.is_match(&response.text) => valid(
+                CheckResult::WrongAnswer,
+                Some(format!(
+                    "expected /{}/, received {:?}",
+                    expect.as_str(),
+                    snippet(&response.text)
+                )),
+            ),
+            _ => valid(CheckResult::Match, None),
+        };
+    };
+    for (pointer, expect) in &prompt.expect_json {
+        let found = value.pointer(pointer);
+        let text = match found {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        };
+        if found.is_none() || !expect.is_match(&text) {
+            return valid(
+                CheckResult::WrongAnswer,
+                Some(format!(
+                    "expected {pointer} to match /{}/, received {}: {}",
+                    expect.as_str(),
+                    found.map_or_else(|| "nothing".into(), |v| snippet(&v.to_string())),
+                    snippet(&value.to_string())
+                )),
+            );
+        }
+    }
+    valid(CheckResult::Match, None)
+}
+
+/// Every call: a declared function (the named one), with arguments that validate. The
+/// first call's arguments are what `expect_json` reads.
+fn judge_calls(structure: &Structure, response: &ResponseInfo) -> Result<Value, Check> {
+    let mut first = None;
+    for call in &response.tool_calls {
+        let at = |what: &str| format!("tool call `{}` {what}", snippet(&call.name));
+        let named = match &structure.tool_choice {
+            Some(ToolChoice::Named(name)) => Some(name.as_str()),
+            _ => None,
+        };
+        let function = match structure.function(&call.name) {
+            Some(f) if named.is_none_or(|n| n == f.name) => f,
+            _ => {
+                let wanted = match named {
+                    Some(name) => format!("`tool_choice` named `{name}`"),
+                    None => "not a declared function".into(),
+                };
+                return Err(invalid(
+                    InvalidReason::WrongTool,
+                    at(&format!(
+                        "({wanted}), arguments {}",
+                        quote_str(&call.arguments)
+                    )),
+                ));
+            }
+        };
+        let value: Value = serde_json::from_str(&call.arguments).map_err(|e| {
+            invalid(
+                InvalidReason::NotJson,
+                at(&format!(
+                    "has arguments that are not JSON ({e}): {}",
+                    quote_str(&call.arguments)
+                )),
+            )
+        })?;
+        if let Err(e) = function.parameters.check(&value) {
+            return Err(invalid(
+                InvalidReason::Schema,
+                at(&format!(
+                    "breaks its parameters at schema path {} (value at {:?}: {}): {}",
+                    e.schema_path,
+                    e.instance_path,
+                    e.message,
+                    quote_str(&call.arguments)
+                )),
+            ));
+        }
+        first.get_or_insert(value);
+    }
+    Ok(first.unwrap_or(Value::Null))
+}
+
+fn judge_text(format: &Format, text: &str) -> Result<Value, Check> {
+    let value: Value = serde_json::from_str(text.trim()).map_err(|e| {
+        invalid(
+            InvalidReason::NotJson,
+            format!("the answer is not JSON ({e}): {}", quote_str(text)),
+        )
+    })?;
+    match format {
+        Format::JsonObject if !value.is_object() => Err(invalid(
+            InvalidReason::Schema,
+            format!(
+                "`json_object` asked for an object, received {}",
+                quote_str(text)
+            ),
+        )),
+        Format::JsonObject => Ok(value),
+        Format::JsonSchema { schema, name, .. } => match schema.check(&value) {
+            Ok(()) => Ok(value),
+            Err(e) => Err(invalid(
+                InvalidReason::Schema,
+                format!(
+                    "the answer breaks schema `{name}` at schema path {} (value at {:?}: {}): {}",
+                    e.schema_path,
+                    e.instance_path,
+                    e.message,
+                    quote_str(text)
+                ),
+            )),
+        },
+    }
+}
+
+/// The answer as an agent received it: its text, then its calls.
+fn quote(response: &ResponseInfo) -> String {
+    let mut parts = Vec::new();
+    if !response.text.is_empty() {
+        parts.push(format!("content {}", quote_str(&response.text)));
+    }
+    for call in &response.tool_calls {
+        parts.push(format!(
+            "call `{}` {}",
+            snippet(&call.name),
+            quote_str(&call.arguments)
+        ));
+    }
+    if parts.is_empty() {
+        return "(no output)".into();
+    }
+    parts.join("; ")
+}
+
+fn quote_str(text: &str) -> String {
+    format!("{:?}", snippet(text))
+}

@@ -1,0 +1,315 @@
+//! Structured answers: a request that asks for JSON (`response_format`, Responses
+//! `text.format`, TGI `grammar`) or declares tools gets an answer that follows its schema,
+//! built from the schema and the prompt's words (the toy model's knowledge: a string is
+//! the prompt's last capitalized word, so "the weather in Paris" calls with
+//! `{"city": "Paris"}`), streamed a few characters per token. The structured faults break
+//! it the ways real servers were seen to: arguments of the wrong type, a call written as
+//! text in `content`, whitespace until the length limit, a 400 for a schema keyword.
+
+use serde_json::{Map, Value, json};
+
+use super::faults::Fault;
+use super::request::Dialect;
+
+/// Characters of JSON per simulated token.
+const CHARS_PER_TOKEN: usize = 4;
+
+/// What a request asked of its answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimStructure {
+    /// The schema of a JSON answer (`{"type": "object"}` for `json_object`).
+    pub schema: Option<Value>,
+    /// Declared functions and their parameter schemas.
+    pub tools: Vec<(String, Value)>,
+    /// `tool_choice`: `None` for auto (or absent), the name when it names one.
+    pub choice: Choice,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Choice {
+    Auto,
+    None,
+    Required,
+    Named(String),
+}
+
+/// The answer's shape: text (a JSON answer, or a call spelt out as text), or a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    Text(Vec<String>),
+    Call { name: String, pieces: Vec<String> },
+}
+
+impl Answer {
+    pub fn pieces(&self) -> &[String] {
+        match self {
+            Self::Text(p) | Self::Call { pieces: p, .. } => p,
+        }
+    }
+}
+
+/// The structure `body` asks for in `dialect`, if any.
+pub fn parse(dialect: Dialect, body: &Value) -> Option<SimStructure> {
+    let schema_of = |format: &Value| match format.get("type").and_then(Value::as_str) {
+        Some("json_object") => Some(json!({"type": "object"})),
+        Some("json_schema") => format
+            .get("json_schema")
+            .and_then(|s| s.get("schema"))
+            .or_else(|| format.get("schema"))
+            .cloned(),
+        _ => None,
+    };
+    let schema = match dialect {
+        Dialect::Chat | Dialect::Completions => body.get("response_format").and_then(schema_of),
+        Dialect::Responses => body
+            .get("text")
+            .and_then(|t| t.get("format"))
+            .and_then(schema_of),
+        Dialect::Tgi => body
+            .get("parameters")
+            .and_then(|p| p.get("grammar"))
+            .filter(|g| g.get("type").and_then(Value::as_str) == Some("json"))
+            .and_then(|g| g.get("value"))
+            .cloned(),
+        _ => None,
+    };
+    let tools: Vec<(String, Value)> = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|tool| {
+            // Chat nests the function; Responses and Anthropic are flat.
+            let f = tool.get("function").unwrap_or(tool);
+            let name = f.get("name")?.as_str()?.to_owned();
+            let parameters = f
+                .get("parameters")
+                .or_else(|| f.get("input_schema"))
+                .cloned()
+                .unwrap_or_else(|| json!({"type": "object"}));
+            Some((name, parameters))
+        })
+        .collect();
+    let choice = match body.get("tool_choice") {
+        Some(Value::String(s)) if s == "none" => Choice::None,
+        Some(Value::String(s)) if s == "required" => Choice::Required,
+        Some(Value::Object(c)) => {
+            let name = c
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .or_else(|| c.get("name"))
+                .and_then(Value::as_str);
+            match (c.get("type").and_then(Value::as_str), name) {
+                (_, Some(name)) => Choice::Named(name.to_owned()),
+                (Some("any"), None) => Choice::Required,
+                (Some("none"), None) => Choice::None,
+                _ => Choice::Auto,
+            }
+        }
+        _ => Choice::Auto,
+    };
+    (schema.is_some() || !tools.is_empty()).then_some(SimStructure {
+        schema,
+        tools,
+        choice,
+    })
+}
+
+/// The answer to `prompt`, of at most `max_tokens` pieces, with `fault` applied.
+pub fn answer(s: &SimStructure, prompt: &str, max_tokens: u64, fault: Option<Fault>) -> Answer {
+    let call = match &s.choice {
+        Choice::None => None,
+        Choice::Named(name) => s.tools.iter().find(|(n, _)| n == name),
+        // The tool whose name's words the prompt mentions, else the first.
+        Choice::Auto | Choice::Required => s
+            .tools
+            .iter()
+            .find(|(n, _)| mentions(prompt, n))
+            .or(s.tools.first()),
+    };
+    let value = match call {
+        Some((_, parameters)) => instance(parameters, prompt),
+        None => instance(s.schema.as_ref().unwrap_or(&json!({})), prompt),
+    };
+    let mut text = value.to_string();
+    let mut per_piece = CHARS_PER_TOKEN;
+    let mut as_text = call.is_none();
+    match fault {
+        Some(Fault::WrongArgumentType) => text = "false".into(),
+        Some(Fault::ToolCallAsText) => {
+            if let Some((name, _)) = call {
+                text = format!(
+                    "<tool_call>\n{}\n</tool_call>",
+                    json!({"name": name, "arguments": value})
+                );
+                as_text = true;
+            }
+        }
+        Some(Fault::WhitespaceLoop) => {
+            let n = usize::try_from(max_tokens).unwrap_or(usize::MAX).min(4096);
+            let pieces = std::iter::once("{".to_owned())
+                .chain(std::iter::repeat_n("\n".to_owned(), n.saturating_sub(1)))
+                .collect();
+            return wrap(call, as_text, pieces);
+        }
+        Some(Fault::SplitArguments) => per_piece = 1,
+        _ => {}
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let limit = usize::try_from(max_tokens).unwrap_or(usize::MAX).max(1);
+    let pieces = chars
+        .chunks(per_piece)
+        .map(|c| c.iter().collect::<String>())
+        .take(limit)
+        .collect();
+    wrap(call, as_text, pieces)
+}
+
+fn wrap(call: Option<&(String, Value)>, as_text: bool, pieces: Vec<String>) -> Answer {
+    match call {
+        Some((name, _)) if !as_text => Answer::Call {
+            name: name.clone(),
+            pieces,
+        },
+        _ => Answer::Text(pieces),
+    }
+}
+
+/// `get_time` is mentioned by "What time is it?": a word of its name other than `get`.
+fn mentions(prompt: &str, name: &str) -> bool {
+    let prompt = prompt.to_lowercase();
+    name.split('_')
+        .filter(|w| !w.is_empty() && *w != "get")
+        .any(|w| prompt.contains(&w.to_lowercase()))
+}
+
+/// A value of `schema`: `const`, the first of `enum`, every property of an object, the
+/// minimum count of an array's items; a string is the prompt's last capitalized word.
+pub fn instance(schema: &Value, prompt: &str) -> Value {
+    if let Some(c) = schema.get("const") {
+        return c.clone();
+    }
+    if let Some(first) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return first.clone();
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(first) = schema
+            .get(key)
+            .and_then(Value::as_array)
+            .and_then(|a| a.first())
+        {
+            return instance(first, prompt);
+        }
+    }
+    let kind = match schema.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        Some(Value::Array(types)) => types.first().and_then(Value::as_str).unwrap_or("object"),
+        _ if schema.get("properties").is_some() => "object",
+        _ => "string",
+    };
+    match kind {
+        "object" => {
+            let mut object = Map::new();
+            for (key, property) in schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                object.insert(key.clone(), instance(property, prompt));
+            }
+            Value::Object(object)
+        }
+        "array" => {
+            let n = schema.get("minItems").and_then(Value::as_u64).unwrap_or(1);
+            let item = instance(schema.get("items").unwrap_or(&json!({})), prompt);
+            Value::Array(vec![item; n.min(16) as usize])
+        }
+        "integer" => json!(schema.get("minimum").and_then(Value::as_i64).unwrap_or(1)),
+        "number" => json!(schema.get("minimum").and_then(Value::as_f64).unwrap_or(1.5)),
+        "boolean" => Value::Bool(true),
+        "null" => Value::Null,
+        _ => Value::from(last_capitalized(prompt)),
+    }
+}
+
+fn last_capitalized(prompt: &str) -> String {
+    prompt
+        .split(|c: char| !c.is_alphanumeric())
+        .skip(1)
+        .filter(|w| w.chars().next().is_some_and(char::is_uppercase))
+        .last()
+        .unwrap_or("sim")
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn weather() -> Value {
+        json!({"model": "m", "tools": [{"type": "function", "function": {"name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+            {"type": "function", "function": {"name": "get_time",
+            "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}}}}],
+            "tool_choice": "required"})
+    }
+
+    #[test]
+    fn a_call_names_the_tool_the_prompt_mentions_with_its_words() {
+        let s = parse(Dialect::Chat, &weather()).unwrap();
+        let Answer::Call { name, pieces } = answer(&s, "What is the weather in Paris?", 64, None)
+        else {
+            panic!("expected a call");
+        };
+        assert_eq!(name, "get_weather");
+        assert_eq!(pieces.concat(), r#"{"city":"Paris"}"#);
+        assert!(pieces.len() > 1, "streamed in pieces");
+        let Answer::Call { name, .. } = answer(&s, "What time is it in Tokyo?", 64, None) else {
+            panic!("expected a call");
+        };
+        assert_eq!(name, "get_time");
+    }
+
+    #[test]
+    fn faults_break_the_structure_the_ways_servers_did() {
+        let s = parse(Dialect::Chat, &weather()).unwrap();
+        let prompt = "What is the weather in Paris?";
+        let wrong = answer(&s, prompt, 64, Some(Fault::WrongArgumentType));
+        assert_eq!(wrong.pieces().concat(), "false");
+        let Answer::Text(text) = answer(&s, prompt, 64, Some(Fault::ToolCallAsText)) else {
+            panic!("expected text");
+        };
+        assert!(text.concat().starts_with("<tool_call>"));
+        let looped = answer(&s, prompt, 10, Some(Fault::WhitespaceLoop));
+        assert_eq!(looped.pieces().len(), 10);
+        let split = answer(&s, prompt, 64, Some(Fault::SplitArguments));
+        assert_eq!(split.pieces().len(), r#"{"city":"Paris"}"#.len());
+    }
+
+    #[test]
+    fn every_dialect_spelling_is_read() {
+        let schema =
+            json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 3}}});
+        let tgi =
+            json!({"inputs": "x", "parameters": {"grammar": {"type": "json", "value": schema}}});
+        let s = parse(Dialect::Tgi, &tgi).unwrap();
+        assert_eq!(answer(&s, "x", 64, None).pieces().concat(), r#"{"n":3}"#);
+        let responses =
+            json!({"text": {"format": {"type": "json_schema", "name": "n", "schema": schema}}});
+        assert!(
+            parse(Dialect::Responses, &responses)
+                .unwrap()
+                .schema
+                .is_some()
+        );
+        let anthropic = json!({"tools": [{"name": "f", "input_schema": {"type": "object"}}], "tool_choice": {"type": "tool", "name": "f"}});
+        let s = parse(Dialect::Anthropic, &anthropic).unwrap();
+        assert_eq!(s.choice, Choice::Named("f".into()));
+        assert_eq!(parse(Dialect::Chat, &json!({"messages": []})), None);
+    }
+}

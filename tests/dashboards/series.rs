@@ -4,6 +4,8 @@
 /// Counters and gauges the daemon exports, under their exposed names.
 pub(super) const EXPORTED_SERIES: &[&str] = &[
     "inferprobe_canary_checks_total",
+    "inferprobe_canary_structured_checks_total",
+    "inferprobe_canary_invalid_outputs_total",
     "inferprobe_requests_total",
     "inferprobe_request_errors_total",
     "inferprobe_requests_skipped_total",

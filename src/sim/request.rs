@@ -6,6 +6,7 @@ use http::Method;
 use serde_json::Value;
 
 use super::parts::{self, MediaRef, words};
+use super::structured::FormatAt;
 use crate::backend::wav;
 
 /// Output length when a request names none.
@@ -66,6 +67,16 @@ pub struct SimRequest {
     pub logprobs: Option<u32>,
     /// A JSON answer or tools asked for: answered by [`super::structured`].
     pub structure: Option<super::structured::SimStructure>,
+}
+
+/// Where `dialect` asks for a JSON answer.
+fn format_at(dialect: Dialect) -> FormatAt {
+    match dialect {
+        Dialect::Chat | Dialect::Completions => FormatAt::ResponseFormat,
+        Dialect::Responses => FormatAt::TextFormat,
+        Dialect::Tgi => FormatAt::Grammar,
+        _ => FormatAt::None,
+    }
 }
 
 /// Keys whose strings are not prompt text.
@@ -176,7 +187,7 @@ pub fn parse(
         prompt: String::new(),
         greedy: greedy(Some(&json)),
         logprobs: logprobs(&json),
-        structure: super::structured::parse(dialect, &json),
+        structure: super::structured::parse(format_at(dialect), &json),
     };
     request.greedy |= request.logprobs.is_some();
     let prompt_key = match dialect {

@@ -9,7 +9,6 @@
 use serde_json::{Map, Value, json};
 
 use super::faults::Fault;
-use super::request::Dialect;
 
 /// Characters of JSON per simulated token.
 const CHARS_PER_TOKEN: usize = 4;
@@ -48,8 +47,21 @@ impl Answer {
     }
 }
 
-/// The structure `body` asks for in `dialect`, if any.
-pub fn parse(dialect: Dialect, body: &Value) -> Option<SimStructure> {
+/// Where a dialect asks for a JSON answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FormatAt {
+    /// Chat and completions `response_format`.
+    ResponseFormat,
+    /// Responses `text.format`.
+    TextFormat,
+    /// TGI `parameters.grammar` of type `json`.
+    Grammar,
+    /// Nowhere: tools only.
+    None,
+}
+
+/// The structure `body` asks for (its JSON answer's schema at `format`), if any.
+pub fn parse(format: FormatAt, body: &Value) -> Option<SimStructure> {
     let schema_of = |format: &Value| match format.get("type").and_then(Value::as_str) {
         Some("json_object") => Some(json!({"type": "object"})),
         Some("json_schema") => format
@@ -59,19 +71,19 @@ pub fn parse(dialect: Dialect, body: &Value) -> Option<SimStructure> {
             .cloned(),
         _ => None,
     };
-    let schema = match dialect {
-        Dialect::Chat | Dialect::Completions => body.get("response_format").and_then(schema_of),
-        Dialect::Responses => body
+    let schema = match format {
+        FormatAt::ResponseFormat => body.get("response_format").and_then(schema_of),
+        FormatAt::TextFormat => body
             .get("text")
             .and_then(|t| t.get("format"))
             .and_then(schema_of),
-        Dialect::Tgi => body
+        FormatAt::Grammar => body
             .get("parameters")
             .and_then(|p| p.get("grammar"))
             .filter(|g| g.get("type").and_then(Value::as_str) == Some("json"))
             .and_then(|g| g.get("value"))
             .cloned(),
-        _ => None,
+        FormatAt::None => None,
     };
     let tools: Vec<(String, Value)> = body
         .get("tools")
@@ -261,7 +273,7 @@ mod tests {
 
     #[test]
     fn a_call_names_the_tool_the_prompt_mentions_with_its_words() {
-        let s = parse(Dialect::Chat, &weather()).unwrap();
+        let s = parse(FormatAt::ResponseFormat, &weather()).unwrap();
         let Answer::Call { name, pieces } = answer(&s, "What is the weather in Paris?", 64, None)
         else {
             panic!("expected a call");
@@ -277,7 +289,7 @@ mod tests {
 
     #[test]
     fn faults_break_the_structure_the_ways_servers_did() {
-        let s = parse(Dialect::Chat, &weather()).unwrap();
+        let s = parse(FormatAt::ResponseFormat, &weather()).unwrap();
         let prompt = "What is the weather in Paris?";
         let wrong = answer(&s, prompt, 64, Some(Fault::WrongArgumentType));
         assert_eq!(wrong.pieces().concat(), "false");
@@ -297,19 +309,22 @@ mod tests {
             json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 3}}});
         let tgi =
             json!({"inputs": "x", "parameters": {"grammar": {"type": "json", "value": schema}}});
-        let s = parse(Dialect::Tgi, &tgi).unwrap();
+        let s = parse(FormatAt::Grammar, &tgi).unwrap();
         assert_eq!(answer(&s, "x", 64, None).pieces().concat(), r#"{"n":3}"#);
         let responses =
             json!({"text": {"format": {"type": "json_schema", "name": "n", "schema": schema}}});
         assert!(
-            parse(Dialect::Responses, &responses)
+            parse(FormatAt::TextFormat, &responses)
                 .unwrap()
                 .schema
                 .is_some()
         );
         let anthropic = json!({"tools": [{"name": "f", "input_schema": {"type": "object"}}], "tool_choice": {"type": "tool", "name": "f"}});
-        let s = parse(Dialect::Anthropic, &anthropic).unwrap();
+        let s = parse(FormatAt::None, &anthropic).unwrap();
         assert_eq!(s.choice, Choice::Named("f".into()));
-        assert_eq!(parse(Dialect::Chat, &json!({"messages": []})), None);
+        assert_eq!(
+            parse(FormatAt::ResponseFormat, &json!({"messages": []})),
+            None
+        );
     }
 }

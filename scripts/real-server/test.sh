@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 { read -r LLAMA_SERVER; read -r TINY_GGUF; read -r TINY_MMPROJ; read -r TINY_OTHER; } < <(bash scripts/real-server/setup.sh)
 export LLAMA_SERVER TINY_GGUF TINY_MMPROJ TINY_OTHER
-cargo test --test real_server --test real_server_canary -- --ignored --nocapture
+cargo test --test real_server --test real_server_canary --test real_server_structured -- --ignored --nocapture

@@ -370,7 +370,8 @@ async fn each_api_is_sent_its_own_spelling() {
             .collect()
     };
     let empty = || Capture::stream("data: [DONE]\n\n");
-    let cases: [(&str, &str, Box<dyn Fn(&Value) -> bool>); 4] = [
+    type Sent = Box<dyn Fn(&Value) -> bool>;
+    let cases: [(&str, &str, Sent); 4] = [
         (
             "anthropic",
             named.as_str(),

@@ -517,3 +517,39 @@ async fn a_latency_probe_with_tools_times_the_call() {
     assert_eq!(tokens / s.successes("agent"), 4.0, "{tokens}");
     assert_eq!(s.all_errors("agent"), 0.0);
 }
+
+/// `check` says how a structured canary is scored, and warns when its share of the checks
+/// is too small for the alert.
+#[test]
+fn check_describes_structured_prompts() {
+    let dir = tempfile::tempdir().unwrap();
+    let all = prompts(
+        dir.path(),
+        "all.jsonl",
+        &[json_line(), named_line("Paris"), required_line()],
+    );
+    for (interval, warned) in [("60s", false), ("10m", true)] {
+        let toml = target("t", "openai-chat", "http://127.0.0.1:9", &all, "").replace(
+            r#"interval = "20ms""#,
+            &format!(r#"interval = "{interval}""#),
+        );
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, &toml).unwrap();
+        let out = inferprobe(&["check", "--config", path.to_str().unwrap()]);
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stdout.contains("3 structured (JSON or a tool call) judged by its schema"),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("compared by logprobs"), "{stdout}");
+        assert_eq!(
+            stderr.contains("InferprobeInvalidOutputs needs 5"),
+            warned,
+            "{interval}: {stderr}"
+        );
+    }
+}

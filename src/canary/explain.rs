@@ -7,8 +7,13 @@ use crate::target::canary::CanarySpec;
 
 /// What `inferprobe check` says of a target's canary: how its prompts will be scored.
 pub fn describe(spec: &CanarySpec, backend: crate::target::BackendKind) -> String {
-    let known = spec.prompts.iter().filter(|p| p.expect.is_some()).count();
-    let compared = spec.prompts.len() - known;
+    let structured = spec
+        .prompts
+        .iter()
+        .filter(|p| p.structure.is_some())
+        .count();
+    let compared = spec.prompts.iter().filter(|p| p.compared()).count();
+    let known = spec.prompts.len() - structured - compared;
     let groups = if spec.group_by.is_empty() {
         "its group (a pod's controller revision)".to_owned()
     } else {
@@ -40,8 +45,12 @@ pub fn describe(spec: &CanarySpec, backend: crate::target::BackendKind) -> Strin
     if known > 0 {
         out += &format!("; {known} known answer(s) by regex");
     }
+    if structured > 0 {
+        out += &format!("; {structured} structured (JSON or a tool call) judged by its schema");
+    }
     if spec.top_logprobs == 0 {
-        out += &format!(" ({backend} reports no logprobs: known answers only)");
+        out +=
+            &format!(" ({backend} reports no logprobs: known answers and structured checks only)");
     }
     out
 }
@@ -51,13 +60,14 @@ pub fn describe(spec: &CanarySpec, backend: crate::target::BackendKind) -> Strin
 pub const ALERT_WINDOW: Duration = Duration::from_secs(30 * 60);
 pub const WRONG_ANSWERS_NEED: u32 = 5;
 pub const DRIFT_NEEDS: u32 = 10;
+pub const INVALID_OUTPUTS_NEED: u32 = 5;
 
 /// What `check` warns of: shipped alerts this interval makes impossible (too few checks
 /// of a replica fit in their window). The windows are not scaled to the interval: a
 /// replica checked every ten minutes needs hours to tell a pattern from one bad answer.
 pub fn warnings(spec: &CanarySpec) -> Vec<String> {
     let fit = (ALERT_WINDOW.as_secs_f64() / spec.interval.as_secs_f64()).floor() as u32;
-    [
+    let mut warnings: Vec<String> = [
         ("InferprobeWrongAnswers", WRONG_ANSWERS_NEED),
         ("InferprobeCanaryDrift", DRIFT_NEEDS),
     ]
@@ -70,5 +80,20 @@ pub fn warnings(spec: &CanarySpec) -> Vec<String> {
             ALERT_WINDOW / need
         )
     })
-    .collect()
+    .collect();
+    // Round robin: the structured prompts get their share of the checks.
+    let structured = spec
+        .prompts
+        .iter()
+        .filter(|p| p.structure.is_some())
+        .count();
+    let total = spec.prompts.len().max(1);
+    let structured_fit = (fit as usize * structured / total) as u32;
+    if structured > 0 && structured_fit < INVALID_OUTPUTS_NEED {
+        warnings.push(format!(
+            "canary.interval {:?} with {structured} structured prompt(s) of {total} fits {structured_fit} structured check(s) of a replica in 30 minutes: InferprobeInvalidOutputs needs {INVALID_OUTPUTS_NEED} and can never fire",
+            spec.interval
+        ));
+    }
+    warnings
 }

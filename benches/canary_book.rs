@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use inferprobe::canary::book::Book;
+use inferprobe::endpoint::canary::Reference;
 use inferprobe::logprobs::{Position, Token};
-use inferprobe::target::canary::Reference;
 
 fn answer(seed: usize) -> Arc<Reference> {
     let positions = (0..32)

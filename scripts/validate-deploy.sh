@@ -21,7 +21,7 @@
 #     config/prometheus/*.yml); promtool checks the rules when it is installed.
 #  6. `inferprobe check` accepts the ConfigMap's configuration (secret paths pointed at a
 #     placeholder key file, NODE_NAME/POD_NAME/POD_NAMESPACE set) and every example in
-#     config/examples/, whose API reads both RBAC variants must grant.
+#     examples/, whose API reads both RBAC variants must grant.
 #  7. hadolint finds nothing in the Dockerfile; the files it copies (through .dockerignore)
 #     are all cargo needs: `cargo fetch --locked` parses the manifest and every target there.
 set -euo pipefail
@@ -133,11 +133,11 @@ pod_env=(NODE_NAME=validate-node POD_NAME=validate-pod POD_NAMESPACE=inferprobe)
 env "${pod_env[@]}" "$bin" check --config "$work/config.toml" ||
   fail "inferprobe check rejected the ConfigMap's configuration"
 
-step "the examples in config/examples/: inferprobe check, and both RBAC variants grant their reads"
+step "the examples in examples/: inferprobe check, and both RBAC variants grant their reads"
 shopt -s nullglob
-examples=(config/examples/*.toml)
+examples=(examples/*.toml)
 shopt -u nullglob
-[ ${#examples[@]} -gt 0 ] || fail "no examples in config/examples/"
+[ ${#examples[@]} -gt 0 ] || fail "no examples in examples/"
 for example in "${examples[@]}"; do
   env "${pod_env[@]}" "$bin" check --config "$example" || fail "inferprobe check rejected $example"
 done

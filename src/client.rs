@@ -23,8 +23,8 @@ use hyper_util::client::legacy::connect::HttpInfo;
 use prometheus_client::metrics::counter::Counter;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
+use crate::endpoint::{ConnectionMode, Target};
 use crate::error::DnsError;
-use crate::target::{ConnectionMode, Target};
 
 /// Idle connections are kept this long, longer than the gap between probes at typical
 /// probe rates, so a warm connection is what most probes use (like a real client's pool).

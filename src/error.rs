@@ -14,7 +14,7 @@ use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 
-/// Why a probe failed. The `as_str` names are the `category` label values (DESIGN.md).
+/// Why a probe failed. The `as_str` names are the `category` label values (docs/errors.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ErrorCategory {
     Dns,

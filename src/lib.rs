@@ -6,7 +6,8 @@
 //!
 //! # Layout
 //! - [`config`]: file + env + flags → validated [`config::Config`].
-//! - [`target`]: the validated description of one target that everything else reads.
+//! - [`endpoint`]: the validated description of one target (an endpoint and how to probe
+//!   it) that everything else reads.
 //! - [`scheduler`]: open-loop gamma/Poisson arrivals per target, concurrency cap.
 //! - [`probe`]: one request: HTTP, streaming, deadlines → a [`record::RequestRecord`].
 //! - [`sse`]: incremental Server-Sent Events decoder.
@@ -40,6 +41,7 @@ pub mod config;
 pub mod daemon;
 pub mod demo;
 pub mod discovery;
+pub mod endpoint;
 pub mod error;
 pub mod files;
 pub mod logging;
@@ -59,7 +61,6 @@ pub mod sse;
 pub mod status;
 pub mod structure;
 pub mod supervisor;
-pub mod target;
 pub mod trace_context;
 pub mod validation;
 

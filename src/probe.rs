@@ -18,11 +18,11 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Backend, RequestBody};
+use crate::endpoint::{ConnectionMode, Target};
 use crate::error::{ProbeError, closed_before_response};
 use crate::media::MediaSummary;
 use crate::prompt::Prompt;
 use crate::record::{Measurement, RequestRecord};
-use crate::target::{ConnectionMode, Target};
 use crate::trace_context::TraceIds;
 
 mod body;

@@ -2,7 +2,7 @@
 //!
 //! The probe stamps `Instant`s as bytes arrive and stores what each event carried; nothing
 //! is computed while streaming. [`RequestRecord::measure`] then derives TTFT, ITL, TPOT,
-//! E2EL and token counts exactly as DESIGN.md defines them, so the definitions live in one
+//! E2EL and token counts exactly as docs/measurement.md defines them, so the definitions live in one
 //! place and can be tested on synthetic timelines without a network.
 //!
 //! Non-streamed responses (embeddings, DeepSpeed-MII) have no first token: they record
@@ -323,7 +323,7 @@ impl RequestRecord {
         self.first_token_at.is_some()
     }
 
-    /// Derive the measurement, or the failure the timeline shows (DESIGN.md success rule,
+    /// Derive the measurement, or the failure the timeline shows (docs/measurement.md success rule,
     /// the parts that depend on the whole stream). `tokenizer` counts output tokens when
     /// the server reported none.
     pub fn measure(&self, tokenizer: Option<&TokenCounter>) -> Result<Measurement, ProbeError> {

@@ -2,10 +2,10 @@
 //! one debug line per success. Text that came from the server is scrubbed of the target's
 //! API key, in case an endpoint echoes credentials back in an error.
 
+use crate::endpoint::Target;
 use crate::error::ProbeError;
 use crate::probe::ProbeReport;
 use crate::record::Measurement;
-use crate::target::Target;
 
 /// `result` is the outcome inside `report`, already unpacked by the caller.
 pub fn log_probe(

@@ -19,12 +19,12 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::endpoint::Target;
 use crate::metrics::{ProbeId, SkipReason, TargetMetrics};
 use crate::probe::{Outcome, Prober};
 use crate::prompt::{Draw, Prompt};
 use crate::report;
 use crate::status::{ProbeSummary, TargetStatus};
-use crate::target::Target;
 
 /// An arrival this far behind its time when the previous one was sent was swallowed by a
 /// pause (SIGSTOP, a frozen cgroup, a paused VM, a starved runtime): it is skipped, not

@@ -13,11 +13,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::canary::{self, book::Books};
+use crate::endpoint::Target;
 use crate::metrics::{Metrics, TargetLabels};
 use crate::probe::Prober;
 use crate::scheduler::{self, Context, Sinks};
 use crate::status::Board;
-use crate::target::Target;
 
 /// What applies to every target of a configuration.
 #[derive(Clone, Copy, Debug)]

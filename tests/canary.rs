@@ -148,7 +148,7 @@ async fn record_golden(
     url: &str,
     out: &Path,
     prompts: Option<&Path>,
-) -> inferprobe::target::canary::Golden {
+) -> inferprobe::endpoint::canary::Golden {
     let args = RecordArgs {
         backend: Some("openai-chat".into()),
         url: Some(url.into()),
@@ -196,7 +196,7 @@ async fn a_golden_file_round_trips_and_other_weights_diverge_from_it() {
             .iter()
             .all(|a| a.answer.positions.len() == 24)
     );
-    let (reread, _) = inferprobe::target::canary::load_golden(&golden_path).unwrap();
+    let (reread, _) = inferprobe::endpoint::canary::load_golden(&golden_path).unwrap();
     assert_eq!(
         serde_json::to_value(&reread).unwrap(),
         serde_json::to_value(&golden).unwrap()

@@ -1,6 +1,6 @@
 //! The two shipped examples, as written (only the kubeconfig is added, as a user outside the
-//! cluster would), against the test Kubernetes API server: config/examples/node-local-vllm.toml
-//! probes the vLLM pods on this node, config/examples/inferencepool.toml every member of the
+//! cluster would), against the test Kubernetes API server: examples/node-local-vllm.toml
+//! probes the vLLM pods on this node, examples/inferencepool.toml every member of the
 //! pool and the gateway in front of it.
 
 mod common;
@@ -28,7 +28,7 @@ async fn start_example(name: &str, kubeconfig: &Path) -> Daemon {
         std::env::set_var("POD_NAMESPACE", "inferprobe");
     }
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("config/examples")
+        .join("examples")
         .join(name);
     let raw: RawConfig = Figment::from(Toml::file_exact(&path))
         .merge(Serialized::default("kubernetes.kubeconfig", kubeconfig))

@@ -7,10 +7,10 @@ mod common;
 use std::time::Duration;
 
 use inferprobe::backend::BackendKind;
+use inferprobe::endpoint::Limits;
 use inferprobe::error::ProbeError;
 use inferprobe::probe::StreamReader;
 use inferprobe::record::{Measurement, RequestRecord};
-use inferprobe::target::Limits;
 use tokio::time::Instant;
 
 const MS: Duration = Duration::from_millis(1);

@@ -15,13 +15,13 @@ use super::{
     Backend, Payload, RequestSpec, StreamEvent, StreamParser, count_field, error_message,
     tool_call_header,
 };
+use crate::endpoint::{Secret, Target};
 use crate::error::ProbeError;
 use crate::media::body::{Slice, placeholder};
 use crate::prompt::Prompt;
 use crate::record::{Chunk, ResponseInfo};
 use crate::sse::SseEvent;
 use crate::structure::{Structure, ToolChoice};
-use crate::target::{Secret, Target};
 
 #[derive(Debug)]
 pub struct Anthropic;

@@ -12,11 +12,11 @@ use serde_json::Value;
 
 use super::openai_wire::OpenAiStreamParser;
 use super::{Backend, Payload, RequestBody, RequestSpec, StreamEvent, StreamParser, count_field};
+use crate::endpoint::Target;
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
 use crate::record::{Chunk, ResponseInfo};
 use crate::sse::SseEvent;
-use crate::target::Target;
 
 #[derive(Debug)]
 pub struct Transcriptions;

@@ -8,10 +8,10 @@ use base64::Engine;
 use serde_json::{Map, Value};
 
 use super::{Backend, RequestSpec, StreamParser, count_field};
+use crate::endpoint::Target;
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
 use crate::record::{ResponseInfo, WholeBody};
-use crate::target::Target;
 
 #[derive(Debug)]
 pub struct Embeddings;

@@ -9,10 +9,10 @@
 use serde_json::{Map, Value};
 
 use super::{Backend, RequestSpec, StreamParser, count_field, finish_body};
+use crate::endpoint::Target;
 use crate::error::ProbeError;
 use crate::prompt::Prompt;
 use crate::record::{ResponseInfo, WholeBody};
-use crate::target::Target;
 
 #[derive(Debug)]
 pub struct DeepSpeedMii;

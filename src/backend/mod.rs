@@ -23,13 +23,13 @@ use std::sync::Arc;
 use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
+pub use crate::endpoint::BackendKind;
+use crate::endpoint::{Secret, Target};
 use crate::error::ProbeError;
 use crate::prompt::{Greedy, Prompt};
 use crate::record::{Chunk, ResponseInfo, WholeBody};
 use crate::sse::SseEvent;
 use crate::structure::Structure;
-pub use crate::target::BackendKind;
-use crate::target::{Secret, Target};
 
 use crate::error::snippet;
 pub use audio::wav;

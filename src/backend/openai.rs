@@ -4,9 +4,9 @@ use serde_json::{Map, Value};
 
 use super::openai_wire::{self, OpenAiStreamParser, common_body};
 use super::{Backend, RequestSpec, StreamParser, finish_body};
+use crate::endpoint::Target;
 use crate::prompt::{Greedy, Prompt};
 use crate::structure::Structure;
-use crate::target::Target;
 
 #[derive(Debug)]
 pub struct OpenAiCompletions;

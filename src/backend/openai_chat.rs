@@ -7,11 +7,11 @@ use serde_json::{Map, Value, json};
 
 use super::openai_wire::{self, OpenAiStreamParser, common_body};
 use super::{Backend, RequestSpec, StreamParser, finish_body};
+use crate::endpoint::Target;
 use crate::media::MediaKind;
 use crate::media::body::{Slice, placeholder};
 use crate::prompt::{Greedy, Prompt};
 use crate::structure::Structure;
-use crate::target::Target;
 
 #[derive(Debug)]
 pub struct OpenAiChat;

@@ -12,12 +12,12 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{Payload, StreamEvent, StreamParser};
+use crate::endpoint::Target;
 use crate::error::{ProbeError, snippet};
 use crate::prompt::{Greedy, Prompt};
 use crate::record::{Chunk, ResponseInfo, ServerTimings};
 use crate::sse::SseEvent;
 use crate::structure::{self as structured, Structure};
-use crate::target::Target;
 
 /// Fields both OpenAI text endpoints take. The caller adds the prompt or messages, then
 /// calls [`super::finish_body`].

@@ -9,13 +9,13 @@
 use serde_json::{Map, Value, json};
 
 use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, count_field, error_message};
+use crate::endpoint::Target;
 use crate::error::ProbeError;
 use crate::media::body::{Slice, placeholder};
 use crate::prompt::Prompt;
 use crate::record::{Chunk, ResponseInfo};
 use crate::sse::SseEvent;
 use crate::structure::{self as structured, Format, Structure, ToolChoice};
-use crate::target::Target;
 
 #[derive(Debug)]
 pub struct Responses;

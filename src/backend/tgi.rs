@@ -11,12 +11,12 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, error_message};
+use crate::endpoint::Target;
 use crate::error::ProbeError;
 use crate::prompt::{Greedy, Prompt};
 use crate::record::{Chunk, ResponseInfo};
 use crate::sse::SseEvent;
 use crate::structure::{Format, Structure};
-use crate::target::Target;
 
 #[derive(Debug)]
 pub struct Tgi;

@@ -10,11 +10,11 @@
 use serde_json::{Map, Value};
 
 use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, error_message, finish_body};
+use crate::endpoint::Target;
 use crate::error::ProbeError;
 use crate::prompt::{Greedy, Prompt};
 use crate::record::{Chunk, ResponseInfo};
 use crate::sse::SseEvent;
-use crate::target::Target;
 
 #[derive(Debug)]
 pub struct TensorRtLlm;

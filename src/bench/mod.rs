@@ -44,7 +44,7 @@ pub struct BenchArgs {
     /// Name of the target in --config (default: the only one).
     #[arg(long)]
     pub target: Option<String>,
-    /// Without --config: the wire format (see `backend` in the README).
+    /// Without --config: the wire format (see `backend` in docs/configuration.md).
     #[arg(long, default_value = "openai-chat")]
     pub backend: String,
     /// Without --config: the server's base URL.

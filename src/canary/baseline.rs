@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use super::book::Books;
 use super::compare::{Verdict, answers};
+use crate::endpoint::canary::CanaryPrompt;
 use crate::metrics::CheckResult;
 use crate::probe::ProbeReport;
-use crate::target::canary::CanaryPrompt;
 
 /// Where a replica's baseline is found.
 #[derive(Clone, Debug)]

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use super::compare::{Verdict, answers};
-use crate::target::canary::{CanarySpec, Reference};
+use crate::endpoint::canary::{CanarySpec, Reference};
 
 /// Fewer replicas than this: the first answer is the reference.
 pub const MAJORITY_FROM: usize = 3;

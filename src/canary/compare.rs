@@ -41,8 +41,8 @@
 //! character as `""` with no bytes) cannot be told from another such token: where both
 //! answers have one, the comparison stops there with a match, as at a near-tie.
 
+use crate::endpoint::canary::Reference;
 use crate::logprobs::{Identity, Position, Token};
-use crate::target::canary::Reference;
 
 /// What the comparison found.
 #[derive(Clone, Debug, PartialEq)]

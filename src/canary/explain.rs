@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use crate::target::canary::CanarySpec;
+use crate::endpoint::canary::CanarySpec;
 
 /// What `inferprobe check` says of a target's canary: how its prompts will be scored.
-pub fn describe(spec: &CanarySpec, backend: crate::target::BackendKind) -> String {
+pub fn describe(spec: &CanarySpec, backend: crate::endpoint::BackendKind) -> String {
     let structured = spec
         .prompts
         .iter()
@@ -55,7 +55,7 @@ pub fn describe(spec: &CanarySpec, backend: crate::target::BackendKind) -> Strin
     out
 }
 
-/// The shipped alerts' windows and the scored checks they need in them (README, "Canary
+/// The shipped alerts' windows and the scored checks they need in them (docs/canary.md, "Canary
 /// alerts"): one replica is checked once per `interval`.
 pub const ALERT_WINDOW: Duration = Duration::from_secs(30 * 60);
 pub const WRONG_ANSWERS_NEED: u32 = 5;
@@ -67,12 +67,16 @@ pub const INVALID_OUTPUTS_NEED: u32 = 5;
 /// replica checked every ten minutes needs hours to tell a pattern from one bad answer.
 pub fn warnings(spec: &CanarySpec) -> Vec<String> {
     let fit = (ALERT_WINDOW.as_secs_f64() / spec.interval.as_secs_f64()).floor() as u32;
+    // Drift is measured on logprob comparisons only: known answers and structured checks
+    // have none, so the drift alert is no concern of a canary without compared prompts.
+    let compares = spec.prompts.iter().any(|p| p.compared());
     let mut warnings: Vec<String> = [
-        ("InferprobeWrongAnswers", WRONG_ANSWERS_NEED),
-        ("InferprobeCanaryDrift", DRIFT_NEEDS),
+        ("InferprobeWrongAnswers", WRONG_ANSWERS_NEED, true),
+        ("InferprobeCanaryDrift", DRIFT_NEEDS, compares),
     ]
     .into_iter()
-    .filter(|&(_, need)| fit < need)
+    .filter(|&(_, need, applies)| applies && fit < need)
+    .map(|(alert, need, _)| (alert, need))
     .map(|(alert, need)| {
         format!(
             "canary.interval {:?} fits {fit} check(s) of a replica in 30 minutes: {alert} needs {need} and can never fire (at most {:?})",

@@ -27,6 +27,7 @@ use rand::RngExt;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+use crate::endpoint::canary::{CanaryPrompt, CanarySpec, Reference};
 use crate::error::ProbeError;
 use crate::logprobs::Unreadable;
 use crate::metrics::{CanaryVerdict, CheckResult, InvalidReason, TargetMetrics};
@@ -35,7 +36,6 @@ use crate::prompt::{Greedy, Prompt};
 use crate::record::{Logprobs, Measurement};
 use crate::scheduler::Context;
 use crate::status::{CanaryCheck, TargetStatus};
-use crate::target::canary::{CanaryPrompt, CanarySpec, Reference};
 use book::{Book, Member};
 use compare::Verdict;
 

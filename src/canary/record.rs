@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::compare::{self, Verdict};
 use crate::config::{self, ConfigError, RawConfig, RawTarget};
+use crate::endpoint::canary::{CanaryPrompt, GOLDEN_FORMAT, Golden, GoldenAnswer};
 use crate::probe::{Outcome, Prober};
-use crate::target::canary::{CanaryPrompt, GOLDEN_FORMAT, Golden, GoldenAnswer};
 
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct RecordArgs {
@@ -100,7 +100,7 @@ fn raw_target(args: &RecordArgs) -> Result<(RawTarget, Option<Vec<CanaryPrompt>>
     let mut again = None;
     if let Some(golden) = canary.golden.take() {
         if args.prompts.is_none() {
-            let (_, prompts) = crate::target::canary::load_golden(std::path::Path::new(&golden))
+            let (_, prompts) = crate::endpoint::canary::load_golden(std::path::Path::new(&golden))
                 .map_err(|e| ConfigError::new("canary.golden", e))?;
             again = Some(prompts);
         }

@@ -11,12 +11,12 @@
 use serde_json::Value;
 
 use super::Check;
+use crate::endpoint::canary::CanaryPrompt;
 use crate::error::{ProbeError, snippet};
 use crate::metrics::{CheckResult, InvalidReason};
 use crate::probe::{Outcome, ProbeReport};
 use crate::record::ResponseInfo;
 use crate::structure::{Format, Structure, ToolChoice};
-use crate::target::canary::CanaryPrompt;
 
 /// Finish reasons that mean the length limit cut the answer (chat and TGI `length`,
 /// Anthropic `max_tokens`, Responses `max_output_tokens`).

@@ -26,9 +26,9 @@ use rand::seq::SliceRandom;
 use tokio_util::sync::CancellationToken;
 
 use super::book::{Book, MAJORITY_FROM};
+use crate::endpoint::Target;
+use crate::endpoint::canary::CanarySpec;
 use crate::probe::{Outcome, Prober};
-use crate::target::Target;
-use crate::target::canary::CanarySpec;
 
 /// How long a vote counts (and so how often a node asks again, per prompt and group).
 pub const VOTE_TTL: Duration = Duration::from_secs(600);

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use super::fields::{duration, in_range};
 use super::{ConfigError, RawCanary};
-use crate::target::BackendKind;
-use crate::target::canary::{self, CanarySpec};
+use crate::endpoint::BackendKind;
+use crate::endpoint::canary::{self, CanarySpec};
 
 type At<'a> = &'a dyn Fn(&str) -> String;
 
@@ -18,7 +18,7 @@ const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 const DEFAULT_MAX_TOKENS: u64 = 32;
 const DEFAULT_TOP_LOGPROBS: u64 = 5;
 /// Nats. Batch noise moves logprobs by 1e-7..1e-2, rarely 0.07 (vLLM PR #32480); a trained
-/// model leads by more than 1 nat at most positions (README, Correctness canary).
+/// model leads by more than 1 nat at most positions (docs/canary.md).
 const DEFAULT_MARGIN: f64 = 1.0;
 /// With one replica on a node, three votes make a majority that outvotes it.
 const DEFAULT_VOTES: u64 = 3;

@@ -8,7 +8,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
 use super::{ConfigError, RawDuration, RawTarget, Secret, Timeouts};
-use crate::target::BackendKind;
+use crate::endpoint::BackendKind;
 
 const DEFAULT_TIMEOUTS: Timeouts = Timeouts {
     connect: Duration::from_secs(5),

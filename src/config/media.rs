@@ -9,10 +9,10 @@ use url::Url;
 
 use super::fields::in_range;
 use super::{ConfigError, RawMedia, RawTarget};
+use crate::endpoint::BackendKind;
 use crate::media::{
     Format, MediaKind, MediaSource, Origin, Pattern, check_image_file, check_video_file, images_in,
 };
-use crate::target::BackendKind;
 
 type At<'a> = &'a dyn Fn(&str) -> String;
 

@@ -25,7 +25,7 @@ use std::time::Duration;
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 
-pub use crate::target::{
+pub use crate::endpoint::{
     AudioSpec, BackendKind, BackendOptions, ConnectionMode, Limits, Secret, Slo, Target, Timeouts,
     TlsOptions,
 };

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use regex::Regex;
 
 use super::{AudioSpec, BackendOptions, ConfigError, RawTarget};
+use crate::endpoint::BackendKind;
 use crate::prompt::{
     Dataset, DatasetFormat, Input, PromptSource, TokenCounter, dataset, synthetic,
 };
-use crate::target::BackendKind;
 use crate::validation::Validation;
 
 const DEFAULT_INPUT_TOKENS: u64 = 128;

@@ -13,7 +13,7 @@ use super::fields::{api_key, check_labels, endpoint_url, headers, in_range, time
 use super::operations::{budget, connection, fingerprint, slo, tls};
 use super::prompts::{Loaded, backend_options, prompt_source, validation};
 use super::{ConfigError, Limits, RawTarget, Target};
-use crate::target::BackendKind;
+use crate::endpoint::BackendKind;
 
 const DEFAULT_RATE: f64 = 0.1;
 const DEFAULT_MAX_CONCURRENCY: u64 = 4;

@@ -5,8 +5,8 @@
 use http::{HeaderName, HeaderValue};
 
 use super::{ConfigError, RawTracing};
+use crate::endpoint::Secret;
 use crate::otlp::{ExportProtocol, TracingExport};
-use crate::target::Secret;
 
 const MAX_HEADERS_BYTES: u64 = 64 * 1024;
 

@@ -12,9 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::discovery::{self, Update};
+use crate::endpoint::Target;
 use crate::metrics::Metrics;
 use crate::supervisor::{Changes, Settings, Supervisor};
-use crate::target::Target;
 
 pub struct Targets {
     supervisor: Supervisor,

@@ -31,8 +31,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::canary::votes::Pools;
 use crate::config::{Config, Discovery, Found, Source};
+use crate::endpoint::Target;
 use crate::metrics::{DiscoveryMetrics, Metrics};
-use crate::target::Target;
 use health::Health;
 
 /// A block's complete set of targets, replacing the previous one.

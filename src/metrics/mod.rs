@@ -1,4 +1,4 @@
-//! The metric contract (DESIGN.md): one [`Metrics`] struct registered on an injected
+//! The metric contract (docs/metrics.md): one [`Metrics`] struct registered on an injected
 //! `Registry`, and a cheap per-target handle ([`TargetMetrics`]) the probes write through.
 //!
 //! Families are created once at start; targets come and go as members. Every per-target
@@ -25,8 +25,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::endpoint::{Slo, Target};
 use crate::error::ErrorCategory;
-use crate::target::{Slo, Target};
 
 pub use canary::{CanaryVerdict, CheckResult, InvalidReason};
 pub use expose::Format;

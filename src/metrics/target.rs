@@ -10,9 +10,9 @@ use prometheus_client::metrics::histogram::Histogram;
 
 use super::canary::{CanarySeries, CanaryVerdict};
 use super::{Exemplar, F64Gauge, LatencyHistogram, SkipReason, TargetLabels, unix_now};
+use crate::endpoint::Slo;
 use crate::error::{ErrorCategory, ProbeError};
 use crate::record::Measurement;
-use crate::target::Slo;
 
 /// Which probe an observation came from: its request id, and its trace id when it sent
 /// `traceparent`. Both go into the latency histograms' exemplars.

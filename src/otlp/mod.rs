@@ -38,7 +38,7 @@ pub struct TracingExport {
     pub endpoint: url::Url,
     pub protocol: ExportProtocol,
     /// Header (or gRPC metadata) names and values, e.g. an authorization token.
-    pub headers: Vec<(String, crate::target::Secret)>,
+    pub headers: Vec<(String, crate::endpoint::Secret)>,
     /// Fraction of probes whose trace is sampled (and exported).
     pub sampling_ratio: f64,
     pub queue_size: usize,
@@ -202,7 +202,7 @@ async fn export_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::Secret;
+    use crate::endpoint::Secret;
 
     fn export(protocol: ExportProtocol, header: (&str, &str)) -> TracingExport {
         TracingExport {

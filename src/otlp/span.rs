@@ -13,10 +13,10 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 use tokio::time::Instant;
 
+use crate::endpoint::{BackendKind, Target};
 use crate::error::ProbeError;
 use crate::probe::ProbeReport;
 use crate::record::Measurement;
-use crate::target::{BackendKind, Target};
 
 pub(super) fn resource() -> Resource {
     Resource::builder_empty()

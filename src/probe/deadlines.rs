@@ -4,9 +4,9 @@
 
 use tokio::time::Instant;
 
+use crate::endpoint::Timeouts;
 use crate::error::ProbeError;
 use crate::record::RequestRecord;
-use crate::target::Timeouts;
 
 /// The deadlines of one probe, from its t0.
 pub(super) struct Deadlines {

@@ -6,10 +6,10 @@
 use tokio::time::Instant;
 
 use crate::backend::{Backend, StreamEvent, StreamParser};
+use crate::endpoint::Limits;
 use crate::error::ProbeError;
 use crate::record::RequestRecord;
 use crate::sse::{SseDecoder, SseError, SseEvent};
-use crate::target::Limits;
 
 pub struct StreamReader {
     limits: Limits,

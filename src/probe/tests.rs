@@ -1,7 +1,7 @@
 use super::*;
+use crate::endpoint::Timeouts;
 use crate::error::ErrorCategory;
 use crate::record::Chunk;
-use crate::target::Timeouts;
 
 const SECOND: Duration = Duration::from_secs(1);
 

@@ -12,12 +12,12 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
+use crate::endpoint::{Slo, Target};
 use crate::error::{ErrorCategory, ProbeError};
 use crate::media::MediaSummary;
 use crate::metrics::is_good;
 use crate::record::Measurement;
 use crate::report::redact;
-use crate::target::{Slo, Target};
 
 pub use canary::CanaryCheck;
 pub use page::render;

@@ -16,7 +16,7 @@ use super::fields::{check_labels, in_range};
 use super::prompts::Loaded;
 use super::target::{check_name, validate_target};
 use super::{ConfigError, RawConfig, RawDiscovery, RawTarget};
-use crate::target::Target;
+use crate::endpoint::Target;
 
 mod source;
 

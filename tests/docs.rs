@@ -1,0 +1,509 @@
+//! The documentation cannot go stale (README.md and docs/): every TOML block passes
+//! `inferprobe check`; every metric family the daemon and the simulator export is in
+//! docs/metrics.md, and every one documented there is exported; every configuration key the
+//! schema accepts is documented, and every documented key is accepted; every alert has a
+//! runbook entry its `runbook_url` points to; every relative link resolves; every
+//! dependency has a row saying why.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use common::{start_daemon, start_sim};
+use inferprobe::config::{
+    RawCanary, RawConfig, RawDiscovery, RawKubernetes, RawMedia, RawSlo, RawTarget, RawTracing,
+    RawValidation,
+};
+use inferprobe::sim::SimConfig;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// README.md and every page of docs/, with their paths relative to the root.
+fn pages() -> Vec<(String, String)> {
+    let mut pages = vec![("README.md".to_owned(), read("README.md"))];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    for path in docs {
+        let name = path.strip_prefix(root()).unwrap().display().to_string();
+        pages.push((name.clone(), read(&name)));
+    }
+    pages
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Fenced blocks of `lang`: (line of the fence, info string after the language, body).
+fn blocks(text: &str, lang: &str) -> Vec<(usize, String, String)> {
+    let mut out = Vec::new();
+    let mut open: Option<(usize, String, String)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        match &mut open {
+            None => {
+                if let Some(info) = trimmed.strip_prefix("```") {
+                    let mut words = info.split_whitespace();
+                    if words.next() == Some(lang) {
+                        open = Some((i + 1, words.collect::<Vec<_>>().join(" "), String::new()));
+                    } else if !info.trim().is_empty() || trimmed == "```" {
+                        // Another language's block: skip to its end.
+                        open = Some((0, "skip".into(), String::new()));
+                    }
+                }
+            }
+            Some((at, info, body)) => {
+                if trimmed.starts_with("```") {
+                    if *at > 0 {
+                        out.push((*at, info.clone(), std::mem::take(body)));
+                    }
+                    open = None;
+                } else {
+                    body.push_str(line.strip_prefix("  ").unwrap_or(line));
+                    body.push('\n');
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A fragment (target keys, a section) is completed by this configuration, which
+/// docs/configuration.md states; a block marked `toml fragment` is left alone on purpose
+/// (it names files or variables only a real deployment has).
+const MINIMAL_TARGET: &str =
+    "[[targets]]\nname = \"docs\"\nurl = \"http://127.0.0.1:8000\"\nmodel = \"m\"\n";
+
+fn inferprobe(args: &[&str], envs: &[(&str, &str)]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(args)
+        .current_dir(root())
+        .env_remove("INFERPROBE_CONFIG")
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap()
+}
+
+/// What a DaemonSet's downward API sets, which the examples and docs read.
+const POD_ENV: [(&str, &str); 4] = [
+    ("NODE_NAME", "node-1"),
+    ("POD_NAME", "inferprobe-x"),
+    ("POD_NAMESPACE", "inferprobe"),
+    ("OPENAI_API_KEY", "sk-docs"),
+];
+
+/// Where `check` fails a TOML block, or `None`.
+fn check_toml(toml: &str) -> Option<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("block.toml");
+    std::fs::write(&path, toml).unwrap();
+    let out = inferprobe(&["check", "--config", path.to_str().unwrap()], &POD_ENV);
+    (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn every_toml_block_passes_check() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for (page, text) in pages() {
+        for (line, info, body) in blocks(&text, "toml") {
+            if info == "fragment" {
+                continue;
+            }
+            let complete = body.contains("[[targets]]") || body.contains("[[discovery]]");
+            let toml = if complete {
+                body.clone()
+            } else if body.trim_start().starts_with('[') {
+                format!("{body}\n{MINIMAL_TARGET}")
+            } else {
+                // Bare keys: a target's.
+                format!("{MINIMAL_TARGET}{body}")
+            };
+            checked += 1;
+            if let Some(error) = check_toml(&toml) {
+                failures.push(format!("{page}:{line}: {}\n{body}", error.trim()));
+            }
+        }
+    }
+    assert!(checked >= 4, "only {checked} TOML blocks found");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// Metric families in an exposition: `# TYPE name kind` (counters without `_total`).
+fn exported(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(|n| n.strip_suffix("_total").unwrap_or(n).to_owned())
+        .collect()
+}
+
+/// The names in docs/metrics.md's tables (first column, several per cell allowed), as
+/// family names: `requests_total{category}` is family `inferprobe_requests`.
+fn documented_metrics() -> BTreeSet<String> {
+    let text = read("docs/metrics.md");
+    let mut names = BTreeSet::new();
+    for line in text.lines().filter(|l| l.starts_with("| `")) {
+        let cell = line.split('|').nth(1).unwrap_or("");
+        for name in cell.split('`').skip(1).step_by(2) {
+            let name = name.split('{').next().unwrap_or("").trim();
+            if name.is_empty() {
+                continue;
+            }
+            let full = if name.starts_with("vllm:") || name.starts_with("process_") {
+                name.to_owned()
+            } else {
+                format!("inferprobe_{name}")
+            };
+            names.insert(full.strip_suffix("_total").unwrap_or(&full).to_owned());
+        }
+    }
+    names
+}
+
+/// A rollout's comparisons with its baseline group, and a node-local pool's votes: no
+/// series until a discovered pool has them (Kubernetes, two versions).
+const ONLY_WHEN_USED: [(&str, &str); 2] = [
+    (
+        "inferprobe_canary_baseline_checks",
+        "tests/canary_groups.rs",
+    ),
+    ("inferprobe_canary_votes", "tests/canary_groups.rs"),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_exported_metric_is_documented_and_every_documented_one_exported() {
+    let sim = start_sim(SimConfig::default()).await;
+    // A target with a canary and a discovery block, so every family is registered.
+    let dir = tempfile::tempdir().unwrap();
+    let file = common::pool_file(dir.path(), &[(&sim.url(), &[])]);
+    let toml = format!(
+        r#"
+        [tracing]
+        otlp_endpoint = "http://127.0.0.1:9"
+        [[targets]]
+        name = "t"
+        url = "{}"
+        model = "m"
+        rate = 0.001
+        slo = {{ ttft = "1s", objective = 0.99 }}
+        canary = {{ interval = "1h" }}
+        [[discovery]]
+        name = "pool"
+        source = "file"
+        path = "{}"
+        [discovery.template]
+        model = "m"
+        rate = 0.001
+        "#,
+        sim.url(),
+        file.display()
+    );
+    // The simulator's series exist once it has served a request.
+    let served = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", sim.url()))
+        .body(r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}"#)
+        .send()
+        .await
+        .unwrap();
+    assert!(served.status().is_success());
+    let daemon = start_daemon(&toml).await;
+    let text = daemon.get("/metrics", None).await.text().await.unwrap();
+    daemon.stop().await;
+    let served = reqwest::get(format!("{}/metrics", sim.url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut exported = exported(&text);
+    exported.extend(self::exported(&served));
+    let documented = documented_metrics();
+    // Families that exist only once used, each scraped by the test that uses it.
+    for (family, test) in ONLY_WHEN_USED {
+        let text = read(test);
+        assert!(
+            text.contains(&format!("{family}_total")),
+            "{test} does not scrape {family}"
+        );
+        exported.insert(family.to_owned());
+    }
+    let undocumented: Vec<_> = exported.difference(&documented).collect();
+    let gone: Vec<_> = documented.difference(&exported).collect();
+    assert!(
+        undocumented.is_empty() && gone.is_empty(),
+        "exported but not in docs/metrics.md: {undocumented:?}\nin docs/metrics.md but not exported: {gone:?}"
+    );
+}
+
+/// The fields a raw config type accepts: serde's own list, from the error an unknown field
+/// gets (`deny_unknown_fields`), so the schema is read, not restated.
+fn fields<T: serde::de::DeserializeOwned>() -> BTreeSet<String> {
+    let error = serde_json::from_value::<T>(serde_json::json!({ "not a key": 0 }))
+        .err()
+        .expect("an unknown field is refused")
+        .to_string();
+    let list = error
+        .split_once("expected one of ")
+        .map_or("", |(_, list)| list);
+    list.split(", ")
+        .map(|f| {
+            f.trim()
+                .trim_matches('`')
+                .split('`')
+                .next()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .filter(|f| !f.is_empty())
+        .collect()
+}
+
+/// Keys in the first column of the configuration tables (`key`, or `key.sub` and `a`, `b`
+/// pairs), in the pages that document configuration.
+fn documented_keys() -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    for page in [
+        "docs/configuration.md",
+        "docs/canary.md",
+        "docs/tracing.md",
+        "docs/kubernetes.md",
+        "docs/prompts.md",
+        "docs/backends.md",
+        "docs/structured.md",
+    ] {
+        for line in read(page).lines().filter(|l| l.starts_with("| `")) {
+            let cell = line.split('|').nth(1).unwrap_or("");
+            for key in cell.split('`').skip(1).step_by(2) {
+                if let Some(key) = config_key(key) {
+                    keys.insert(key);
+                }
+            }
+        }
+    }
+    keys
+}
+
+/// The key a table cell names: `[[targets]]` is `targets`, `canary.interval` and
+/// `[kubernetes] kubeconfig` their last part, `ttft = "1s"` its name.
+fn config_key(cell: &str) -> Option<String> {
+    let key = cell.split('=').next().unwrap_or("").trim();
+    let key = key.rsplit("] ").next().unwrap_or(key);
+    let key = key.trim_matches(|c| c == '[' || c == ']');
+    let key = key.rsplit('.').next().unwrap_or("").trim();
+    let plain = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    plain.then(|| key.to_owned())
+}
+
+#[test]
+fn every_configuration_key_is_documented_and_every_documented_key_accepted() {
+    let mut accepted = BTreeSet::new();
+    for set in [
+        fields::<RawConfig>(),
+        fields::<RawTarget>(),
+        fields::<RawCanary>(),
+        fields::<RawSlo>(),
+        fields::<RawValidation>(),
+        fields::<RawMedia>(),
+        fields::<RawDiscovery>(),
+        fields::<RawKubernetes>(),
+        fields::<RawTracing>(),
+    ] {
+        assert!(!set.is_empty(), "serde listed no fields");
+        accepted.extend(set);
+    }
+    let documented = documented_keys();
+    let undocumented: Vec<_> = accepted.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "accepted but documented nowhere: {undocumented:?}"
+    );
+    // The other way: every key of docs/configuration.md's tables is accepted somewhere.
+    let text = read("docs/configuration.md");
+    let mut unknown = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with("| `")) {
+        let cell = line.split('|').nth(1).unwrap_or("");
+        for key in cell.split('`').skip(1).step_by(2) {
+            match config_key(key) {
+                Some(key) if !accepted.contains(&key) => unknown.push(key),
+                _ => {}
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "documented in docs/configuration.md, accepted nowhere: {unknown:?}"
+    );
+}
+
+#[test]
+fn every_alert_has_a_runbook_entry_its_url_points_to() {
+    let rules = read("config/prometheus/alerting-rules.yml");
+    let runbook = read("docs/alerts.md");
+    let entries: BTreeSet<&str> = runbook
+        .lines()
+        .filter_map(|l| l.strip_prefix("### "))
+        .map(str::trim)
+        .collect();
+    let mut alerts = BTreeSet::new();
+    let mut problems = Vec::new();
+    let mut current: Option<&str> = None;
+    for line in rules.lines() {
+        let line = line.trim();
+        if let Some(name) = line.strip_prefix("- alert: ") {
+            alerts.insert(name.trim());
+            if let Some(previous) = current.replace(name.trim()) {
+                problems.push(format!("{previous}: no runbook_url"));
+            }
+        }
+        if let Some(url) = line.strip_prefix("runbook_url: ") {
+            let Some(alert) = current.take() else {
+                problems.push(format!("a runbook_url outside an alert: {url}"));
+                continue;
+            };
+            let expected = format!("\"docs/alerts.md#{}\"", alert.to_lowercase());
+            if url != expected {
+                problems.push(format!("{alert}: runbook_url {url}, expected {expected}"));
+            }
+        }
+    }
+    if let Some(last) = current {
+        problems.push(format!("{last}: no runbook_url"));
+    }
+    for alert in &alerts {
+        if !entries.contains(alert) {
+            problems.push(format!("{alert}: no `### {alert}` in docs/alerts.md"));
+        }
+    }
+    for entry in &entries {
+        if !alerts.contains(entry) {
+            problems.push(format!("docs/alerts.md: `### {entry}` is no alert"));
+        }
+    }
+    assert!(alerts.len() >= 17, "{alerts:?}");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut fence = false;
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fence = !fence;
+        }
+        if !fence && line.starts_with('#') {
+            out.insert(anchor(line.trim_start_matches('#')));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_resolves() {
+    let mut broken = Vec::new();
+    let mut links = 0;
+    for (page, text) in pages() {
+        let dir = Path::new(&page)
+            .parent()
+            .unwrap_or(Path::new(""))
+            .to_owned();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("](") {
+            rest = &rest[at + 2..];
+            let Some(end) = rest.find(')') else { break };
+            let link = &rest[..end];
+            rest = &rest[end..];
+            if link.contains("://") || link.starts_with("mailto:") || link.contains(' ') {
+                continue;
+            }
+            links += 1;
+            let (file, fragment) = link.split_once('#').unwrap_or((link, ""));
+            let target = if file.is_empty() {
+                root().join(&page)
+            } else {
+                root().join(&dir).join(file)
+            };
+            if !target.exists() {
+                broken.push(format!("{page}: {link}: no such file"));
+                continue;
+            }
+            if !fragment.is_empty() && target.extension().is_some_and(|e| e == "md") {
+                let text = std::fs::read_to_string(&target).unwrap();
+                if !anchors(&text).contains(fragment) {
+                    broken.push(format!("{page}: {link}: no heading #{fragment}"));
+                }
+            }
+        }
+    }
+    assert!(links >= 20, "only {links} relative links");
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+#[test]
+fn every_dependency_has_a_row_saying_why() {
+    let manifest = read("Cargo.toml");
+    let mut deps = BTreeSet::new();
+    let mut in_deps = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line.ends_with("dependencies]");
+            continue;
+        }
+        if in_deps && !line.starts_with('#') {
+            if let Some((name, _)) = line.split_once('=') {
+                deps.insert(name.trim().to_owned());
+            }
+        }
+    }
+    let readme = read("README.md");
+    let rows: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("| "))
+        .map(|l| l.split('|').nth(1).unwrap_or(""))
+        .collect();
+    let missing: Vec<_> = deps
+        .iter()
+        .filter(|d| {
+            !rows.iter().any(|cell| {
+                cell.split([',', ' ', '('])
+                    .any(|word| word.trim() == d.as_str())
+            })
+        })
+        .collect();
+    assert!(deps.len() > 20, "{deps:?}");
+    assert!(
+        missing.is_empty(),
+        "no row in README's Dependencies: {missing:?}"
+    );
+}
+
+#[test]
+fn the_front_door_is_short() {
+    let lines = read("README.md").lines().count();
+    assert!(
+        lines <= 250,
+        "README.md has {lines} lines; the rest belongs in docs/"
+    );
+}

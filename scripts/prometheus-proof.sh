@@ -160,8 +160,9 @@ backend = "openai-chat"
 model = "sim-replica"
 rate = 3
 slo = { ttft = "80ms", tpot = "10ms", objective = 0.95 }
-# Every replica is checked for correct answers too (the simulators' toy model answers).
-canary = { interval = "1s", max_tokens = 8 }
+# Every replica is checked for correct answers too (the simulators' toy model answers),
+# and for usable JSON answers and tool calls (the built-in structured prompts).
+canary = { interval = "1s", max_tokens = 16, structured = true }
 EOF
   # On node b, a block whose file does not exist: discovery_up 0, InferprobeDiscoveryDown.
   if [ "$1" = b ]; then

@@ -85,6 +85,17 @@ pub struct Function {
     pub parameters: Schema,
 }
 
+impl Function {
+    /// A format's spelling of this function: `tool` (its name and schema under the
+    /// format's keys) with the description added when there is one.
+    pub fn spelled(&self, mut tool: Value) -> Value {
+        if let Some(d) = &self.description {
+            tool["description"] = Value::from(d.as_str());
+        }
+        tool
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ToolChoice {
     Auto,
@@ -295,12 +306,8 @@ pub fn openai_tools(tools: &[Function]) -> Value {
     tools
         .iter()
         .map(|f| {
-            let mut function = Map::new();
-            function.insert("name".into(), Value::from(f.name.as_str()));
-            if let Some(d) = &f.description {
-                function.insert("description".into(), Value::from(d.as_str()));
-            }
-            function.insert("parameters".into(), f.parameters.json.clone());
+            let function =
+                f.spelled(serde_json::json!({"name": f.name, "parameters": f.parameters.json}));
             serde_json::json!({"type": "function", "function": function})
         })
         .collect()

@@ -93,13 +93,10 @@ impl Backend for Anthropic {
             return Err("Anthropic's Messages API has no `response_format`: declare the JSON as a tool's `parameters` and name it in `tool_choice`".into());
         }
         if !structure.tools.is_empty() {
-            let tools = structure.tools.iter().map(|f| {
-                let mut tool = json!({ "name": f.name, "input_schema": f.parameters.json });
-                if let Some(d) = &f.description {
-                    tool["description"] = Value::from(d.as_str());
-                }
-                tool
-            });
+            let tools = structure
+                .tools
+                .iter()
+                .map(|f| f.spelled(json!({ "name": f.name, "input_schema": f.parameters.json })));
             body.insert("tools".into(), tools.collect());
         }
         if let Some(choice) = &structure.tool_choice {

@@ -80,12 +80,9 @@ impl Backend for Responses {
         }
         if !structure.tools.is_empty() {
             let tools = structure.tools.iter().map(|f| {
-                let mut tool =
-                    json!({ "type": "function", "name": f.name, "parameters": f.parameters.json });
-                if let Some(d) = &f.description {
-                    tool["description"] = Value::from(d.as_str());
-                }
-                tool
+                f.spelled(
+                    json!({ "type": "function", "name": f.name, "parameters": f.parameters.json }),
+                )
             });
             body.insert("tools".into(), tools.collect());
         }

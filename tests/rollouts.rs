@@ -1,12 +1,26 @@
-//! The rollout gates shipped in config/rollouts/ (issue 25, item 4): the Argo Rollouts
-//! AnalysisTemplate and the Flagger MetricTemplates have the fields their controllers read,
-//! query only series the daemon exports, and their queries, run by `promtool test rules`
-//! on a new version that answers like the baseline and one that does not, give the values
-//! their conditions pass and fail on.
+//! The rollout gates shipped in config/rollouts/ (issue 31), tried as a user meets them: a
+//! live daemon probes a pool mid-rollout (simulator replicas, file_sd blocks), a real
+//! Prometheus scrapes it, and each template's query — arguments substituted as Argo
+//! Rollouts and Flagger substitute them — is run against that Prometheus at the times the
+//! controller would, from the first moment of the analysis, and judged with the
+//! controller's own semantics for empty, NaN and multi-sample answers (tests/common/gates.rs).
+//!
+//! Time is scaled 30 to 1 so the analysis fits in CI: the canary checks a replica every 2 s
+//! (the default 60 s), Prometheus scrapes every second (a 30 s scrape), Argo measures every
+//! 10 s (the template's 5m), Flagger's analysis ticks every 2 s (1m), and the query window
+//! is 20 s (10m).
 
+mod common;
+
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
+use std::time::Duration;
 
+use common::gates::{self, ArgoLimits, Canary, Phase};
+use common::prometheus::Prometheus;
+use common::{Sim, start_daemon, start_sim};
+use inferprobe::sim::SimConfig;
+use inferprobe::sim::model::ModelFlags;
 use serde_yaml_ng::Value;
 
 fn docs(file: &str) -> Vec<Value> {
@@ -25,49 +39,72 @@ fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
         .unwrap_or_else(|| panic!("{} is not a string in {v:?}", path.join(".")))
 }
 
-/// The Argo template: each metric's query with its args filled in, and its condition.
-fn argo(target: &str, hash: &str) -> Vec<(String, String, String)> {
+/// One metric of the Argo template, its arguments substituted.
+#[derive(Clone, Debug)]
+struct ArgoMetric {
+    name: String,
+    query: String,
+    success: Option<String>,
+    failure: Option<String>,
+    limits: ArgoLimits,
+}
+
+/// The Argo AnalysisTemplate with `args` (name, value) given as a Rollout gives them; the
+/// others take the template's defaults. Argo substitutes `{{args.NAME}}` everywhere in a
+/// metric (conditions, query, address); an argument without a value is an error.
+fn argo(given: &[(&str, &str)]) -> Vec<ArgoMetric> {
     let docs = docs("config/rollouts/argo-analysistemplate.yaml");
     assert_eq!(docs.len(), 1);
     let t = &docs[0];
     assert_eq!(str_at(t, &["apiVersion"]), "argoproj.io/v1alpha1");
     assert_eq!(str_at(t, &["kind"]), "AnalysisTemplate");
-    let args: Vec<(&str, Option<&str>)> = t["spec"]["args"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|a| (str_at(a, &["name"]), a["value"].as_str()))
-        .collect();
+    let mut args = BTreeMap::new();
+    for a in t["spec"]["args"].as_sequence().unwrap() {
+        let name = str_at(a, &["name"]).to_owned();
+        let value = given
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| (*v).to_owned())
+            .or_else(|| a["value"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| panic!("argument {name} has no value"));
+        args.insert(name, value);
+    }
     let fill = |text: &str| {
-        let mut text = text.replace("{{args.target}}", target);
-        text = text.replace("{{args.canary-hash}}", hash);
+        let mut text = text.to_owned();
         for (name, value) in &args {
-            if let Some(value) = value {
-                text = text.replace(&format!("{{{{args.{name}}}}}"), value);
-            }
+            text = text.replace(&format!("{{{{args.{name}}}}}"), value);
         }
         assert!(!text.contains("{{"), "an argument is not declared: {text}");
         text
     };
+    let limit = |m: &Value, key: &str, default: u64| m[key].as_u64().unwrap_or(default) as usize;
     t["spec"]["metrics"]
         .as_sequence()
         .unwrap()
         .iter()
         .map(|m| {
-            assert!(m["interval"].as_str().is_some() && m["failureLimit"].as_u64().is_some());
-            let query = str_at(m, &["provider", "prometheus", "query"]);
-            assert!(str_at(m, &["provider", "prometheus", "address"]).starts_with("http"));
-            (
-                str_at(m, &["name"]).to_owned(),
-                fill(query).trim().to_owned(),
-                fill(str_at(m, &["successCondition"])),
-            )
+            assert!(m["interval"].as_str().is_some(), "{m:?}");
+            let address = fill(str_at(m, &["provider", "prometheus", "address"]));
+            assert!(address.starts_with("http"), "{address}");
+            ArgoMetric {
+                name: str_at(m, &["name"]).to_owned(),
+                query: fill(str_at(m, &["provider", "prometheus", "query"])),
+                success: m["successCondition"].as_str().map(fill),
+                failure: m["failureCondition"].as_str().map(fill),
+                limits: ArgoLimits {
+                    count: limit(m, "count", 0),
+                    failure_limit: limit(m, "failureLimit", 0),
+                    inconclusive_limit: limit(m, "inconclusiveLimit", 0),
+                    consecutive_error_limit: limit(m, "consecutiveErrorLimit", 4),
+                },
+            }
         })
         .collect()
 }
 
-/// The Flagger templates: name and query with Flagger's variables filled in.
-fn flagger(namespace: &str, target: &str) -> Vec<(String, String)> {
+/// The Flagger templates: name and query, rendered as Flagger's `RenderQuery` does for a
+/// Canary of `target` in `namespace` whose metric has `interval`.
+fn flagger(namespace: &str, target: &str, interval: &str) -> Vec<(String, String)> {
     docs("config/rollouts/flagger-metrictemplates.yaml")
         .iter()
         .map(|t| {
@@ -77,135 +114,442 @@ fn flagger(namespace: &str, target: &str) -> Vec<(String, String)> {
             let query = str_at(t, &["spec", "query"])
                 .replace("{{ namespace }}", namespace)
                 .replace("{{ target }}", target)
-                .replace("{{ interval }}", "10m");
+                .replace("{{ interval }}", interval);
             assert!(!query.contains("{{"), "{query}");
-            (
-                str_at(t, &["metadata", "name"]).to_owned(),
-                query.trim().to_owned(),
-            )
+            (str_at(t, &["metadata", "name"]).to_owned(), query)
         })
         .collect()
 }
 
-/// A `result[0] <op> number` condition, evaluated.
-fn holds(condition: &str, value: f64) -> bool {
-    let rest = condition.trim().strip_prefix("result[0]").unwrap().trim();
-    let (op, number) = rest.split_at(rest.find(|c: char| c.is_ascii_digit()).unwrap());
-    let number: f64 = number.trim().parse().unwrap();
-    match op.trim() {
-        "<=" => value <= number,
-        ">=" => value >= number,
-        "==" => value == number,
-        other => panic!("condition {other}"),
+/// The thresholdRange the Flagger template's header tells a user to set, per template.
+fn flagger_range(template: &str) -> (Option<f64>, Option<f64>) {
+    match template {
+        "inferprobe-baseline-divergence" => (Some(0.0), Some(0.1)),
+        "inferprobe-wrong-answers" => (Some(0.0), Some(0.0)),
+        other => panic!("a template the docs do not cover: {other}"),
     }
 }
 
 #[test]
-fn the_gates_pass_an_upgrade_that_answers_alike_and_fail_one_that_does_not() {
-    // Two canary groups of the block `llm` in namespace `inference`, checked once a minute
-    // for 20 minutes: `good` matches the baseline on every check; `bad` diverges on half
-    // and fails a known answer now and then.
-    let series = |name: &str, pod: &str, group: &str, result: &str, per_minute: f64| {
-        format!(
-            "      - series: '{name}{{target=\"llm\",namespace=\"inference\",pod=\"{pod}\",group=\"{group}\",result=\"{result}\"}}'\n        values: '0+{per_minute}x20'\n"
-        )
-    };
-    let mut input = String::new();
-    for (pod, group, diverged, wrong) in [
-        ("llm-6b7c8d9f5-aaaaa", "good", 0.0, 0.0),
-        ("llm-5f4e3d2c1-bbbbb", "bad", 1.0, 0.5),
-    ] {
-        let baseline = "inferprobe_canary_baseline_checks_total";
-        input += &series(baseline, pod, group, "match", 1.0);
-        input += &series(baseline, pod, group, "diverged", diverged);
-        input += &series(
-            "inferprobe_canary_checks_total",
-            pod,
-            group,
-            "wrong_answer",
-            wrong,
+fn the_templates_have_what_their_controllers_read() {
+    let metrics = argo(&[("target", "llm"), ("canary-hash", "7b6c4d9f8")]);
+    let names: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["baseline-divergence", "known-answers"]);
+    for m in &metrics {
+        // Waiting for data is Inconclusive, never Error: each query ends in a fallback.
+        assert!(
+            m.query.trim_end().ends_with("or on() vector(-1)"),
+            "{}",
+            m.query
         );
+        assert!(m.success.is_some() && m.failure.is_some(), "{m:?}");
+        assert!(m.limits.count > m.limits.inconclusive_limit, "{m:?}");
+        assert!(m.query.contains(r#"group="7b6c4d9f8""#), "{}", m.query);
     }
-    let mut cases = String::new();
-    let mut expect = |expr: &str, value: f64| {
-        let expr = expr.replace('\'', "''");
-        cases += &format!(
-            "      - expr: '{expr}'\n        eval_time: 20m\n        exp_samples:\n          - labels: '{{}}'\n            value: {value}\n"
-        );
-    };
-    // Argo: the new version's hash picks its group.
-    for (hash, scored, divergence, wrong, passes) in [
-        ("good", 10.0, 0.0, 0.0, true),
-        ("bad", 20.0, 0.5, 5.0, false),
-    ] {
-        let metrics = argo("llm", hash);
-        let names: Vec<&str> = metrics.iter().map(|(n, ..)| n.as_str()).collect();
-        assert_eq!(
-            names,
-            ["baseline-checks", "baseline-divergence", "known-answers"]
-        );
-        let values = [scored, divergence, wrong];
-        for ((name, query, condition), value) in metrics.iter().zip(values) {
-            expect(query, value);
-            if name != "baseline-checks" {
-                assert_eq!(
-                    holds(condition, value),
-                    passes,
-                    "{hash} {name}: {value} {condition}"
-                );
-            } else {
-                assert!(holds(condition, value), "{hash}: enough checks");
-            }
-        }
-    }
-    // Flagger: the canary Deployment's pods by name; here the `bad` one is the canary.
-    let templates = flagger("inference", "llm");
+    let templates = flagger("inference", "llm", "10m");
     let names: Vec<&str> = templates.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
         ["inferprobe-baseline-divergence", "inferprobe-wrong-answers"]
     );
-    // Both pods match `llm-<hash>-<suffix>`: sums over both groups.
-    expect(&templates[0].1, 10.0 / 30.0);
-    expect(&templates[1].1, 5.0);
-    let test = format!(
-        "rule_files: []\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{input}    promql_expr_test:\n{cases}"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("gate.test.yml");
-    std::fs::write(&path, &test).unwrap();
-    let binary = std::env::var("PROMTOOL").unwrap_or_else(|_| "promtool".into());
-    let out = match Command::new(&binary)
-        .arg("test")
-        .arg("rules")
-        .arg(&path)
-        .output()
-    {
-        Ok(out) => out,
-        Err(e) if std::env::var_os("INFERPROBE_REQUIRE_PROMTOOL").is_none() => {
-            eprintln!("SKIPPED: {binary} not runnable ({e}); .ci/run installs it");
-            return;
-        }
-        Err(e) => panic!("{binary}: {e}"),
-    };
-    assert!(
-        out.status.success(),
-        "{}{}\n{test}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    for (_, query) in &templates {
+        // The canary by its group, which a DaemonSet's pod names cannot tell.
+        assert!(
+            query.contains(r#"group="llm""#) && !query.contains("pod=~"),
+            "{query}"
+        );
+    }
 }
 
-/// The primary's pods (one segment more) are not the canary's.
 #[test]
-fn flaggers_pod_pattern_leaves_out_the_primary() {
-    let query = &flagger("inference", "llm")[0].1;
-    let pattern = query
-        .split("pod=~\"")
-        .nth(1)
-        .and_then(|p| p.split('"').next())
-        .unwrap();
-    let re = regex::Regex::new(&format!("^(?:{pattern})$")).unwrap();
-    assert!(re.is_match("llm-6b7c8d9f5-x2x9z"));
-    assert!(!re.is_match("llm-primary-6b7c8d9f5-x2x9z"));
+/// The controllers' semantics as written down in tests/common/gates.rs.
+fn conditions_as_argo_evaluates_them() {
+    let c = "result[0] >= 0 && result[0] <= 0.1";
+    assert_eq!(gates::condition(c, &[0.05]), Ok(true));
+    assert_eq!(gates::condition(c, &[-1.0]), Ok(false));
+    assert_eq!(gates::condition(c, &[f64::NAN]), Ok(false));
+    assert!(
+        gates::condition(c, &[]).is_err(),
+        "an empty result is an error"
+    );
+    assert_eq!(
+        gates::condition("len(result) > 0 && result[0] > 1", &[]),
+        Ok(false)
+    );
+    assert_eq!(
+        gates::condition("result[0] < 0 || result[0] > 1", &[2.0]),
+        Ok(true)
+    );
+    assert_eq!(gates::condition("false", &[]), Ok(false));
+}
+
+#[test]
+fn phases_as_argo_assesses_them() {
+    let only_success =
+        |r: Result<Vec<f64>, String>| gates::argo_measurement(&r, Some("result[0] <= 0.1"), None);
+    assert_eq!(only_success(Ok(vec![])), Phase::Error);
+    assert_eq!(only_success(Ok(vec![f64::NAN])), Phase::Failed);
+    let both = |v: f64| {
+        gates::argo_measurement(&Ok(vec![v]), Some("result[0] == 0"), Some("result[0] > 0"))
+    };
+    assert_eq!(both(-1.0), Phase::Inconclusive);
+    let limits = ArgoLimits {
+        count: 3,
+        failure_limit: 0,
+        inconclusive_limit: 1,
+        consecutive_error_limit: 4,
+    };
+    use Phase::*;
+    assert_eq!(
+        gates::argo_metric(&[Inconclusive, Successful, Successful], limits),
+        Successful
+    );
+    assert_eq!(
+        gates::argo_metric(&[Inconclusive, Inconclusive], limits),
+        Inconclusive
+    );
+    assert_eq!(gates::argo_metric(&[Successful, Failed], limits), Failed);
+    assert_eq!(gates::argo_metric(&[Error; 5], limits), Error);
+    assert_eq!(gates::argo_metric(&[Successful], limits), Running);
+}
+
+fn sim(weights_seed: u64) -> SimConfig {
+    SimConfig {
+        ttft: Duration::from_millis(2),
+        itl: Duration::from_micros(200),
+        model: Box::new(ModelFlags {
+            weights_seed,
+            ..ModelFlags::default()
+        }),
+        ..SimConfig::default()
+    }
+}
+
+/// A pod's file_sd labels.
+type Labels = Vec<(&'static str, String)>;
+
+/// A file_sd file of `(simulator, labels)` members, each its own pod.
+fn write_pool(path: &Path, members: &[(&Sim, Labels)]) {
+    let groups: Vec<serde_json::Value> = members
+        .iter()
+        .map(|(sim, labels)| {
+            let labels: serde_json::Map<_, _> = labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.as_str().into()))
+                .collect();
+            serde_json::json!({ "targets": [sim.addr.to_string()], "labels": labels })
+        })
+        .collect();
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::Value::Array(groups).to_string()).unwrap();
+    std::fs::rename(&tmp, path).unwrap(); // whole, as a real file_sd writer must
+}
+
+/// A prompts file: the built-in prompts compared by logprobs, and one known answer the
+/// baseline's weights give and other weights do not.
+async fn prompts(dir: &Path, good: &Sim, other: &Sim) -> std::path::PathBuf {
+    let answers = |sim: &Sim| {
+        let args = inferprobe::canary::record::RecordArgs {
+            url: Some(sim.url()),
+            model: Some("m".into()),
+            max_tokens: Some(16),
+            out: dir.join("unused.json"),
+            ..Default::default()
+        };
+        async move { inferprobe::canary::record::record(&args).await.unwrap() }
+    };
+    let (good, other) = (answers(good).await, answers(other).await);
+    let (known, _) = good
+        .answers
+        .iter()
+        .zip(&other.answers)
+        .find(|(g, o)| {
+            g.answer.text.trim() != o.answer.text.trim() && !g.answer.text.trim().is_empty()
+        })
+        .expect("a prompt the two weights answer differently");
+    let mut lines: Vec<String> = inferprobe::endpoint::canary::BUILT_IN
+        .iter()
+        .filter(|p| **p != known.prompt)
+        .map(|p| serde_json::json!({ "prompt": p }).to_string())
+        .collect();
+    lines.push(
+        serde_json::json!({
+            "prompt": known.prompt,
+            "expect": format!("^{}", regex::escape(&known.answer.text)),
+        })
+        .to_string(),
+    );
+    let path = dir.join("prompts.jsonl");
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    path
+}
+
+/// A file_sd discovery block whose replicas are checked every 2 s.
+fn block(name: &str, file: &Path, prompts: &Path, canary: &str) -> String {
+    format!(
+        r#"
+        [[discovery]]
+        name = "{name}"
+        source = "file"
+        path = "{}"
+        refresh = "100ms"
+        [discovery.template]
+        backend = "openai-chat"
+        model = "m"
+        rate = 0.001
+        canary = {{ interval = "2s", max_tokens = 16, prompts = "{}", {canary} }}
+        "#,
+        file.display(),
+        prompts.display()
+    )
+}
+
+const STABLE: &str = "5d8f7c9b4";
+const ALIKE: &str = "7b6c4d9f8";
+const OTHER: &str = "6c5b4a3f2";
+
+/// Seconds between Argo's measurements (the template's 5m, scaled), Flagger's ticks (1m).
+const ARGO_EVERY: u64 = 10;
+const FLAGGER_EVERY: u64 = 2;
+/// The Canary's analysis, as the Flagger template's header advises.
+const FLAGGER_ITERATIONS: usize = 10;
+const FLAGGER_THRESHOLD: usize = 10;
+
+/// What one candidate version's analysis did: Argo's measurements per metric, its phase
+/// per metric at every second, and Flagger's canary.
+struct Analysis {
+    argo: Vec<ArgoMetric>,
+    measurements: Vec<Vec<Phase>>,
+    every_second: Vec<Vec<(u64, Vec<f64>, Phase)>>,
+    flagger: Vec<(String, String)>,
+    canary: Canary,
+}
+
+impl Analysis {
+    fn new(canary_hash: &str, namespace: &str) -> Self {
+        let argo = argo(&[
+            ("target", "llm"),
+            ("canary-hash", canary_hash),
+            ("window", "20s"),
+            ("prometheus", "http://127.0.0.1:9090"),
+        ]);
+        let n = argo.len();
+        Self {
+            argo,
+            measurements: vec![Vec::new(); n],
+            every_second: vec![Vec::new(); n],
+            flagger: flagger(namespace, "llm", "20s"),
+            canary: Canary::Progressing {
+                iterations: 0,
+                failed_checks: 0,
+            },
+        }
+    }
+
+    /// Second `t` of the analysis: every Argo query (a measurement when Argo would take
+    /// one), and a Flagger tick when one is due.
+    async fn step(&mut self, prometheus: &Prometheus, t: u64) {
+        for (i, m) in self.argo.iter().enumerate() {
+            let answer = prometheus.query(&m.query).await;
+            let phase =
+                gates::argo_measurement(&answer, m.success.as_deref(), m.failure.as_deref());
+            let values = answer.clone().unwrap_or_default();
+            self.every_second[i].push((t, values, phase));
+            if t % ARGO_EVERY == 0 && self.measurements[i].len() < m.limits.count {
+                self.measurements[i].push(phase);
+            }
+        }
+        if t % FLAGGER_EVERY == 0 {
+            let mut answers = Vec::new();
+            for (name, query) in &self.flagger {
+                answers.push((name.clone(), prometheus.query(query).await));
+            }
+            self.canary = gates::flagger_tick(
+                self.canary,
+                t == 0,
+                FLAGGER_ITERATIONS,
+                FLAGGER_THRESHOLD,
+                || {
+                    answers.iter().all(|(name, answer)| {
+                        let (min, max) = flagger_range(name);
+                        gates::flagger_passes(answer, min, max)
+                    })
+                },
+            );
+        }
+    }
+
+    /// Argo's AnalysisRun: the worst of its metrics.
+    fn argo_run(&self) -> Phase {
+        self.argo
+            .iter()
+            .zip(&self.measurements)
+            .map(|(m, taken)| gates::argo_metric(taken, m.limits))
+            .max()
+            .unwrap()
+    }
+
+    /// Every Argo measurement taken and Flagger decided.
+    fn done(&self) -> bool {
+        let taken = self
+            .argo
+            .iter()
+            .zip(&self.measurements)
+            .all(|(m, t)| t.len() >= m.limits.count);
+        taken && !matches!(self.canary, Canary::Progressing { .. })
+    }
+
+    fn report(&self, label: &str) -> String {
+        let mut out = format!(
+            "{label}: Argo {:?}, Flagger {:?}\n",
+            self.argo_run(),
+            self.canary
+        );
+        for (m, seconds) in self.argo.iter().zip(&self.every_second) {
+            let line: Vec<String> = seconds
+                .iter()
+                .map(|(t, v, p)| format!("{t}s {v:?} {p:?}"))
+                .collect();
+            out += &format!("  {}: {}\n", m.name, line.join(", "));
+        }
+        out
+    }
+}
+
+/// Issue 31, items 1, 2 and 4: from the first second of the analysis a healthy new version
+/// (the same weights) is never Failed nor Error — Inconclusive while few checks are in —
+/// and ends Successful in Argo and promoted in Flagger; one with other weights (which also
+/// fails a known answer) ends Failed and rolled back within the analysis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gates_pass_a_healthy_version_and_stop_other_weights_on_a_real_prometheus() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut stable = Vec::new();
+    for _ in 0..9 {
+        stable.push(start_sim(sim(0)).await);
+    }
+    let (alike, other) = (start_sim(sim(0)).await, start_sim(sim(7)).await);
+    let (flagger_alike, flagger_other) = (start_sim(sim(0)).await, start_sim(sim(7)).await);
+    let prompts = prompts(dir.path(), &stable[0], &other).await;
+
+    // Argo: replicas grouped by their template hash; Flagger: by the `app` label it
+    // renames on the primary, one block per namespace.
+    let argo_file = dir.path().join("argo.json");
+    let argo_pod = |hash: &str, i: usize| -> Labels {
+        vec![
+            ("pod", format!("llm-{hash}-{i:05}")),
+            ("namespace", "inference".into()),
+            ("version", hash.into()),
+        ]
+    };
+    let flagger_pod = |app: &str, ns: &str, i: usize| -> Labels {
+        vec![
+            ("pod", format!("{app}-{i:05}")),
+            ("namespace", ns.into()),
+            ("app", app.into()),
+        ]
+    };
+    let argo_stable: Vec<_> = (0..3).map(|i| (&stable[i], argo_pod(STABLE, i))).collect();
+    write_pool(&argo_file, &argo_stable);
+    let flagger_files = [dir.path().join("good.json"), dir.path().join("bad.json")];
+    let primaries: Vec<Vec<_>> = ["good", "bad"]
+        .iter()
+        .enumerate()
+        .map(|(n, ns)| {
+            (0..3)
+                .map(|i| (&stable[3 + 3 * n + i], flagger_pod("llm-primary", ns, i)))
+                .collect()
+        })
+        .collect();
+    for (file, members) in flagger_files.iter().zip(&primaries) {
+        write_pool(file, members);
+    }
+    let by_app = r#"group_by = ["app"], baseline = "llm-primary""#;
+    let toml = format!(
+        "seed = 5\n{}{}{}",
+        block("llm", &argo_file, &prompts, r#"group_by = ["version"]"#),
+        block("llm-good", &flagger_files[0], &prompts, by_app),
+        block("llm-bad", &flagger_files[1], &prompts, by_app),
+    );
+    let daemon = start_daemon(&toml).await;
+    let Some(prometheus) = Prometheus::start(daemon.addr).await else {
+        daemon.stop().await;
+        return;
+    };
+    // The stable versions have answered every prompt, and Prometheus has seen them.
+    let stable_checks = r#"sum by (target) (inferprobe_canary_checks_total{result="match"}) >= 27"#;
+    let waited = tokio::time::timeout(Duration::from_secs(60), async {
+        while prometheus.query(stable_checks).await.map_or(0, |v| v.len()) < 3 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "{}", daemon.scrape().await.text);
+
+    // The rollout: each pool gets its new version's pod, and the analysis starts now.
+    let mut argo_rolled = argo_stable.clone();
+    argo_rolled.push((&alike, argo_pod(ALIKE, 0)));
+    argo_rolled.push((&other, argo_pod(OTHER, 0)));
+    write_pool(&argo_file, &argo_rolled);
+    let canaries = [(&flagger_alike, "good"), (&flagger_other, "bad")];
+    for ((file, members), (canary, ns)) in flagger_files.iter().zip(&primaries).zip(canaries) {
+        let mut rolled = members.clone();
+        rolled.push((canary, flagger_pod("llm", ns, 0)));
+        write_pool(file, &rolled);
+    }
+    let mut healthy = Analysis::new(ALIKE, "good");
+    let mut bad = Analysis::new(OTHER, "bad");
+    let mut ticks = tokio::time::interval(Duration::from_secs(1));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    for t in 0..=90 {
+        ticks.tick().await;
+        healthy.step(&prometheus, t).await;
+        bad.step(&prometheus, t).await;
+        if healthy.done() && bad.done() {
+            break;
+        }
+    }
+    let report = format!(
+        "{}{}",
+        healthy.report("same weights"),
+        bad.report("other weights")
+    );
+    eprintln!("{report}");
+
+    // Item 1: the healthy version's `diverged` series is there, at 0, not missing.
+    let diverged = format!(
+        r#"inferprobe_canary_baseline_checks_total{{target="llm", group="{ALIKE}", result="diverged"}}"#
+    );
+    assert_eq!(prometheus.query(&diverged).await, Ok(vec![0.0]), "{report}");
+    for seconds in &healthy.every_second {
+        for (t, values, phase) in seconds {
+            assert_eq!(
+                values.len(),
+                1,
+                "at {t}s one number, never nothing\n{report}"
+            );
+            assert!(
+                !matches!(phase, Phase::Failed | Phase::Error),
+                "the healthy version at {t}s: {phase:?}\n{report}"
+            );
+        }
+    }
+    // Item 2: too few checks is Inconclusive, not a pass: the first measurement waited.
+    assert_eq!(
+        healthy.measurements[0].first(),
+        Some(&Phase::Inconclusive),
+        "{report}"
+    );
+    assert_eq!(healthy.argo_run(), Phase::Successful, "{report}");
+    assert_eq!(healthy.canary, Canary::Promoted, "{report}");
+    assert_eq!(bad.argo_run(), Phase::Failed, "{report}");
+    for (m, taken) in bad.argo.iter().zip(&bad.measurements) {
+        assert_eq!(
+            gates::argo_metric(taken, m.limits),
+            Phase::Failed,
+            "{}\n{report}",
+            m.name
+        );
+    }
+    assert_eq!(bad.canary, Canary::RolledBack, "{report}");
+    daemon.stop().await;
 }

@@ -28,6 +28,14 @@ pub struct Baseline {
 }
 
 impl Baseline {
+    /// Whether this replica is now outside its block's baseline group (so its comparisons
+    /// with the baseline are counted).
+    pub fn outside(&self) -> bool {
+        self.books
+            .baseline(&self.family, self.named.as_deref())
+            .is_some_and(|(group, _)| group != self.group)
+    }
+
     /// The comparison of this answer with the baseline's reference; `None` when the
     /// replica is in the baseline group (or there is none), or the prompt is a known answer.
     pub fn check(

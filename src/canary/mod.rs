@@ -222,6 +222,10 @@ pub async fn run(
     let offset = rand::rng().random_range(0.0..spec.interval.as_secs_f64());
     let mut next = Instant::now() + Duration::from_secs_f64(offset);
     let busy = Arc::new(tokio::sync::Semaphore::new(1));
+    if spec.prompts.iter().any(CanaryPrompt::compared) && sinks.baseline.outside() {
+        // Before the first check: a gate's query finds every result at 0, not nothing.
+        sinks.metrics.open_canary_baseline();
+    }
     for round in 0usize.. {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -272,6 +276,9 @@ async fn check(
         voters
             .ensure(target, spec, &sinks.book, &canary_prompt.text, &ctx.abort)
             .await;
+    }
+    if canary_prompt.compared() && sinks.baseline.outside() {
+        sinks.metrics.open_canary_baseline();
     }
     let mut prompt = prompt(spec, &canary_prompt.text, &target.model);
     if let Some(structure) = &canary_prompt.structure {

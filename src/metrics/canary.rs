@@ -144,8 +144,8 @@ pub(super) struct CanarySeries {
     invalid: [Counter; 6],
     position: Histogram,
     drift: Histogram,
-    /// Made on a replica's first comparison with a baseline: only a rollout's new
-    /// version's replicas have these series.
+    /// Made (all three results at 0) once the replica is found outside its block's
+    /// baseline group: only a rollout's new version's replicas have these series.
     baseline: LabeledFamily<CheckLabels, Counter>,
     labels: TargetLabels,
     group: String,
@@ -238,9 +238,15 @@ impl CanaryFamilies {
     }
 }
 
+/// The results a comparison with the baseline can have.
+pub const BASELINE_RESULTS: [CheckResult; 3] = [
+    CheckResult::Match,
+    CheckResult::Diverged,
+    CheckResult::Unscored,
+];
+
 impl CanarySeries {
-    /// A comparison with the baseline group's reference (`match`, `diverged`, `unscored`).
-    pub(super) fn record_baseline(&self, result: CheckResult) {
+    fn baseline_counter(&self, result: CheckResult) -> Counter {
         let key = (
             self.labels.clone(),
             (
@@ -248,7 +254,23 @@ impl CanarySeries {
                 [("result", result.as_str())],
             ),
         );
-        self.baseline.get_or_insert(key, Counter::default).inc();
+        self.baseline.get_or_insert(key, Counter::default)
+    }
+
+    /// Every baseline result series of this replica, at 0 if new: made before its first
+    /// comparison, so a rollout gate's query finds `diverged` at 0 for a version that never
+    /// diverges (not an empty result, which Argo Rollouts evaluates as an Error and Flagger
+    /// as a failed check), and `increase()` counts the first comparison too.
+    pub(super) fn open_baseline(&self) {
+        for result in BASELINE_RESULTS {
+            self.baseline_counter(result);
+        }
+    }
+
+    /// A comparison with the baseline group's reference (`match`, `diverged`, `unscored`).
+    pub(super) fn record_baseline(&self, result: CheckResult) {
+        self.open_baseline();
+        self.baseline_counter(result).inc();
     }
 
     pub(super) fn record(&self, verdict: &CanaryVerdict) {

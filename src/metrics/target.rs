@@ -245,6 +245,14 @@ impl TargetMetrics {
         true
     }
 
+    /// This replica is outside its block's baseline group: its baseline series exist from
+    /// now on (at 0), before its first comparison.
+    pub fn open_canary_baseline(&self) {
+        if let Some(canary) = &self.canary {
+            canary.open_baseline();
+        }
+    }
+
     pub fn skipped(&self, reason: SkipReason) {
         self.skipped[reason as usize].inc();
     }

@@ -2,11 +2,13 @@
 //! reads the exposition the way Prometheus would (over HTTP).
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod gates;
 pub mod hostile;
 pub mod kube_api;
 pub mod llama;
 pub mod otlp;
 pub mod process;
+pub mod prometheus;
 pub mod replay;
 
 use std::collections::BTreeMap;

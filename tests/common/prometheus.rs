@@ -1,0 +1,143 @@
+//! A real Prometheus server (Debian's `prometheus`, as `.ci/run` installs it) scraping the
+//! in-process daemon every second the way the shipped PodMonitor does (`honor_labels`), and
+//! its HTTP query API as a rollout controller calls it (`GET /api/v1/query`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub struct Prometheus {
+    child: Child,
+    pub url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn binary() -> PathBuf {
+    std::env::var_os("PROMETHEUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/usr/bin/prometheus".into())
+}
+
+/// A vector sample's value as Prometheus wrote it ("NaN", "+Inf" included).
+fn value(sample: &serde_json::Value) -> f64 {
+    let text = sample["value"][1].as_str().unwrap_or("NaN");
+    match text {
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        other => other.parse().unwrap_or(f64::NAN),
+    }
+}
+
+impl Prometheus {
+    /// Prometheus scraping `daemon` every second; `None` (the test skips) where the binary
+    /// is missing on a developer's machine, a panic where CI requires it.
+    pub async fn start(daemon: SocketAddr) -> Option<Self> {
+        let bin = binary();
+        if !bin.exists() {
+            assert!(
+                std::env::var_os("INFERPROBE_REQUIRE_PROMTOOL").is_none(),
+                "{} is missing; .ci/run installs Debian's prometheus",
+                bin.display()
+            );
+            eprintln!("SKIPPED: {} not found; .ci/run installs it", bin.display());
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+                 scrape_configs:\n  - job_name: inferprobe\n    honor_labels: true\n\
+                 \x20   static_configs:\n      - targets: ['{daemon}']\n"
+            ),
+        )
+        .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(&bin)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--log.level=warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+        let prometheus = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            _dir: dir,
+        };
+        let ready = format!("{}/-/ready", prometheus.url);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let ok = reqwest::get(&ready)
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if ok {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "Prometheus not ready in 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Some(prometheus)
+    }
+
+    /// An instant query now: the vector's values in Prometheus's order (a scalar as one);
+    /// `Err` with Prometheus's answer when the query fails.
+    pub async fn query(&self, expr: &str) -> Result<Vec<f64>, String> {
+        let url = reqwest::Url::parse_with_params(
+            &format!("{}/api/v1/query", self.url),
+            [("query", expr)],
+        )
+        .map_err(|e| e.to_string())?;
+        let response = reqwest::Client::new()
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let body: serde_json::Value = response.json().await.map_err(|e| e.to_string())?;
+        if body["status"] != "success" {
+            return Err(body.to_string());
+        }
+        let data = &body["data"];
+        match data["resultType"].as_str() {
+            Some("vector") => Ok(data["result"]
+                .as_array()
+                .map(|a| a.iter().map(value).collect())
+                .unwrap_or_default()),
+            Some("scalar") => Ok(vec![value(&serde_json::json!({ "value": data["result"] }))]),
+            other => Err(format!("result type {other:?}: {body}")),
+        }
+    }
+
+    /// Wait until `expr` returns at least one sample.
+    pub async fn wait_for(&self, expr: &str, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        while self.query(expr).await.map_or(true, |v| v.is_empty()) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{expr}: no data in {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}

@@ -173,6 +173,9 @@ pub struct Target {
     /// The controller revision of the pod behind a discovered target (see
     /// `discovery::kube::REVISION_LABELS`): the canary's default group. Never a label.
     pub revision: Option<String>,
+    /// When the pod behind a discovered target was created (Unix seconds): the oldest
+    /// pod's group is its block's canary baseline. Never a label.
+    pub created: Option<i64>,
     pub connection: ConnectionMode,
     pub tls: TlsOptions,
     /// Skip arrivals (reason `budget`) once this many max_tokens were sent in the last hour.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::canary::{self, book::Books};
+use crate::canary::{self, books::Books};
 use crate::endpoint::Target;
 use crate::metrics::{Metrics, TargetLabels};
 use crate::probe::Prober;
@@ -209,8 +209,13 @@ impl Supervisor {
                     baseline: canary::baseline::Baseline {
                         books: Arc::clone(&self.books),
                         family,
+                        model: target.model.clone(),
                         group,
                         named: spec.baseline.clone(),
+                        pool: voters.as_ref().map(|v| canary::baseline::PoolView {
+                            pools: Arc::clone(&v.pools),
+                            block: v.block.clone(),
+                        }),
                     },
                     voters,
                 };

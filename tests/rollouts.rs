@@ -16,11 +16,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use common::canary::sim;
 use common::gates::{self, ArgoLimits, Canary, Phase};
 use common::prometheus::Prometheus;
 use common::{Sim, start_daemon, start_sim};
-use inferprobe::sim::SimConfig;
-use inferprobe::sim::model::ModelFlags;
 use serde_yaml_ng::Value;
 
 fn docs(file: &str) -> Vec<Value> {
@@ -211,18 +210,6 @@ fn phases_as_argo_assesses_them() {
     assert_eq!(gates::argo_metric(&[Successful, Failed], limits), Failed);
     assert_eq!(gates::argo_metric(&[Error; 5], limits), Error);
     assert_eq!(gates::argo_metric(&[Successful], limits), Running);
-}
-
-fn sim(weights_seed: u64) -> SimConfig {
-    SimConfig {
-        ttft: Duration::from_millis(2),
-        itl: Duration::from_micros(200),
-        model: Box::new(ModelFlags {
-            weights_seed,
-            ..ModelFlags::default()
-        }),
-        ..SimConfig::default()
-    }
 }
 
 /// A pod's file_sd labels.

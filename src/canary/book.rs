@@ -54,7 +54,7 @@ struct Entry {
 }
 
 #[derive(Debug, Default)]
-struct State {
+pub(super) struct State {
     /// Replicas of the group alive now, with how many canary tasks each has (a restarted
     /// target's new task may register before its old one leaves).
     replicas: BTreeMap<String, usize>,
@@ -65,6 +65,8 @@ struct State {
     /// Per prompt text: the replicas of the pool on other nodes that voted (their answers
     /// are in `answers` beside the members'), and until when each vote counts.
     votes: HashMap<String, HashMap<String, std::time::Instant>>,
+    /// When each replica's pod was created (Unix seconds), where discovery says.
+    created: BTreeMap<String, i64>,
     /// Comparisons made (for tests of the cost).
     comparisons: u64,
 }
@@ -73,15 +75,18 @@ struct State {
 #[derive(Debug)]
 pub struct Book {
     state: Mutex<State>,
-    /// When the group appeared: the one present longest is a block's baseline.
-    since: std::time::Instant,
+    /// When this process made the group (Unix seconds): its age where no pod says.
+    since: f64,
 }
 
 impl Default for Book {
     fn default() -> Self {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
         Self {
             state: Mutex::default(),
-            since: std::time::Instant::now(),
+            since: now,
         }
     }
 }
@@ -104,6 +109,7 @@ impl Drop for Member {
             return;
         }
         state.replicas.remove(&self.replica);
+        state.created.remove(&self.replica);
         for answers in state.answers.values_mut() {
             forget(answers, &self.replica);
         }
@@ -189,17 +195,43 @@ fn one_way(reference: &Reference, answer: &Reference, margin: f64) -> Option<f64
 }
 
 impl Book {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Join the group as `replica` until the returned member is dropped.
     pub fn join(self: &Arc<Self>, replica: &str) -> Member {
-        *self.lock().replicas.entry(replica.to_owned()).or_default() += 1;
+        self.join_at(replica, None)
+    }
+
+    /// Join as `replica`, whose pod was created at `created` (Unix seconds).
+    pub fn join_at(self: &Arc<Self>, replica: &str, created: Option<i64>) -> Member {
+        let mut state = self.lock();
+        *state.replicas.entry(replica.to_owned()).or_default() += 1;
+        if let Some(created) = created {
+            state.created.insert(replica.to_owned(), created);
+        }
         Member {
             book: Arc::clone(self),
             replica: replica.to_owned(),
         }
+    }
+
+    /// Whether any replica of the group is here now.
+    pub fn is_live(&self) -> bool {
+        !self.lock().replicas.is_empty()
+    }
+
+    /// The group's age as a time (Unix seconds): its oldest pod's creation where
+    /// discovery says, else when this process made the group. The oldest group of a
+    /// family is its baseline.
+    pub fn born(&self) -> f64 {
+        let state = self.lock();
+        state
+            .created
+            .values()
+            .min()
+            .map_or(self.since, |&t| t as f64)
     }
 
     /// Record `member`'s answer to `prompt`, and return the reference to compare it with
@@ -266,13 +298,19 @@ impl Book {
     /// The reference this group gives a replica of another group (a rollout's new
     /// version, compared with the baseline): the answer more than half of the group agrees
     /// with, or below three replicas its first answer. Nothing is recorded.
+    ///
+    /// A group with no replica on this node (a node-local block's baseline elsewhere in
+    /// the pool) answers by its votes alone: the answer more than half of the voters agree
+    /// with (one voter: its answer; two that disagree: none).
     pub fn reference_for_others(&self, prompt: &str) -> Option<Arc<Reference>> {
-        let state = self.lock();
-        let replicas = state.replicas.len();
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let members = state.replicas.len();
+        let replicas = members + state.expire_votes(prompt);
         if replicas == 0 {
             return None;
         }
-        if replicas < MAJORITY_FROM {
+        if members > 0 && replicas < MAJORITY_FROM {
             return state.first.get(prompt).cloned();
         }
         majority(state.answers.get(prompt)?, None, replicas)
@@ -307,48 +345,6 @@ fn majority(
     }
     best.filter(|&(support, ..)| 2 * support > replicas)
         .map(|(.., entry)| Arc::clone(&entry.answer))
-}
-
-/// A family ([`group_key`]) and a group in it.
-type GroupId = (String, Option<String>);
-
-/// Every group's book, by family and group.
-#[derive(Debug, Default)]
-pub struct Books {
-    groups: Mutex<HashMap<GroupId, Arc<Book>>>,
-}
-
-impl Books {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<GroupId, Arc<Book>>> {
-        self.groups.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The book of `group` in `family`, made on first use. Books of groups that are gone
-    /// are dropped when their last member leaves and another group is asked for.
-    pub fn group(&self, family: &str, group: Option<&str>) -> Arc<Book> {
-        let mut groups = self.lock();
-        groups.retain(|_, book| Arc::strong_count(book) > 1 || !book.lock().replicas.is_empty());
-        let key = (family.to_owned(), group.map(str::to_owned));
-        Arc::clone(groups.entry(key).or_default())
-    }
-
-    /// The baseline group of `family`: the one `named` (`canary.baseline`), else the one
-    /// with replicas present longest. A rollout's new version is compared with it.
-    pub fn baseline(
-        &self,
-        family: &str,
-        named: Option<&str>,
-    ) -> Option<(Option<String>, Arc<Book>)> {
-        let groups = self.lock();
-        let mut live = groups
-            .iter()
-            .filter(|((f, _), book)| f == family && !book.lock().replicas.is_empty());
-        let found = match named {
-            Some(name) => live.find(|((_, g), _)| g.as_deref() == Some(name)),
-            None => live.min_by_key(|(_, book)| book.since),
-        };
-        found.map(|((_, group), book)| (group.clone(), Arc::clone(book)))
-    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 
 pub mod baseline;
 pub mod book;
+pub mod books;
 mod explain;
 pub mod votes;
 pub use explain::{ALERT_WINDOW, DRIFT_NEEDS, WRONG_ANSWERS_NEED, describe, warnings};
@@ -217,7 +218,7 @@ pub async fn run(
     ctx: Context,
 ) {
     let target = Arc::clone(&prober.target);
-    let member = Arc::new(sinks.book.join(&target.id));
+    let member = Arc::new(sinks.book.join_at(&target.id, target.created));
     // A random start within one interval, so replicas are not all checked at once.
     let offset = rand::rng().random_range(0.0..spec.interval.as_secs_f64());
     let mut next = Instant::now() + Duration::from_secs_f64(offset);
@@ -255,7 +256,7 @@ pub async fn run(
 /// One check of prompt `index`.
 async fn check(
     prober: &Prober,
-    spec: &CanarySpec,
+    spec: &Arc<CanarySpec>,
     index: usize,
     sinks: &Sinks,
     member: &Arc<Member>,
@@ -279,6 +280,19 @@ async fn check(
     }
     if canary_prompt.compared() && sinks.baseline.outside() {
         sinks.metrics.open_canary_baseline();
+        if let (Some(voters), Some((group, book))) = (&sinks.voters, sinks.baseline.remote()) {
+            // The baseline runs on other nodes only: its replicas there answer for it.
+            voters
+                .ensure_for(
+                    group.as_deref(),
+                    target,
+                    spec,
+                    &book,
+                    &canary_prompt.text,
+                    &ctx.abort,
+                )
+                .await;
+        }
     }
     let mut prompt = prompt(spec, &canary_prompt.text, &target.model);
     if let Some(structure) = &canary_prompt.structure {
@@ -307,6 +321,7 @@ async fn check(
     // Scoring compares the answer with each of the group's others (a millisecond at 500
     // replicas, under the book's lock): off the runtime's workers, which time streams.
     let (book, member, margin) = (Arc::clone(&sinks.book), Arc::clone(member), spec.margin);
+    let spec = Arc::clone(spec);
     let (golden, baseline) = (sinks.golden, sinks.baseline.clone());
     let canary_prompt = canary_prompt.clone();
     let scored = tokio::task::spawn_blocking(move || {
@@ -319,7 +334,7 @@ async fn check(
                 _ => book.observe(&member, &canary_prompt.text, answer, margin),
             },
         );
-        let versus = baseline.check(&canary_prompt, &report, margin);
+        let versus = baseline.check(&spec, &canary_prompt, &report, margin);
         (canary_prompt, report, check, versus)
     });
     let Ok((canary_prompt, report, check, versus)) = scored.await else {

@@ -45,7 +45,7 @@ impl Pools {
         blocks.insert(block.to_owned(), targets);
     }
 
-    fn get(&self, block: &str) -> Vec<Arc<Target>> {
+    pub fn get(&self, block: &str) -> Vec<Arc<Target>> {
         let blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
         blocks.get(block).cloned().unwrap_or_default()
     }
@@ -73,6 +73,21 @@ impl Voters {
         prompt: &str,
         abort: &CancellationToken,
     ) {
+        self.ensure_for(self.group.as_deref(), target, spec, book, prompt, abort)
+            .await;
+    }
+
+    /// The same for `group`'s `book`, which may be another group's: the block's baseline
+    /// with no replica on this node (its book has no members; votes alone answer).
+    pub async fn ensure_for(
+        &self,
+        group: Option<&str>,
+        target: &Target,
+        spec: &CanarySpec,
+        book: &Arc<Book>,
+        prompt: &str,
+        abort: &CancellationToken,
+    ) {
         let members = book.members();
         if spec.votes == 0 || members.len() >= MAJORITY_FROM {
             return;
@@ -88,7 +103,7 @@ impl Voters {
             .filter(|p| {
                 p.model == target.model
                     && !members.contains(&p.id)
-                    && p.canary_group() == self.group
+                    && p.canary_group().as_deref() == group
             })
             .collect();
         peers.shuffle(&mut rand::rng());

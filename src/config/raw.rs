@@ -233,7 +233,7 @@ pub struct RawCanary {
     /// each (default: the pod's controller revision).
     pub group_by: Option<Vec<String>>,
     /// The group value a block's other groups are compared with (default: the group whose
-    /// replicas have been present longest).
+    /// oldest pod was created first).
     pub baseline: Option<String>,
     /// Replicas on other nodes asked to vote for a node-local group's reference (default 3).
     pub votes: Option<u64>,

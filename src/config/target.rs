@@ -272,6 +272,7 @@ pub(super) fn validate_target(
         tracestate: t.tracestate.clone(),
         canary,
         revision: None,
+        created: None,
         connection,
         tls,
         max_output_tokens_per_hour,

@@ -105,6 +105,7 @@ pub fn parse(path: &Path, bytes: &[u8], scheme: &str) -> Result<Vec<Found>, Stri
                     labels,
                     origin: format!("{address} in {name}"),
                     revision: None,
+                    created: None,
                 },
             );
         }

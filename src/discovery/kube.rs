@@ -241,6 +241,11 @@ pub fn pod_endpoint(
         .cloned();
     Some(Found {
         revision,
+        created: pod
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second()),
         key: format!("{namespace}/{name}"),
         url: format!("{}://{address}", block.scheme),
         model,

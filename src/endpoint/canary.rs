@@ -30,7 +30,7 @@ pub struct CanarySpec {
     /// Target labels whose values make a replica's group; empty: its controller revision.
     pub group_by: Vec<String>,
     /// The group a block's other groups are compared with (the rollout gate); `None`: the
-    /// one present longest.
+    /// one whose oldest pod was created first (`canary::books`).
     pub baseline: Option<String>,
     /// Replicas of the pool on other nodes asked to vote when a node-local group is below
     /// three replicas on this node (0: never).

@@ -2,6 +2,7 @@
 //! reads the exposition the way Prometheus would (over HTTP).
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod canary;
 pub mod gates;
 pub mod hostile;
 pub mod kube_api;

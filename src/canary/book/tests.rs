@@ -1,4 +1,5 @@
 use super::*;
+use crate::canary::books::Books;
 use crate::logprobs::{Position, Token};
 
 /// A position where `word` led its runner-up by `lead` nats.
@@ -257,11 +258,7 @@ fn replicas_leave_with_their_answers() {
     );
     drop(book);
     let _other = books.group("other", None);
-    assert_eq!(
-        books.groups.lock().unwrap().len(),
-        1,
-        "the empty group was forgotten"
-    );
+    assert_eq!(books.group_count(), 1, "the empty group was forgotten");
 }
 
 /// Issue 25, item 4: the baseline of a family is the group present longest (or the one
@@ -291,4 +288,41 @@ fn the_baseline_is_the_group_present_longest_or_the_one_named() {
     let (group, _) = books.baseline("pool", None).unwrap();
     assert_eq!(group.as_deref(), Some("v2"));
     drop(new);
+}
+
+/// Issue 31, item 6: the baseline is the group whose oldest pod was created first, whatever
+/// order this process joined them in (a restart starts targets in pod name order).
+#[test]
+fn the_baseline_is_the_group_with_the_oldest_pod_not_the_first_joined() {
+    let books = Books::default();
+    let new = books.group("pool", Some("new"));
+    let _n = new.join_at("llm-a", Some(2_000));
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let old = books.group("pool", Some("old"));
+    let _o: Vec<Member> = (0..3)
+        .map(|i| old.join_at(&format!("llm-b{i}"), Some(1_000 + i)))
+        .collect();
+    let (group, _) = books.baseline("pool", None).unwrap();
+    assert_eq!(group.as_deref(), Some("old"));
+}
+
+/// Item 5: a baseline group with no replica here answers by its voters alone: one voter's
+/// answer, the majority of three, and none where two disagree.
+#[test]
+fn a_remote_baseline_answers_by_its_votes() {
+    let books = Books::default();
+    let remote = books.remote("pool", Some("old"));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let (good, bad) = (answer(&[" a", " b"]), answer(&[" x", " y"]));
+    assert_eq!(remote.reference_for_others(P), None, "no vote yet");
+    remote.vote("n1", P, Arc::clone(&good), 1.0, until);
+    assert_eq!(remote.reference_for_others(P), Some(Arc::clone(&good)));
+    remote.vote("n2", P, Arc::clone(&bad), 1.0, until);
+    assert_eq!(remote.reference_for_others(P), None, "two disagree: no verdict");
+    remote.vote("n3", P, Arc::clone(&good), 1.0, until);
+    assert_eq!(remote.reference_for_others(P), Some(Arc::clone(&good)));
+    // The same family asked for another group starts afresh.
+    let other = books.remote("pool", Some("older"));
+    assert_eq!(other.reference_for_others(P), None);
+    assert!(books.remote_existing("pool", Some("old")).is_none());
 }

@@ -142,6 +142,10 @@ pub struct Found {
     /// The revision of the controller that made the pod (a Deployment's ReplicaSet, a
     /// StatefulSet's or an Argo Rollout's): which version of the spec it runs. Not a label.
     pub revision: Option<String>,
+    /// When the pod was created (its `creationTimestamp`, Unix seconds): the canary's
+    /// baseline is the group whose oldest pod is oldest, the same on every node and after
+    /// any restart of inferprobe. Not a label.
+    pub created: Option<i64>,
 }
 
 impl Discovery {
@@ -162,6 +166,7 @@ impl Discovery {
         target.id = format!("{}/{}", self.name, found.key);
         target.origin = Some(found.origin.clone());
         target.revision = found.revision.clone();
+        target.created = found.created;
         Ok(target)
     }
 
@@ -174,6 +179,7 @@ impl Discovery {
             labels: BTreeMap::new(),
             origin: String::new(),
             revision: None,
+            created: None,
         };
         // The model when the template names none: each replica's comes from its /v1/models.
         self.target(&placeholder, Some("discovered-model"))

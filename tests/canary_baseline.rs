@@ -1,0 +1,210 @@
+//! Where the rollout gate was blind (issue 31): one replica per node, a restart mid-rollout,
+//! and a golden file for the baseline group. Each case runs the daemon on pods of the test
+//! API server (or a file_sd pool) served by simulators with given weights, and reads
+//! `inferprobe_canary_baseline_checks_total` as the rollout templates do.
+
+mod common;
+
+use std::time::Duration;
+
+use common::canary::{checks, kube_config, kube_pods, names, scored_by, sim};
+use common::kube_api::{KubeApi, objects};
+use common::{Scrape, Sim, start_daemon, start_sim};
+
+fn baseline(s: &Scrape, pod: &str, result: &str) -> f64 {
+    s.sum(
+        "inferprobe_canary_baseline_checks_total",
+        &[("pod", pod), ("result", result)],
+    )
+}
+
+fn compared(s: &Scrape, pod: &str) -> f64 {
+    baseline(s, pod, "match") + baseline(s, pod, "diverged")
+}
+
+/// Wait until `pod` has `n` scored baseline checks.
+async fn compared_by(daemon: &common::Daemon, pod: &str, n: f64) -> Scrape {
+    daemon
+        .wait_for(Duration::from_secs(60), |s| compared(s, pod) >= n)
+        .await
+}
+
+/// Item 5: a GPU DaemonSet, one replica per node. The new revision's pod is alone on its
+/// node, so its node has no replica of the baseline; before, it got no baseline check at
+/// all (its group was the node's only one, so the baseline). Now the baseline is chosen
+/// over the pool and its replicas on other nodes answer for it: other weights diverge,
+/// the same weights match.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_per_node_is_compared_with_the_baseline_on_other_nodes() {
+    // SAFETY: only this file's tests read this variable, and they set it alike.
+    unsafe { std::env::set_var("INFERPROBE_TEST_NODE_VOTES", "node-0") };
+    for (new_seed, expect) in [(7, "diverged"), (0, "match")] {
+        let api = KubeApi::start().await;
+        // The stable revision's pods are created first, on nodes 1-3.
+        let stable: Vec<_> = (1..4)
+            .map(|i| {
+                let labels = vec![("app", "llm"), ("model", "m"), ("pod-template-hash", "old")];
+                (0, format!("node-{i}"), labels)
+            })
+            .collect();
+        let _stable = kube_pods(&api, &stable).await;
+        tokio::time::sleep(Duration::from_millis(1100)).await; // a later creationTimestamp
+        let new = start_sim(sim(new_seed)).await;
+        let labels = [("app", "llm"), ("model", "m"), ("pod-template-hash", "new")];
+        api.apply(objects::pod(
+            "inference",
+            "llm-new",
+            "node-0",
+            Some("127.0.0.1"),
+            true,
+            &labels,
+            &[("http", new.addr.port())],
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = api.write_kubeconfig(dir.path());
+        let block = "node_local = true\n        model_label = \"model\"";
+        let daemon = start_daemon(&kube_config(&kubeconfig, block, "")).await;
+        let s = compared_by(&daemon, "llm-new", 16.0).await;
+        daemon.stop().await;
+        let (result, all) = (baseline(&s, "llm-new", expect), compared(&s, "llm-new"));
+        assert!(
+            result >= 0.75 * all,
+            "{expect}: {result} of {all}\n{}",
+            s.text
+        );
+        if expect == "match" {
+            assert_eq!(baseline(&s, "llm-new", "diverged"), 0.0, "{}", s.text);
+        }
+        // Its own checks are judged within its own group: the gate never pages.
+        assert_eq!(checks(&s, &[("pod", "llm-new")], "diverged"), 0.0);
+    }
+}
+
+/// Item 6: the baseline is the group whose oldest pod was created first, not the group
+/// this process happened to start first (pod name order after a restart). The new
+/// version's pod sorts first by name; before, it became the baseline and the old
+/// version's replicas were the ones compared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_baseline_is_the_oldest_version_after_any_restart() {
+    let api = KubeApi::start().await;
+    // "llm-new" sorts before "llm-old-*": the process starts it first.
+    let pod = |name: &str, hash: &str, node: &str, sim: &Sim| {
+        api.apply(objects::pod(
+            "inference",
+            name,
+            node,
+            Some("127.0.0.1"),
+            true,
+            &[("app", "llm"), ("pod-template-hash", hash)],
+            &[("http", sim.addr.port())],
+        ));
+    };
+    let mut old = Vec::new();
+    for i in 0..3 {
+        old.push(start_sim(sim(0)).await);
+        pod(
+            &format!("llm-old-{i}"),
+            "old",
+            &format!("node-{i}"),
+            &old[i],
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await; // a later creationTimestamp
+    let new = start_sim(sim(7)).await;
+    pod("llm-new", "new", "node-3", &new);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    for _restart in 0..2 {
+        let daemon = start_daemon(&kube_config(&kubeconfig, "", r#"model = "m""#)).await;
+        let s = compared_by(&daemon, "llm-new", 8.0).await;
+        let s2 = scored_by(&daemon, &names("llm-old-", 3), 8.0).await;
+        daemon.stop().await;
+        assert!(
+            baseline(&s, "llm-new", "diverged") >= 0.75 * compared(&s, "llm-new"),
+            "{}",
+            s.text
+        );
+        for pod in names("llm-old-", 3) {
+            assert_eq!(
+                compared(&s2, &pod),
+                0.0,
+                "{pod} is the baseline\n{}",
+                s2.text
+            );
+        }
+    }
+}
+
+/// A file_sd pool: `(simulator, version)` members.
+fn pool(dir: &std::path::Path, sims: &[(&Sim, &str)]) -> std::path::PathBuf {
+    let labels: Vec<[(&str, &str); 2]> = sims
+        .iter()
+        .map(|&(_, version)| [("model", "m"), ("version", version)])
+        .collect();
+    let addresses: Vec<String> = sims.iter().map(|(s, _)| s.addr.to_string()).collect();
+    let members: Vec<_> = addresses
+        .iter()
+        .zip(&labels)
+        .map(|(a, l)| (a.as_str(), &l[..]))
+        .collect();
+    common::pool_file(dir, &members)
+}
+
+/// Item 7: the docs' own recipe — a golden file recorded for the baseline group — left
+/// every other group's baseline checks unscored (the baseline's replicas, judged by the
+/// file, learn no answers). The golden answers are the baseline's reference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_golden_file_for_the_baseline_is_its_reference() {
+    let v1 = [
+        start_sim(sim(0)).await,
+        start_sim(sim(0)).await,
+        start_sim(sim(0)).await,
+    ];
+    let (alike, other) = (start_sim(sim(0)).await, start_sim(sim(7)).await);
+    let dir = tempfile::tempdir().unwrap();
+    let golden = dir.path().join("golden.json");
+    let args = inferprobe::canary::record::RecordArgs {
+        url: Some(v1[0].url()),
+        model: Some("m".into()),
+        max_tokens: Some(16),
+        group: Some("v1".into()),
+        out: golden.clone(),
+        ..Default::default()
+    };
+    let recorded = inferprobe::canary::record::record(&args).await.unwrap();
+    inferprobe::canary::record::write(&recorded, &golden).unwrap();
+    let mut members: Vec<(&Sim, &str)> = v1.iter().map(|s| (s, "v1")).collect();
+    members.extend([(&alike, "v2"), (&other, "v3")]);
+    let file = pool(dir.path(), &members);
+    let toml = format!(
+        r#"
+        seed = 3
+        [[discovery]]
+        name = "pool"
+        source = "file"
+        path = "{}"
+        refresh = "100ms"
+        [discovery.template]
+        backend = "openai-chat"
+        rate = 0.001
+        canary = {{ interval = "20ms", golden = "{}", group_by = ["version"], baseline = "v1" }}
+        "#,
+        file.display(),
+        golden.display()
+    );
+    let daemon = start_daemon(&toml).await;
+    let s = daemon
+        .wait_for(Duration::from_secs(60), |s| {
+            compared(s, "r3") >= 16.0 && compared(s, "r4") >= 16.0
+        })
+        .await;
+    daemon.stop().await;
+    assert_eq!(baseline(&s, "r3", "diverged"), 0.0, "{}", s.text);
+    assert!(baseline(&s, "r4", "diverged") >= 0.75 * compared(&s, "r4"));
+    assert_eq!(
+        baseline(&s, "r3", "unscored") + baseline(&s, "r4", "unscored"),
+        0.0,
+        "the golden answers are there from the first check\n{}",
+        s.text
+    );
+}

@@ -113,14 +113,17 @@ pub async fn execute(command: Command) -> u8 {
                     config.display(),
                     loaded.targets.len()
                 );
-                let examples = loaded.discovery.iter().filter_map(|d| d.example().ok());
-                let examples: Vec<_> = examples.map(std::sync::Arc::new).collect();
-                for target in loaded.targets.iter().chain(&examples) {
+                let examples = loaded
+                    .discovery
+                    .iter()
+                    .filter_map(|d| Some((Arc::new(d.example().ok()?), Some(d.source.kind()))));
+                let configured = loaded.targets.iter().map(|t| (Arc::clone(t), None));
+                for (target, source) in configured.chain(examples) {
                     if let Some(canary) = &target.canary {
                         println!(
                             "  {}: {}",
                             target.name,
-                            crate::canary::describe(canary, target.backend)
+                            crate::canary::describe(canary, target.backend, source)
                         );
                         for warning in crate::canary::warnings(canary) {
                             eprintln!("warning: {}: {warning}", target.name);

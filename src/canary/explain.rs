@@ -6,7 +6,13 @@ use std::time::Duration;
 use crate::endpoint::canary::CanarySpec;
 
 /// What `inferprobe check` says of a target's canary: how its prompts will be scored.
-pub fn describe(spec: &CanarySpec, backend: crate::endpoint::BackendKind) -> String {
+/// `source` is its discovery block's source (`None`: a configured target), which decides
+/// what its group really is.
+pub fn describe(
+    spec: &CanarySpec,
+    backend: crate::endpoint::BackendKind,
+    source: Option<&str>,
+) -> String {
     let structured = spec
         .prompts
         .iter()
@@ -14,10 +20,17 @@ pub fn describe(spec: &CanarySpec, backend: crate::endpoint::BackendKind) -> Str
         .count();
     let compared = spec.prompts.iter().filter(|p| p.compared()).count();
     let known = spec.prompts.len() - structured - compared;
-    let groups = if spec.group_by.is_empty() {
-        "its group (a pod's controller revision)".to_owned()
-    } else {
-        format!("its group (labels {})", spec.group_by.join(", "))
+    let groups = match (spec.group_by.is_empty(), source) {
+        (false, _) => format!("its group (labels {})", spec.group_by.join(", ")),
+        (true, Some("pods" | "inferencepool")) => {
+            "its group (the pod's controller revision: rollouts-pod-template-hash, \
+             pod-template-hash or controller-revision-hash)"
+                .to_owned()
+        }
+        (true, Some(_)) => {
+            "its block, one group: file_sd names no version (group_by a label that does)".to_owned()
+        }
+        (true, None) => "its group (none: a configured target stands alone)".to_owned(),
     };
     let reference = match (&spec.golden, &spec.golden_for) {
         (Some(path), Some((model, Some(group)))) => format!(

@@ -318,7 +318,11 @@ fn a_remote_baseline_answers_by_its_votes() {
     remote.vote("n1", P, Arc::clone(&good), 1.0, until);
     assert_eq!(remote.reference_for_others(P), Some(Arc::clone(&good)));
     remote.vote("n2", P, Arc::clone(&bad), 1.0, until);
-    assert_eq!(remote.reference_for_others(P), None, "two disagree: no verdict");
+    assert_eq!(
+        remote.reference_for_others(P),
+        None,
+        "two disagree: no verdict"
+    );
     remote.vote("n3", P, Arc::clone(&good), 1.0, until);
     assert_eq!(remote.reference_for_others(P), Some(Arc::clone(&good)));
     // The same family asked for another group starts afresh.

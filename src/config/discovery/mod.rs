@@ -18,6 +18,7 @@ use super::target::{check_name, validate_target};
 use super::{ConfigError, RawConfig, RawDiscovery, RawTarget};
 use crate::endpoint::Target;
 
+mod groups;
 mod source;
 
 pub use source::check_selector;
@@ -392,6 +393,7 @@ fn block_of(
     // Everything else of [defaults] applies, as to a configured target; its url cannot.
     let mut template = own.inherit(&raw.defaults);
     template.url = None;
+    groups::check(key, &source, &pod_labels, &mut template)?;
     let discovery = Discovery {
         name,
         source,

@@ -9,6 +9,7 @@ use figment::Jail;
 use super::*;
 
 mod checks;
+mod groups;
 mod secrets;
 
 const MINIMAL: &str = r#"

@@ -42,7 +42,7 @@ fn observe(c: &mut Criterion) {
         let members: Vec<_> = (0..n).map(|i| book.join(&format!("r{i}"))).collect();
         let good = answer(0);
         for m in &members {
-            book.observe(m, "p", Arc::clone(&good), 1.0);
+            let _ = book.observe(m, "p", Arc::clone(&good), 1.0);
         }
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
             let mut i = 0;

@@ -17,8 +17,12 @@
 //! half of the group (itself included); of equals, the one closest to those it agrees with
 //! (least summed drift), so that drift is blamed on the replica that drifts. A replica is
 //! never its own reference. With no such answer there is no reference and the check is
-//! unscored. With fewer than three replicas a majority means nothing, so the first answer
-//! after the group formed is kept as the reference, until the group empties.
+//! unscored. With fewer than three replicas a majority means nothing: the reference is
+//! the last majority answer the group had (when it was larger), else, for two replicas,
+//! the other's answer if the two agree (if they disagree nothing tells which is right: the
+//! check is unscored, and says so), else, for a replica alone, its own first answer, kept
+//! while its author stays in the group (an answer whose author left is forgotten, so a
+//! healthy survivor is never judged by a broken pod's answer of days ago).
 //!
 //! Cost: each answer's agreement with every other is cached; a new answer is compared
 //! with the group's other answers once each (2·(n−1) comparisons), and the reference is
@@ -30,7 +34,7 @@ use std::sync::{Arc, Mutex};
 use super::compare::{Verdict, answers};
 use crate::endpoint::canary::{CanarySpec, Reference};
 
-/// Fewer replicas than this: the first answer is the reference.
+/// Fewer replicas than this: no majority (see the module's rule below three).
 pub const MAJORITY_FROM: usize = 3;
 
 /// The family of books a target's canary uses: its block (or static target) name, and
@@ -41,6 +45,26 @@ pub fn group_key(name: &str, model: &str, spec: &CanarySpec) -> String {
         "{name}\u{0}{model}\u{0}{}\u{0}{}\u{0}{}",
         spec.max_tokens, spec.top_logprobs, spec.margin
     )
+}
+
+/// Why a replica's answer has no reference to be compared with (the check is unscored).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoReference {
+    /// Three replicas or more, and no answer more than half of them agree with.
+    NoMajority,
+    /// Two replicas (or one and a voter) whose answers disagree, and no earlier majority.
+    TwoDisagree,
+}
+
+impl NoReference {
+    pub fn note(self) -> &'static str {
+        match self {
+            Self::NoMajority => "no reference yet (no majority of replicas agrees)",
+            Self::TwoDisagree => {
+                "no reference: the group's two replicas disagree and nothing tells which is right"
+            }
+        }
+    }
 }
 
 /// One replica's latest answer to one prompt, with what it agrees with.
@@ -60,8 +84,11 @@ pub(super) struct State {
     replicas: BTreeMap<String, usize>,
     /// Per prompt text: each replica's latest answer.
     answers: HashMap<String, BTreeMap<String, Entry>>,
-    /// Per prompt text: the first answer, for groups below [`MAJORITY_FROM`].
-    first: HashMap<String, Arc<Reference>>,
+    /// Per prompt text: the first answer of a replica alone in the group, and its author.
+    first: HashMap<String, (String, Arc<Reference>)>,
+    /// Per prompt text: the last answer a majority agreed with, for when the group shrinks
+    /// below [`MAJORITY_FROM`].
+    settled: HashMap<String, Arc<Reference>>,
     /// Per prompt text: the replicas of the pool on other nodes that voted (their answers
     /// are in `answers` beside the members'), and until when each vote counts.
     votes: HashMap<String, HashMap<String, std::time::Instant>>,
@@ -110,6 +137,7 @@ impl Drop for Member {
         }
         state.replicas.remove(&self.replica);
         state.created.remove(&self.replica);
+        state.first.retain(|_, (author, _)| author != &self.replica);
         for answers in state.answers.values_mut() {
             forget(answers, &self.replica);
         }
@@ -117,6 +145,7 @@ impl Drop for Member {
             // A group that emptied (a full turnover, a reload that replaced every task)
             // learns its reference afresh.
             state.first.clear();
+            state.settled.clear();
             state.answers.clear();
             state.votes.clear();
         }
@@ -234,30 +263,48 @@ impl Book {
             .map_or(self.since, |&t| t as f64)
     }
 
-    /// Record `member`'s answer to `prompt`, and return the reference to compare it with
-    /// (`None`: no majority yet).
+    /// Record `member`'s answer to `prompt`, and return the reference to compare it with,
+    /// or why there is none.
     pub fn observe(
         &self,
         member: &Member,
         prompt: &str,
         answer: Arc<Reference>,
         margin: f64,
-    ) -> Option<Arc<Reference>> {
+    ) -> Result<Arc<Reference>, NoReference> {
         let mut guard = self.lock();
         let state = &mut *guard;
         let replicas = state.replicas.len() + state.expire_votes(prompt);
-        let first = state
-            .first
-            .entry(prompt.to_owned())
-            .or_insert_with(|| Arc::clone(&answer))
-            .clone();
-        let answers = state.answers.entry(prompt.to_owned()).or_default();
         let me = &member.replica;
-        insert(answers, me, answer, margin, &mut state.comparisons);
-        if replicas < MAJORITY_FROM {
-            return Some(first);
+        let answers = state.answers.entry(prompt.to_owned()).or_default();
+        insert(
+            answers,
+            me,
+            Arc::clone(&answer),
+            margin,
+            &mut state.comparisons,
+        );
+        if replicas >= MAJORITY_FROM {
+            if let Some(agreed) = majority(answers, None, replicas) {
+                state.settled.insert(prompt.to_owned(), agreed);
+            }
+            return majority(answers, Some(me), replicas).ok_or(NoReference::NoMajority);
         }
-        majority(answers, Some(me), replicas)
+        if let Some(settled) = state.settled.get(prompt) {
+            return Ok(Arc::clone(settled));
+        }
+        let other = answers.iter().find(|(replica, _)| *replica != me);
+        match other {
+            Some((_, entry)) if entry.agrees.contains_key(me) => Ok(Arc::clone(&entry.answer)),
+            Some(_) => Err(NoReference::TwoDisagree),
+            None => {
+                let (_, first) = state
+                    .first
+                    .entry(prompt.to_owned())
+                    .or_insert_with(|| (me.clone(), answer));
+                Ok(Arc::clone(first))
+            }
+        }
     }
 
     /// The members of the group on this node.
@@ -297,7 +344,8 @@ impl Book {
 
     /// The reference this group gives a replica of another group (a rollout's new
     /// version, compared with the baseline): the answer more than half of the group agrees
-    /// with, or below three replicas its first answer. Nothing is recorded.
+    /// with; below three replicas the last such answer, else the one its answers agree on
+    /// (none where two disagree). Nothing is recorded.
     ///
     /// A group with no replica on this node (a node-local block's baseline elsewhere in
     /// the pool) answers by its votes alone: the answer more than half of the voters agree
@@ -311,7 +359,9 @@ impl Book {
             return None;
         }
         if members > 0 && replicas < MAJORITY_FROM {
-            return state.first.get(prompt).cloned();
+            if let Some(settled) = state.settled.get(prompt) {
+                return Some(Arc::clone(settled));
+            }
         }
         majority(state.answers.get(prompt)?, None, replicas)
     }

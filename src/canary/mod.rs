@@ -123,7 +123,7 @@ pub fn score(
     prompt: &CanaryPrompt,
     report: &ProbeReport,
     margin: f64,
-    reference: impl FnOnce(Arc<Reference>) -> Option<Arc<Reference>>,
+    reference: impl FnOnce(Arc<Reference>) -> Result<Arc<Reference>, book::NoReference>,
 ) -> Check {
     if let Some(structure) = &prompt.structure {
         return structured::judge(prompt, structure, report);
@@ -175,8 +175,9 @@ pub fn score(
         return Check::unscored("no answer");
     };
     let answer = Arc::new(answer);
-    let Some(reference) = reference(Arc::clone(&answer)) else {
-        return Check::unscored("no reference yet (no majority of replicas agrees)");
+    let reference = match reference(Arc::clone(&answer)) {
+        Ok(reference) => reference,
+        Err(why) => return Check::unscored(why.note()),
     };
     match compare::answers(&reference, &answer, margin) {
         Verdict::Match { drift, .. } => Check {
@@ -330,7 +331,7 @@ async fn check(
             &report,
             margin,
             |answer| match &canary_prompt.reference {
-                Some(reference) if golden => Some(Arc::clone(reference)),
+                Some(reference) if golden => Ok(Arc::clone(reference)),
                 _ => book.observe(&member, &canary_prompt.text, answer, margin),
             },
         );

@@ -208,3 +208,104 @@ async fn a_golden_file_for_the_baseline_is_its_reference() {
         s.text
     );
 }
+
+fn pool_up(s: &Scrape) -> Option<f64> {
+    s.matching("inferprobe_discovery_up", &[("discovery", "llm/pool")])
+        .next()
+        .map(|x| x.value)
+}
+
+/// Item 10: the pool-wide watch's health is exported like a block's (a 403 there meant no
+/// votes, silently), it is not started with `votes = 0`, and a block's vote counters go
+/// with it on a reload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_watch_is_visible_and_goes_with_its_block() {
+    // SAFETY: only this file's tests read this variable, and they set it alike.
+    unsafe { std::env::set_var("INFERPROBE_TEST_NODE_VOTES", "node-0") };
+    let api = KubeApi::start().await;
+    let pods: Vec<_> = (0..4)
+        .map(|i| (0, format!("node-{i}"), vec![("app", "llm"), ("model", "m")]))
+        .collect();
+    let _sims = kube_pods(&api, &pods).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    let block = "node_local = true\n        model_label = \"model\"";
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, kube_config(&kubeconfig, block, "")).unwrap();
+    let daemon = common::start_reloadable(&path).await;
+    let votes = |s: &Scrape| s.sum("inferprobe_canary_votes_total", &[("target", "llm")]);
+    daemon
+        .wait_for(Duration::from_secs(30), |s| {
+            pool_up(s) == Some(1.0) && votes(s) > 0.0
+        })
+        .await;
+    // The pool watch refused (RBAC): it says so, as discovery_up does for a block.
+    api.forbid("pods", true);
+    api.drop_watches();
+    daemon
+        .wait_for(Duration::from_secs(30), |s| pool_up(s) == Some(0.0))
+        .await;
+    api.forbid("pods", false);
+    api.drop_watches();
+    // With votes = 0 nothing is asked of the pool: no pool watch at all.
+    let no_votes = kube_config(&kubeconfig, block, "")
+        .replace("max_tokens = 16 }", "max_tokens = 16, votes = 0 }");
+    std::fs::write(&path, &no_votes).unwrap();
+    assert_eq!(daemon.reload().await.0, 200);
+    let s = daemon
+        .wait_for(Duration::from_secs(30), |s| pool_up(s).is_none())
+        .await;
+    assert_eq!(pool_up(&s), None, "{}", s.text);
+    // The block removed: its vote counters go too.
+    let other = no_votes.replace(r#"name = "llm""#, r#"name = "llm2""#);
+    std::fs::write(&path, other).unwrap();
+    assert_eq!(daemon.reload().await.0, 200);
+    let s = daemon.scrape().await;
+    assert_eq!(
+        s.matching("inferprobe_canary_votes_total", &[("target", "llm")])
+            .count(),
+        0,
+        "{}",
+        s.text
+    );
+    daemon.stop().await;
+}
+
+/// Item 10: a reload that moves a replica to another group without changing its labels
+/// (here `group_by` changed) left the old group's series frozen beside the new.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_changes_the_group_leaves_no_old_group_series() {
+    let sim = start_sim(sim(0)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    let config = |group_by: &str| {
+        format!(
+            r#"
+            [[targets]]
+            name = "a"
+            url = "{}"
+            model = "m"
+            rate = 0.001
+            labels = {{ version = "v1", tier = "gold" }}
+            canary = {{ interval = "20ms", max_tokens = 16, group_by = ["{group_by}"] }}
+            "#,
+            sim.url()
+        )
+    };
+    std::fs::write(&path, config("version")).unwrap();
+    let daemon = common::start_reloadable(&path).await;
+    let group = |s: &Scrape, g: &str| {
+        s.matching("inferprobe_canary_checks_total", &[("group", g)])
+            .count()
+    };
+    daemon
+        .wait_for(Duration::from_secs(30), |s| group(s, "v1") > 0)
+        .await;
+    std::fs::write(&path, config("tier")).unwrap();
+    assert_eq!(daemon.reload().await.0, 200);
+    let s = daemon
+        .wait_for(Duration::from_secs(30), |s| group(s, "gold") > 0)
+        .await;
+    daemon.stop().await;
+    assert_eq!(group(&s, "v1"), 0, "{}", s.text);
+}

@@ -45,6 +45,12 @@ impl Pools {
         blocks.insert(block.to_owned(), targets);
     }
 
+    /// Forget the pools of blocks not in `watched` (removed, or no longer watching theirs).
+    pub fn keep_only(&self, watched: &[&str]) {
+        let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        blocks.retain(|block, _| watched.contains(&block.as_str()));
+    }
+
     pub fn get(&self, block: &str) -> Vec<Arc<Target>> {
         let blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
         blocks.get(block).cloned().unwrap_or_default()

@@ -22,7 +22,7 @@ mod kube;
 mod models;
 mod pods;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,6 +59,13 @@ pub fn start(
     let needs_kube = config.kubernetes.fleet.is_some()
         || config.discovery.iter().any(|b| b.source.is_kubernetes());
     let client = needs_kube.then(|| kube::Connector::new(config.kubernetes.clone(), stop.clone()));
+    let watched: Vec<&str> = config
+        .discovery
+        .iter()
+        .filter(|b| b.pool_wide().is_some())
+        .map(|b| b.name.as_str())
+        .collect();
+    pools.keep_only(&watched);
     for block in &config.discovery {
         let (sets, found) = watch::channel(None);
         let block_metrics = metrics.discovery(&block.name);
@@ -83,9 +90,20 @@ pub fn start(
                         health,
                         stop.clone(),
                     ));
-                    if let Some(wide) = block.pool_wide() {
-                        let pools = Arc::clone(pools);
-                        tokio::spawn(run_pool(wide, client.clone(), pools, stop.clone()));
+                    match block.pool_wide() {
+                        Some(wide) => {
+                            let pools = Arc::clone(pools);
+                            let up = metrics.discovery_pool_up(&block.name);
+                            let health = Health::new(&format!("{}/pool", block.name), up);
+                            tokio::spawn(run_pool(
+                                wide,
+                                client.clone(),
+                                pools,
+                                health,
+                                stop.clone(),
+                            ));
+                        }
+                        None => metrics.remove_discovery_pool(&block.name),
                     }
                 }
             }
@@ -184,11 +202,12 @@ async fn run_pool(
     wide: Discovery,
     connector: kube::Connector,
     pools: Arc<Pools>,
+    health: Health,
     stop: CancellationToken,
 ) {
     let wide = Arc::new(wide);
     let (sets, mut found) = watch::channel(None);
-    let health = Health::new(&wide.name, Default::default());
+    let mut built: HashMap<String, (Found, Arc<Target>)> = HashMap::new();
     tokio::spawn(run_source(
         Arc::clone(&wide),
         connector,
@@ -204,14 +223,33 @@ async fn run_pool(
         let Some(set) = found.borrow_and_update().clone() else {
             continue;
         };
-        let targets = set
-            .iter()
-            .filter(|f| f.model.is_some() || wide.has_model())
-            .filter_map(|f| wide.target(f, None).ok())
-            .map(Arc::new)
-            .collect();
+        let named = set.iter().filter(|f| f.model.is_some() || wide.has_model());
+        built = rebuild(built, named, |f| wide.target(f, None).ok().map(Arc::new));
+        let targets = built.values().map(|(_, t)| Arc::clone(t)).collect();
         pools.set(&wide.name, targets);
     }
+}
+
+/// A pool's targets for the replicas `found` now, built only where a replica is new or
+/// changed: a build validates the template's canary, reading its prompts and golden file
+/// from disk, and a pool event (any replica on any node) must not do that for every one.
+fn rebuild<'a>(
+    mut built: HashMap<String, (Found, Arc<Target>)>,
+    found: impl Iterator<Item = &'a Found>,
+    mut build: impl FnMut(&Found) -> Option<Arc<Target>>,
+) -> HashMap<String, (Found, Arc<Target>)> {
+    let mut next = HashMap::new();
+    for f in found {
+        let target = match built.remove(&f.key) {
+            Some((was, target)) if was == *f => target,
+            _ => match build(f) {
+                Some(target) => target,
+                None => continue,
+            },
+        };
+        next.insert(f.key.clone(), (f.clone(), target));
+    }
+    next
 }
 
 /// Run the block's Kubernetes source until `stop`.
@@ -234,5 +272,61 @@ pub async fn run_source(
             inferencepool::run(&block, client, &sets, &mut health, &stop).await;
         }
         Source::File { .. } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 31, item 10: a pool event rebuilt every replica's target, re-reading the
+    /// template's prompts and golden file for each. Only new or changed ones are built.
+    #[test]
+    fn a_pool_event_builds_only_what_changed() {
+        let config = crate::config::validate(&crate::config::RawConfig {
+            targets: vec![crate::config::RawTarget {
+                name: Some("t".into()),
+                url: Some("http://127.0.0.1:1".into()),
+                model: Some("m".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .unwrap();
+        let target = Arc::clone(&config.targets[0]);
+        let found = |key: &str, url: &str| Found {
+            key: key.into(),
+            url: url.into(),
+            model: Some("m".into()),
+            labels: Default::default(),
+            origin: String::new(),
+            revision: None,
+            created: None,
+        };
+        let builds = std::cell::Cell::new(0);
+        let build = |_: &Found| {
+            builds.set(builds.get() + 1);
+            Some(Arc::clone(&target))
+        };
+        let first = [found("a", "http://a"), found("b", "http://b")];
+        let built = rebuild(HashMap::new(), first.iter(), build);
+        let again = [
+            found("a", "http://a"),
+            found("b", "http://b2"),
+            found("c", "http://c"),
+        ];
+        let built = rebuild(built, again.iter(), build);
+        assert_eq!(
+            builds.get(),
+            4,
+            "a and b at first; then b (moved) and c, not a again"
+        );
+        assert_eq!(built.len(), 3);
+        let built = rebuild(built, again[..1].iter(), build);
+        assert_eq!(
+            (builds.get(), built.len()),
+            (4, 1),
+            "gone replicas leave, nothing is built"
+        );
     }
 }

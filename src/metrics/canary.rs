@@ -191,6 +191,7 @@ impl CanaryFamilies {
     }
 
     pub(super) fn series(&self, labels: &TargetLabels, group: &str) -> CanarySeries {
+        self.forget_other_groups(labels, group);
         let group = [("group", group.to_owned())];
         let grouped = || (labels.clone(), group.clone());
         CanarySeries {
@@ -226,6 +227,25 @@ impl CanaryFamilies {
             self.votes.get_or_insert(key, Counter::default)
         };
         (counter("answered"), counter("failed"))
+    }
+
+    /// A block's vote counters (the block was removed).
+    pub(super) fn remove_votes(&self, block: &str) {
+        self.votes.retain(|[(_, b), _]| b != block);
+    }
+
+    /// Drop the series of `labels` in any group other than `group`: a replica is in one
+    /// group, and a reload that moves it to another (a changed `group_by`, with the same
+    /// target labels) must not leave the old group's series frozen.
+    fn forget_other_groups(&self, labels: &TargetLabels, group: &str) {
+        let stale =
+            |l: &TargetLabels, g: &[(&'static str, String); 1]| l == labels && g[0].1 != group;
+        self.checks.retain(|(l, (g, _))| !stale(l, g));
+        self.position.retain(|(l, g)| !stale(l, g));
+        self.structured.retain(|(l, g)| !stale(l, g));
+        self.invalid.retain(|(l, (g, _))| !stale(l, g));
+        self.drift.retain(|(l, g)| !stale(l, g));
+        self.baseline.retain(|(l, (g, _))| !stale(l, g));
     }
 
     pub(super) fn remove(&self, labels: &TargetLabels) {

@@ -244,12 +244,29 @@ impl Metrics {
         }
     }
 
-    /// Forget a discovery block's series (it was removed from the configuration).
+    /// The health of a node-local block's pool-wide watch (its canary's voters and remote
+    /// baseline): `inferprobe_discovery_up{discovery="<block>/pool"}`, so a 403 or a
+    /// timeout that silently means no votes shows, and pages, as a block's would.
+    pub fn discovery_pool_up(&self, block: &str) -> Gauge {
+        let label = [("discovery", format!("{block}/pool"))];
+        self.discovery_up.get_or_insert(label, Gauge::default)
+    }
+
+    /// Forget a discovery block's series (it was removed from the configuration), its
+    /// pool watch's and its canary votes' with them.
     pub fn remove_discovery(&self, block: &str) {
         let label = [("discovery", block.to_owned())];
         self.discovery_up.remove(&label);
         self.discovery_targets.remove(&label);
         self.discovery_refused.remove(&label);
+        self.remove_discovery_pool(block);
+        self.canary.remove_votes(block);
+    }
+
+    /// Forget a block's pool watch health (the block watches its pool no more).
+    pub fn remove_discovery_pool(&self, block: &str) {
+        self.discovery_up
+            .remove(&[("discovery", format!("{block}/pool"))]);
     }
 
     /// The span exporter's counters.

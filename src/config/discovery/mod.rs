@@ -188,9 +188,12 @@ impl Discovery {
 
     /// For a node-local block whose template runs a canary: the same block without the node
     /// filter, whose replicas on other nodes vote for the reference of a group too small on
-    /// this node (`canary::votes`).
+    /// this node (`canary::votes`), and answer for the block's baseline where this node
+    /// runs none of it (`canary::baseline`). With `votes = 0` none is asked: no watch.
     pub fn pool_wide(&self) -> Option<Discovery> {
-        self.template.canary.as_ref()?;
+        if self.template.canary.as_ref()?.votes == Some(0) {
+            return None;
+        }
         let mut source = self.source.clone();
         match &mut source {
             Source::Pods { node, .. }

@@ -266,3 +266,30 @@ async fn a_rollout_to_other_weights_pages_nowhere_and_the_gate_sees_it() {
         0.0
     );
 }
+
+/// Issue 31, item 11: the shipped rollout templates on llama-server, evaluated as Argo
+/// Rollouts and Flagger evaluate them against a real Prometheus scraping the daemon
+/// (tests/common/rollout.rs): a new version with the same weights (the tiny model on
+/// another server) passes both, one with other weights fails both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs llama-server: scripts/real-server/setup.sh"]
+async fn the_rollout_templates_pass_the_same_weights_and_stop_other_weights() {
+    let (tiny, other) = (llama::tiny(), llama::path("TINY_OTHER", "tiny-other.gguf"));
+    let stable = llama::start(&tiny, 2048, &[]).await;
+    let alike = llama::start(&tiny, 2048, &[]).await;
+    let wrong = llama::start(&other, 2048, &[]).await;
+    let address = |url: &str| url.trim_start_matches("http://").to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = common::rollout::prompts(dir.path(), &stable.url, &wrong.url, "tiny").await;
+    let gate = common::rollout::Gate {
+        model: "tiny".into(),
+        prompts,
+        canary: format!("margin = {MARGIN}, "),
+        stable: [0; 3].map(|_| vec![address(&stable.url)]),
+        alike: [0; 2].map(|_| address(&alike.url)),
+        other: [0; 2].map(|_| address(&wrong.url)),
+    };
+    if let Some(report) = common::rollout::prove(dir.path(), &gate).await {
+        eprintln!("llama-server rollout gate:\n{report}");
+    }
+}

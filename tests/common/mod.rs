@@ -11,6 +11,7 @@ pub mod otlp;
 pub mod process;
 pub mod prometheus;
 pub mod replay;
+pub mod rollout;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -1,0 +1,469 @@
+//! The shipped rollout templates (config/rollouts/) run as their controllers run them: the
+//! templates read and their arguments substituted as Argo Rollouts and Flagger substitute
+//! them, and [`prove`], which puts a new version beside a stable one in three file_sd pools
+//! (one grouped by template hash for Argo, two grouped by Flagger's renamed `app` label, one
+//! per namespace), lets a real Prometheus scrape the daemon, and runs every query every
+//! second from the first second of the analysis, judged by [`super::gates`].
+//!
+//! Time is scaled 30 to 1 so an analysis fits in a test: the canary checks a replica every
+//! 2 s (the default 60 s), Prometheus scrapes every second (a 30 s scrape), Argo measures
+//! every 10 s (the template's 5m), Flagger's analysis ticks every 2 s (1m), and the query
+//! window is 20 s (10m).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_yaml_ng::Value;
+
+use super::gates::{self, ArgoLimits, Canary, Phase};
+use super::prometheus::Prometheus;
+use super::start_daemon;
+
+pub fn docs(file: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect()
+}
+
+pub fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
+    let mut at = v;
+    for key in path {
+        at = &at[*key];
+    }
+    at.as_str()
+        .unwrap_or_else(|| panic!("{} is not a string in {v:?}", path.join(".")))
+}
+
+/// One metric of the Argo template, its arguments substituted.
+#[derive(Clone, Debug)]
+pub struct ArgoMetric {
+    pub name: String,
+    pub query: String,
+    pub success: Option<String>,
+    pub failure: Option<String>,
+    pub limits: ArgoLimits,
+}
+
+/// The Argo AnalysisTemplate with `args` (name, value) given as a Rollout gives them; the
+/// others take the template's defaults. Argo substitutes `{{args.NAME}}` everywhere in a
+/// metric (conditions, query, address); an argument without a value is an error.
+pub fn argo(given: &[(&str, &str)]) -> Vec<ArgoMetric> {
+    let docs = docs("config/rollouts/argo-analysistemplate.yaml");
+    assert_eq!(docs.len(), 1);
+    let t = &docs[0];
+    assert_eq!(str_at(t, &["apiVersion"]), "argoproj.io/v1alpha1");
+    assert_eq!(str_at(t, &["kind"]), "AnalysisTemplate");
+    let mut args = BTreeMap::new();
+    for a in t["spec"]["args"].as_sequence().unwrap() {
+        let name = str_at(a, &["name"]).to_owned();
+        let value = given
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| (*v).to_owned())
+            .or_else(|| a["value"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| panic!("argument {name} has no value"));
+        args.insert(name, value);
+    }
+    let fill = |text: &str| {
+        let mut text = text.to_owned();
+        for (name, value) in &args {
+            text = text.replace(&format!("{{{{args.{name}}}}}"), value);
+        }
+        assert!(!text.contains("{{"), "an argument is not declared: {text}");
+        text
+    };
+    let limit = |m: &Value, key: &str, default: u64| m[key].as_u64().unwrap_or(default) as usize;
+    t["spec"]["metrics"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            assert!(m["interval"].as_str().is_some(), "{m:?}");
+            let address = fill(str_at(m, &["provider", "prometheus", "address"]));
+            assert!(address.starts_with("http"), "{address}");
+            ArgoMetric {
+                name: str_at(m, &["name"]).to_owned(),
+                query: fill(str_at(m, &["provider", "prometheus", "query"])),
+                success: m["successCondition"].as_str().map(fill),
+                failure: m["failureCondition"].as_str().map(fill),
+                limits: ArgoLimits {
+                    count: limit(m, "count", 0),
+                    failure_limit: limit(m, "failureLimit", 0),
+                    inconclusive_limit: limit(m, "inconclusiveLimit", 0),
+                    consecutive_error_limit: limit(m, "consecutiveErrorLimit", 4),
+                },
+            }
+        })
+        .collect()
+}
+
+/// The Flagger templates: name and query, rendered as Flagger's `RenderQuery` does for a
+/// Canary of `target` in `namespace` whose metric has `interval`.
+pub fn flagger(namespace: &str, target: &str, interval: &str) -> Vec<(String, String)> {
+    docs("config/rollouts/flagger-metrictemplates.yaml")
+        .iter()
+        .map(|t| {
+            assert_eq!(str_at(t, &["apiVersion"]), "flagger.app/v1beta1");
+            assert_eq!(str_at(t, &["kind"]), "MetricTemplate");
+            assert_eq!(str_at(t, &["spec", "provider", "type"]), "prometheus");
+            let query = str_at(t, &["spec", "query"])
+                .replace("{{ namespace }}", namespace)
+                .replace("{{ target }}", target)
+                .replace("{{ interval }}", interval);
+            assert!(!query.contains("{{"), "{query}");
+            (str_at(t, &["metadata", "name"]).to_owned(), query)
+        })
+        .collect()
+}
+
+/// The thresholdRange the Flagger template's header tells a user to set, per template.
+pub fn flagger_range(template: &str) -> (Option<f64>, Option<f64>) {
+    match template {
+        "inferprobe-baseline-divergence" => (Some(0.0), Some(0.1)),
+        "inferprobe-wrong-answers" => (Some(0.0), Some(0.0)),
+        other => panic!("a template the docs do not cover: {other}"),
+    }
+}
+
+/// A pod's file_sd labels.
+pub type Labels = Vec<(&'static str, String)>;
+
+/// A file_sd file of `(host:port, labels)` members, each its own pod.
+pub fn write_pool(path: &Path, members: &[(String, Labels)]) {
+    let groups: Vec<serde_json::Value> = members
+        .iter()
+        .map(|(address, labels)| {
+            let labels: serde_json::Map<_, _> = labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.as_str().into()))
+                .collect();
+            serde_json::json!({ "targets": [address], "labels": labels })
+        })
+        .collect();
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::Value::Array(groups).to_string()).unwrap();
+    std::fs::rename(&tmp, path).unwrap(); // whole, as a real file_sd writer must
+}
+
+/// A prompts file: the built-in prompts compared by logprobs, and one known answer the
+/// baseline's weights (at `good`) give and other weights (at `other`) do not.
+pub async fn prompts(dir: &Path, good: &str, other: &str, model: &str) -> PathBuf {
+    let answers = |url: &str| {
+        let args = inferprobe::canary::record::RecordArgs {
+            url: Some(url.to_owned()),
+            model: Some(model.to_owned()),
+            max_tokens: Some(16),
+            out: dir.join("unused.json"),
+            ..Default::default()
+        };
+        async move { inferprobe::canary::record::record(&args).await.unwrap() }
+    };
+    let (good, other) = (answers(good).await, answers(other).await);
+    let (known, _) = good
+        .answers
+        .iter()
+        .zip(&other.answers)
+        .find(|(g, o)| {
+            g.answer.text.trim() != o.answer.text.trim() && !g.answer.text.trim().is_empty()
+        })
+        .expect("a prompt the two weights answer differently");
+    let mut lines: Vec<String> = inferprobe::endpoint::canary::BUILT_IN
+        .iter()
+        .filter(|p| **p != known.prompt)
+        .map(|p| serde_json::json!({ "prompt": p }).to_string())
+        .collect();
+    lines.push(
+        serde_json::json!({
+            "prompt": known.prompt,
+            "expect": format!("^{}", regex::escape(&known.answer.text)),
+        })
+        .to_string(),
+    );
+    let path = dir.join("prompts.jsonl");
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    path
+}
+
+/// A file_sd discovery block whose replicas are checked every 2 s (a minute, scaled).
+fn block(name: &str, file: &Path, gate: &Gate, canary: &str) -> String {
+    format!(
+        r#"
+        [[discovery]]
+        name = "{name}"
+        source = "file"
+        path = "{}"
+        refresh = "100ms"
+        [discovery.template]
+        backend = "openai-chat"
+        model = "{}"
+        rate = 0.001
+        canary = {{ interval = "2s", max_tokens = 16, prompts = "{}", {}{canary} }}
+        "#,
+        file.display(),
+        gate.model,
+        gate.prompts.display(),
+        gate.canary,
+    )
+}
+
+pub const STABLE: &str = "5d8f7c9b4";
+pub const ALIKE: &str = "7b6c4d9f8";
+pub const OTHER: &str = "6c5b4a3f2";
+
+/// Seconds between Argo's measurements (the template's 5m, scaled), Flagger's ticks (1m).
+const ARGO_EVERY: u64 = 10;
+const FLAGGER_EVERY: u64 = 2;
+/// The Canary's analysis, as the Flagger template's header advises.
+const FLAGGER_ITERATIONS: usize = 10;
+const FLAGGER_THRESHOLD: usize = 10;
+
+/// What one candidate version's analysis did: Argo's measurements per metric, its phase
+/// per metric at every second, and Flagger's canary.
+pub struct Analysis {
+    pub argo: Vec<ArgoMetric>,
+    pub measurements: Vec<Vec<Phase>>,
+    pub every_second: Vec<Vec<(u64, Vec<f64>, Phase)>>,
+    pub flagger: Vec<(String, String)>,
+    pub canary: Canary,
+}
+
+impl Analysis {
+    pub fn new(canary_hash: &str, namespace: &str) -> Self {
+        let argo = argo(&[
+            ("target", "llm"),
+            ("canary-hash", canary_hash),
+            ("window", "20s"),
+            ("prometheus", "http://127.0.0.1:9090"),
+        ]);
+        let n = argo.len();
+        Self {
+            argo,
+            measurements: vec![Vec::new(); n],
+            every_second: vec![Vec::new(); n],
+            flagger: flagger(namespace, "llm", "20s"),
+            canary: Canary::Progressing {
+                iterations: 0,
+                failed_checks: 0,
+            },
+        }
+    }
+
+    /// Second `t` of the analysis: every Argo query (a measurement when Argo would take
+    /// one), and a Flagger tick when one is due.
+    pub async fn step(&mut self, prometheus: &Prometheus, t: u64) {
+        for (i, m) in self.argo.iter().enumerate() {
+            let answer = prometheus.query(&m.query).await;
+            let phase =
+                gates::argo_measurement(&answer, m.success.as_deref(), m.failure.as_deref());
+            let values = answer.clone().unwrap_or_default();
+            self.every_second[i].push((t, values, phase));
+            if t % ARGO_EVERY == 0 && self.measurements[i].len() < m.limits.count {
+                self.measurements[i].push(phase);
+            }
+        }
+        if t % FLAGGER_EVERY == 0 {
+            let mut answers = Vec::new();
+            for (name, query) in &self.flagger {
+                answers.push((name.clone(), prometheus.query(query).await));
+            }
+            self.canary = gates::flagger_tick(
+                self.canary,
+                t == 0,
+                FLAGGER_ITERATIONS,
+                FLAGGER_THRESHOLD,
+                || {
+                    answers.iter().all(|(name, answer)| {
+                        let (min, max) = flagger_range(name);
+                        gates::flagger_passes(answer, min, max)
+                    })
+                },
+            );
+        }
+    }
+
+    /// Argo's AnalysisRun: the worst of its metrics.
+    pub fn argo_run(&self) -> Phase {
+        self.argo
+            .iter()
+            .zip(&self.measurements)
+            .map(|(m, taken)| gates::argo_metric(taken, m.limits))
+            .max()
+            .unwrap()
+    }
+
+    /// Every Argo measurement taken and Flagger decided.
+    pub fn done(&self) -> bool {
+        let taken = self
+            .argo
+            .iter()
+            .zip(&self.measurements)
+            .all(|(m, t)| t.len() >= m.limits.count);
+        taken && !matches!(self.canary, Canary::Progressing { .. })
+    }
+
+    pub fn report(&self, label: &str) -> String {
+        let mut out = format!(
+            "{label}: Argo {:?}, Flagger {:?}\n",
+            self.argo_run(),
+            self.canary
+        );
+        for (m, seconds) in self.argo.iter().zip(&self.every_second) {
+            let line: Vec<String> = seconds
+                .iter()
+                .map(|(t, v, p)| format!("{t}s {v:?} {p:?}"))
+                .collect();
+            out += &format!("  {}: {}\n", m.name, line.join(", "));
+        }
+        out
+    }
+}
+
+/// What a rollout proof runs on: the servers' model and a prompts file, canary settings
+/// added to every block's (`"margin = 0.05, "`), and `host:port` addresses.
+pub struct Gate {
+    pub model: String,
+    pub prompts: PathBuf,
+    pub canary: String,
+    /// Each pool's stable replicas: the Argo pool's, Flagger's "good" and "bad" namespaces'.
+    pub stable: [Vec<String>; 3],
+    /// The new version with the stable one's weights, and with other weights: in the Argo
+    /// pool, and as the Flagger canary.
+    pub alike: [String; 2],
+    pub other: [String; 2],
+}
+
+/// Issue 31, items 1, 2 and 4: from the first second of the analysis a healthy new version
+/// (the same weights) is never Failed nor Error — Inconclusive while few checks are in —
+/// and ends Successful in Argo and promoted in Flagger; one with other weights ends Failed
+/// and rolled back within the analysis. Returns what each query said every second (`None`:
+/// skipped, Prometheus missing on a developer's machine).
+pub async fn prove(dir: &Path, gate: &Gate) -> Option<String> {
+    let argo_file = dir.join("argo.json");
+    let argo_pod = |hash: &str, i: usize| -> Labels {
+        vec![
+            ("pod", format!("llm-{hash}-{i:05}")),
+            ("namespace", "inference".into()),
+            ("version", hash.into()),
+        ]
+    };
+    let flagger_pod = |app: &str, ns: &str, i: usize| -> Labels {
+        vec![
+            ("pod", format!("{app}-{i:05}")),
+            ("namespace", ns.into()),
+            ("app", app.into()),
+        ]
+    };
+    let argo_stable: Vec<_> = gate.stable[0]
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (a.clone(), argo_pod(STABLE, i)))
+        .collect();
+    write_pool(&argo_file, &argo_stable);
+    let flagger_files = [dir.join("good.json"), dir.join("bad.json")];
+    let primaries: Vec<Vec<_>> = ["good", "bad"]
+        .iter()
+        .zip(&gate.stable[1..])
+        .map(|(ns, stable)| {
+            stable
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (a.clone(), flagger_pod("llm-primary", ns, i)))
+                .collect()
+        })
+        .collect();
+    for (file, members) in flagger_files.iter().zip(&primaries) {
+        write_pool(file, members);
+    }
+    let by_app = r#"group_by = ["app"], baseline = "llm-primary""#;
+    let by_hash = format!(r#"group_by = ["version"], baseline = "{STABLE}""#);
+    let toml = format!(
+        "seed = 5\n{}{}{}",
+        block("llm", &argo_file, gate, &by_hash),
+        block("llm-good", &flagger_files[0], gate, by_app),
+        block("llm-bad", &flagger_files[1], gate, by_app),
+    );
+    let daemon = start_daemon(&toml).await;
+    let Some(prometheus) = Prometheus::start(daemon.addr).await else {
+        daemon.stop().await;
+        return None;
+    };
+    // Every stable replica has answered every prompt, and Prometheus has seen it.
+    let per_block = 8 * gate.stable.iter().map(Vec::len).min().unwrap_or(1);
+    let stable_checks = format!(
+        r#"sum by (target) (inferprobe_canary_checks_total{{result="match"}}) >= {per_block}"#
+    );
+    let waited = tokio::time::timeout(Duration::from_secs(120), async {
+        while prometheus
+            .query(&stable_checks)
+            .await
+            .map_or(0, |v| v.len())
+            < 3
+        {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "{}", daemon.scrape().await.text);
+
+    // The rollout: each pool gets its new version's pod, and the analysis starts now.
+    let mut argo_rolled = argo_stable.clone();
+    argo_rolled.push((gate.alike[0].clone(), argo_pod(ALIKE, 0)));
+    argo_rolled.push((gate.other[0].clone(), argo_pod(OTHER, 0)));
+    write_pool(&argo_file, &argo_rolled);
+    let canaries = [(&gate.alike[1], "good"), (&gate.other[1], "bad")];
+    for ((file, members), (canary, ns)) in flagger_files.iter().zip(&primaries).zip(canaries) {
+        let mut rolled = members.clone();
+        rolled.push((canary.clone(), flagger_pod("llm", ns, 0)));
+        write_pool(file, &rolled);
+    }
+    let mut healthy = Analysis::new(ALIKE, "good");
+    let mut bad = Analysis::new(OTHER, "bad");
+    let mut ticks = tokio::time::interval(Duration::from_secs(1));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    for t in 0..=90 {
+        ticks.tick().await;
+        healthy.step(&prometheus, t).await;
+        bad.step(&prometheus, t).await;
+        if healthy.done() && bad.done() {
+            break;
+        }
+    }
+    let report = format!(
+        "{}{}",
+        healthy.report("same weights"),
+        bad.report("other weights")
+    );
+
+    // Item 1: the healthy version's `diverged` series is there, at 0, not missing.
+    let diverged = format!(
+        r#"inferprobe_canary_baseline_checks_total{{target="llm", group="{ALIKE}", result="diverged"}}"#
+    );
+    assert_eq!(prometheus.query(&diverged).await, Ok(vec![0.0]), "{report}");
+    for seconds in &healthy.every_second {
+        for (t, values, phase) in seconds {
+            assert_eq!(
+                values.len(),
+                1,
+                "at {t}s one number, never nothing\n{report}"
+            );
+            assert!(
+                !matches!(phase, Phase::Failed | Phase::Error),
+                "the healthy version at {t}s: {phase:?}\n{report}"
+            );
+        }
+    }
+    // Item 2: too few checks is Inconclusive, not a pass: the first measurement waited.
+    assert_eq!(
+        healthy.measurements[0].first(),
+        Some(&Phase::Inconclusive),
+        "{report}"
+    );
+    assert_eq!(healthy.argo_run(), Phase::Successful, "{report}");
+    assert_eq!(healthy.canary, Canary::Promoted, "{report}");
+    assert_eq!(bad.argo_run(), Phase::Failed, "{report}");
+    assert_eq!(bad.canary, Canary::RolledBack, "{report}");
+    daemon.stop().await;
+    Some(report)
+}

@@ -309,3 +309,77 @@ async fn a_reload_that_changes_the_group_leaves_no_old_group_series() {
     daemon.stop().await;
     assert_eq!(group(&s, "v1"), 0, "{}", s.text);
 }
+
+/// Item 3: a Flagger DaemonSet canary on the test API server. Flagger runs `llm` (the new
+/// version) beside `llm-primary` on every node and renames the primary's `app` label to
+/// `llm-primary`; pod names (`llm-<5>`, `llm-primary-<5>`) cannot tell them apart for a
+/// template. The documented block — both selected, grouped by `app`, `llm-primary` the
+/// baseline — compares the canary's pods (group `llm`, Flagger's `{{ target }}`) with the
+/// primary's; the old `app=llm` selector never saw the primary, so nothing was compared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flagger_daemonset_canary_is_compared_with_its_primary() {
+    // SAFETY: only this file's tests read this variable, and they set it alike.
+    unsafe { std::env::set_var("INFERPROBE_TEST_NODE_VOTES", "node-0") };
+    let api = KubeApi::start().await;
+    let mut sims = Vec::new();
+    for (name, app, hash, seed) in [
+        ("llm-primary-x7k2p", "llm-primary", "6d4f8b9c7", 0),
+        ("llm-b5n8q", "llm", "7f9c5d6b8", 7),
+    ] {
+        let sim = start_sim(sim(seed)).await;
+        let labels = [
+            ("app", app),
+            ("model", "m"),
+            ("controller-revision-hash", hash),
+        ];
+        api.apply(objects::pod(
+            "inference",
+            name,
+            "node-0",
+            Some("127.0.0.1"),
+            true,
+            &labels,
+            &[("http", sim.addr.port())],
+        ));
+        sims.push(sim);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    let flagger =
+        "node_local = true\n        model_label = \"model\"\n        pod_labels = [\"app\"]";
+    let grouped = r#"canary = { interval = "20ms", max_tokens = 16, group_by = ["app"], baseline = "llm-primary" }"#;
+    let documented = kube_config(&kubeconfig, flagger, "")
+        .replace(
+            r#"selector = "app=llm""#,
+            r#"selector = "app in (llm, llm-primary)""#,
+        )
+        .replace(
+            r#"canary = { interval = "20ms", max_tokens = 16 }"#,
+            grouped,
+        );
+    let daemon = start_daemon(&documented).await;
+    let s = compared_by(&daemon, "llm-b5n8q", 16.0).await;
+    daemon.stop().await;
+    let canary = [
+        ("pod", "llm-b5n8q"),
+        ("group", "llm"),
+        ("result", "diverged"),
+    ];
+    let diverged = s.sum("inferprobe_canary_baseline_checks_total", &canary);
+    assert!(diverged >= 0.75 * compared(&s, "llm-b5n8q"), "{}", s.text);
+    assert_eq!(
+        compared(&s, "llm-primary-x7k2p"),
+        0.0,
+        "the primary is the baseline"
+    );
+
+    // The selector Flagger's renaming defeats: the primary is never seen, nothing compared.
+    let old = kube_config(&kubeconfig, flagger, "").replace(
+        r#"canary = { interval = "20ms", max_tokens = 16 }"#,
+        grouped,
+    );
+    let daemon = start_daemon(&old).await;
+    let s = scored_by(&daemon, &["llm-b5n8q".to_owned()], 16.0).await;
+    daemon.stop().await;
+    assert_eq!(compared(&s, "llm-b5n8q"), 0.0, "{}", s.text);
+}

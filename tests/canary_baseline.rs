@@ -7,7 +7,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::canary::{checks, kube_config, kube_pods, names, scored_by, sim};
+use common::canary::{
+    checks, file_config, kube_config, kube_pods, names, record_golden, scored_by, sim, version_pool,
+};
 use common::kube_api::{KubeApi, objects};
 use common::{Scrape, Sim, start_daemon, start_sim};
 
@@ -135,21 +137,6 @@ async fn the_baseline_is_the_oldest_version_after_any_restart() {
     }
 }
 
-/// A file_sd pool: `(simulator, version)` members.
-fn pool(dir: &std::path::Path, sims: &[(&Sim, &str)]) -> std::path::PathBuf {
-    let labels: Vec<[(&str, &str); 2]> = sims
-        .iter()
-        .map(|&(_, version)| [("model", "m"), ("version", version)])
-        .collect();
-    let addresses: Vec<String> = sims.iter().map(|(s, _)| s.addr.to_string()).collect();
-    let members: Vec<_> = addresses
-        .iter()
-        .zip(&labels)
-        .map(|(a, l)| (a.as_str(), &l[..]))
-        .collect();
-    common::pool_file(dir, &members)
-}
-
 /// Item 7: the docs' own recipe — a golden file recorded for the baseline group — left
 /// every other group's baseline checks unscored (the baseline's replicas, judged by the
 /// file, learn no answers). The golden answers are the baseline's reference.
@@ -163,35 +150,15 @@ async fn a_golden_file_for_the_baseline_is_its_reference() {
     let (alike, other) = (start_sim(sim(0)).await, start_sim(sim(7)).await);
     let dir = tempfile::tempdir().unwrap();
     let golden = dir.path().join("golden.json");
-    let args = inferprobe::canary::record::RecordArgs {
-        url: Some(v1[0].url()),
-        model: Some("m".into()),
-        max_tokens: Some(16),
-        group: Some("v1".into()),
-        out: golden.clone(),
-        ..Default::default()
-    };
-    let recorded = inferprobe::canary::record::record(&args).await.unwrap();
-    inferprobe::canary::record::write(&recorded, &golden).unwrap();
+    record_golden(v1[0].url(), "v1", &golden).await;
     let mut members: Vec<(&Sim, &str)> = v1.iter().map(|s| (s, "v1")).collect();
     members.extend([(&alike, "v2"), (&other, "v3")]);
-    let file = pool(dir.path(), &members);
-    let toml = format!(
-        r#"
-        seed = 3
-        [[discovery]]
-        name = "pool"
-        source = "file"
-        path = "{}"
-        refresh = "100ms"
-        [discovery.template]
-        backend = "openai-chat"
-        rate = 0.001
-        canary = {{ interval = "20ms", golden = "{}", group_by = ["version"], baseline = "v1" }}
-        "#,
-        file.display(),
+    let file = version_pool(dir.path(), &members);
+    let settings = format!(
+        r#"golden = "{}", group_by = ["version"], baseline = "v1""#,
         golden.display()
     );
+    let toml = file_config(&file, "").replace("max_tokens = 16", &settings);
     let daemon = start_daemon(&toml).await;
     let s = daemon
         .wait_for(Duration::from_secs(60), |s| {

@@ -6,41 +6,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::canary::{checks, kube_config, kube_pods, names, scored, scored_by, sim};
+use common::canary::{
+    checks, file_config, kube_config, kube_pods, names, record_golden, scored, scored_by, sim,
+    version_pool,
+};
 use common::{Scrape, Sim, start_daemon, start_sim};
-
-/// A file_sd pool: each simulator a pod `r<i>` labelled with its version.
-fn pool(dir: &std::path::Path, sims: &[(&Sim, &str)]) -> std::path::PathBuf {
-    let addresses: Vec<String> = sims.iter().map(|(s, _)| s.addr.to_string()).collect();
-    let labels: Vec<[(&str, &str); 2]> = sims
-        .iter()
-        .map(|&(_, version)| [("model", "m"), ("version", version)])
-        .collect();
-    let members: Vec<_> = addresses
-        .iter()
-        .zip(&labels)
-        .map(|(a, l)| (a.as_str(), &l[..]))
-        .collect();
-    common::pool_file(dir, &members)
-}
-
-fn config(file: &std::path::Path, group_by: &str) -> String {
-    format!(
-        r#"
-        seed = 3
-        [[discovery]]
-        name = "pool"
-        source = "file"
-        path = "{}"
-        refresh = "100ms"
-        [discovery.template]
-        backend = "openai-chat"
-        rate = 0.001
-        canary = {{ interval = "20ms", max_tokens = 16{group_by} }}
-        "#,
-        file.display()
-    )
-}
 
 /// A pool mid-rollout: one simulator on the v1 weights, three on other (v2) weights.
 async fn mid_rollout() -> [Sim; 4] {
@@ -59,14 +29,14 @@ async fn mid_rollout() -> [Sim; 4] {
 async fn a_pool_mid_rollout_pages_on_no_replica() {
     let [v1, a, b, c] = mid_rollout().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = pool(
+    let file = version_pool(
         dir.path(),
         &[(&v1, "v1"), (&a, "v2"), (&b, "v2"), (&c, "v2")],
     );
     let pods = names("r", 4);
 
     // Without a group the old replica is judged by the new version's majority.
-    let daemon = start_daemon(&config(&file, r#", group_by = ["pod-less"]"#)).await;
+    let daemon = start_daemon(&file_config(&file, r#", group_by = ["pod-less"]"#)).await;
     let s = scored_by(&daemon, &pods[..1], 20.0).await;
     daemon.stop().await;
     let old = [("target", "pool"), ("pod", "r0")];
@@ -75,7 +45,7 @@ async fn a_pool_mid_rollout_pages_on_no_replica() {
         "the control: one group, v1 should diverge from the v2 majority"
     );
 
-    let daemon = start_daemon(&config(&file, r#", group_by = ["version"]"#)).await;
+    let daemon = start_daemon(&file_config(&file, r#", group_by = ["version"]"#)).await;
     let s = scored_by(&daemon, &pods, 20.0).await;
     daemon.stop().await;
     for pod in &pods {
@@ -98,8 +68,8 @@ async fn halfway_through_every_replica_is_scored() {
     let versions = ["v1", "v1", "v1", "v2", "v2", "v2"];
     let members: Vec<(&Sim, &str)> = sims.iter().zip(versions).collect();
     let dir = tempfile::tempdir().unwrap();
-    let file = pool(dir.path(), &members);
-    let daemon = start_daemon(&config(&file, r#", group_by = ["version"]"#)).await;
+    let file = version_pool(dir.path(), &members);
+    let daemon = start_daemon(&file_config(&file, r#", group_by = ["version"]"#)).await;
     let s = daemon
         .wait_for(Duration::from_secs(60), |s| {
             (0..6).all(|i| checks(s, &[("pod", &format!("r{i}"))], "match") >= 15.0)
@@ -159,21 +129,12 @@ async fn a_golden_file_applies_to_its_own_group() {
     let [v1, a, b, c] = mid_rollout().await;
     let dir = tempfile::tempdir().unwrap();
     let golden = dir.path().join("golden.json");
-    let args = inferprobe::canary::record::RecordArgs {
-        url: Some(v1.url()),
-        model: Some("m".into()),
-        max_tokens: Some(16),
-        group: Some("v1".into()),
-        out: golden.clone(),
-        ..Default::default()
-    };
-    let recorded = inferprobe::canary::record::record(&args).await.unwrap();
-    inferprobe::canary::record::write(&recorded, &golden).unwrap();
-    let file = pool(
+    record_golden(v1.url(), "v1", &golden).await;
+    let file = version_pool(
         dir.path(),
         &[(&v1, "v1"), (&a, "v2"), (&b, "v2"), (&c, "v2")],
     );
-    let toml = config(&file, "").replace(
+    let toml = file_config(&file, "").replace(
         "max_tokens = 16",
         &format!(r#"golden = "{}", group_by = ["version"]"#, golden.display()),
     );
@@ -207,8 +168,8 @@ async fn a_new_version_is_compared_with_the_baseline() {
     let other = start_sim(sim(7)).await;
     let dir = tempfile::tempdir().unwrap();
     let v1: Vec<(&Sim, &str)> = old.iter().map(|s| (s, "v1")).collect();
-    let file = pool(dir.path(), &v1);
-    let daemon = start_daemon(&config(&file, r#", group_by = ["version"]"#)).await;
+    let file = version_pool(dir.path(), &v1);
+    let daemon = start_daemon(&file_config(&file, r#", group_by = ["version"]"#)).await;
     daemon
         .wait_for(Duration::from_secs(60), |s| {
             checks(s, &[("target", "pool")], "match") >= 30.0
@@ -216,7 +177,7 @@ async fn a_new_version_is_compared_with_the_baseline() {
         .await;
     let mut rolled = v1.clone();
     rolled.extend([(&alike, "v2"), (&other, "v3")]);
-    pool(dir.path(), &rolled);
+    version_pool(dir.path(), &rolled);
     let s = daemon
         .wait_for(Duration::from_secs(60), |s| {
             ["r3", "r4"]

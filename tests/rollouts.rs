@@ -119,3 +119,29 @@ async fn the_gates_pass_a_healthy_version_and_stop_other_weights_on_a_real_prome
         eprintln!("{report}");
     }
 }
+
+/// The same proof on servers started elsewhere (scripts/real-vllm/rollout-proof.sh: vLLM):
+/// `INFERPROBE_GATE_STABLE`, `_ALIKE` (the stable weights again) and `_OTHER` (other
+/// weights) as host:port, `_MODEL` and `_MARGIN`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs servers: scripts/real-vllm/rollout-proof.sh"]
+async fn the_gates_on_servers_named_by_the_environment() {
+    let var = |name: &str| {
+        std::env::var(format!("INFERPROBE_GATE_{name}"))
+            .unwrap_or_else(|_| panic!("INFERPROBE_GATE_{name} is not set"))
+    };
+    let (stable, alike, other, model) = (var("STABLE"), var("ALIKE"), var("OTHER"), var("MODEL"));
+    let dir = tempfile::tempdir().unwrap();
+    let url = |a: &str| format!("http://{a}");
+    let prompts = prompts(dir.path(), &url(&stable), &url(&other), &model).await;
+    let gate = Gate {
+        model,
+        prompts,
+        canary: format!("margin = {}, ", var("MARGIN")),
+        stable: [0; 3].map(|_| vec![stable.clone()]),
+        alike: [0; 2].map(|_| alike.clone()),
+        other: [0; 2].map(|_| other.clone()),
+    };
+    let report = prove(dir.path(), &gate).await.expect("Prometheus");
+    eprintln!("{report}");
+}

@@ -10,6 +10,13 @@
 # (default 120). Passes when no check diverges (each version is judged by its own
 # replicas: a rollout pages nowhere) and the v2 replicas' comparisons with the baseline
 # (inferprobe_canary_baseline_checks_total, the rollout gate) diverge on most checks.
+#
+# Then the shipped rollout templates (config/rollouts/), as Argo Rollouts and Flagger
+# evaluate them (issue 31): a fourth server `r3` serves MODEL_V1 again (an upgrade with the
+# same weights), and tests/rollouts.rs's `the_gates_on_servers_named_by_the_environment`
+# runs the proof of tests/common/rollout.rs on r0 (stable), r3 (same weights) and r1 (other
+# weights) with a real Prometheus (Debian's, installed if missing): the same weights pass
+# Argo and Flagger, other weights fail both. Its report is printed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_TO_RUN=${1:-120}
@@ -72,4 +79,17 @@ ok = diverged == 0 and gs >= 20 and gd >= 0.5 * gs and not gate.get("r0")
 print("PASS" if ok else "FAILED")
 sys.exit(0 if ok else 1)
 PY
+
+# --- the rollout templates, evaluated as their controllers evaluate them ---------------
+command -v /usr/bin/prometheus >/dev/null || {
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+}
+P3=$(free_port)
+start_vllm r3 "$P3" "$MODEL_V1"
+INFERPROBE_GATE_STABLE="127.0.0.1:$P0" INFERPROBE_GATE_ALIKE="127.0.0.1:$P3" \
+  INFERPROBE_GATE_OTHER="127.0.0.1:$P1" INFERPROBE_GATE_MODEL=tiny INFERPROBE_GATE_MARGIN="$MARGIN" \
+  INFERPROBE_REQUIRE_PROMTOOL=1 \
+  cargo test -q --test rollouts the_gates_on_servers_named_by_the_environment -- --ignored --nocapture \
+  2>&1 | tee "$WORK/gate.txt" | grep -E "^(same|other) weights|^  |test result"
 echo "files: $WORK"

@@ -98,3 +98,50 @@ pub fn kube_config(kubeconfig: &std::path::Path, block: &str, template: &str) ->
         kubeconfig.display()
     )
 }
+
+/// A file_sd pool: each simulator a pod `r<i>` labelled with its version.
+pub fn version_pool(dir: &std::path::Path, sims: &[(&Sim, &str)]) -> std::path::PathBuf {
+    let addresses: Vec<String> = sims.iter().map(|(s, _)| s.addr.to_string()).collect();
+    let labels: Vec<[(&str, &str); 2]> = sims
+        .iter()
+        .map(|&(_, version)| [("model", "m"), ("version", version)])
+        .collect();
+    let members: Vec<_> = addresses
+        .iter()
+        .zip(&labels)
+        .map(|(a, l)| (a.as_str(), &l[..]))
+        .collect();
+    super::pool_file(dir, &members)
+}
+
+pub fn file_config(file: &std::path::Path, group_by: &str) -> String {
+    format!(
+        r#"
+        seed = 3
+        [[discovery]]
+        name = "pool"
+        source = "file"
+        path = "{}"
+        refresh = "100ms"
+        [discovery.template]
+        backend = "openai-chat"
+        rate = 0.001
+        canary = {{ interval = "20ms", max_tokens = 16{group_by} }}
+        "#,
+        file.display()
+    )
+}
+
+/// Record a golden file from `url` (the simulator's model `m`, 16 tokens) for `group`.
+pub async fn record_golden(url: String, group: &str, path: &std::path::Path) {
+    let args = inferprobe::canary::record::RecordArgs {
+        url: Some(url),
+        model: Some("m".into()),
+        max_tokens: Some(16),
+        group: Some(group.into()),
+        out: path.to_owned(),
+        ..Default::default()
+    };
+    let recorded = inferprobe::canary::record::record(&args).await.unwrap();
+    inferprobe::canary::record::write(&recorded, path).unwrap();
+}

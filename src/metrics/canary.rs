@@ -180,7 +180,7 @@ impl CanaryFamilies {
         );
         r.register(
             "canary_votes",
-            "Canary answers asked of a node-local block's replicas on other nodes, for the reference of a group too small on this node: answered, failed. A vote is not a check of the replica that gave it",
+            "Canary answers asked of a node-local block's replicas on other nodes, for the reference of a group too small on this node, or of the baseline group where this node runs none of it: answered, failed. A vote is not a check of the replica that gave it",
             self.votes.clone(),
         );
         r.register(

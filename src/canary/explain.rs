@@ -40,7 +40,7 @@ pub fn describe(
             "the golden file {path} (other models: the majority answer of the other replicas of {groups})"
         ),
         (None, _) => format!(
-            "the majority answer of the other replicas of {groups} (the first answer below three)"
+            "the majority answer of the other replicas of {groups} (below three: the last majority answer, else the other's if two agree, else its own first)"
         ),
     };
     let mut out = format!(

@@ -280,7 +280,8 @@ async fn the_rollout_templates_pass_the_same_weights_and_stop_other_weights() {
     let wrong = llama::start(&other, 2048, &[]).await;
     let address = |url: &str| url.trim_start_matches("http://").to_owned();
     let dir = tempfile::tempdir().unwrap();
-    let prompts = common::rollout::prompts(dir.path(), &stable.url, &wrong.url, "tiny").await;
+    let urls = (stable.url.as_str(), wrong.url.as_str());
+    let prompts = common::rollout::prompts(dir.path(), urls, "tiny", None).await;
     let gate = common::rollout::Gate {
         model: "tiny".into(),
         prompts,

@@ -10,7 +10,8 @@ mod common;
 
 use common::canary::sim;
 use common::gates::{self, ArgoLimits, Phase};
-use common::rollout::{Gate, argo, flagger, prompts, prove};
+use common::rollout::{Gate, prompts, prove};
+use common::templates::{argo, flagger};
 use common::{Sim, start_sim};
 
 #[test]
@@ -106,7 +107,7 @@ async fn the_gates_pass_a_healthy_version_and_stop_other_weights_on_a_real_prome
         sims.push(start_sim(sim(seed)).await);
     }
     let address = |i: usize| sims[i].addr.to_string();
-    let prompts = prompts(dir.path(), &sims[0].url(), &sims[10].url(), "m").await;
+    let prompts = prompts(dir.path(), (&sims[0].url(), &sims[10].url()), "m", None).await;
     let gate = Gate {
         model: "m".into(),
         prompts,
@@ -122,7 +123,7 @@ async fn the_gates_pass_a_healthy_version_and_stop_other_weights_on_a_real_prome
 
 /// The same proof on servers started elsewhere (scripts/real-vllm/rollout-proof.sh: vLLM):
 /// `INFERPROBE_GATE_STABLE`, `_ALIKE` (the stable weights again) and `_OTHER` (other
-/// weights) as host:port, `_MODEL` and `_MARGIN`.
+/// weights) as host:port, `_MODEL`, `_MARGIN`, and `_PROMPTS` (a prompts file; optional).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs servers: scripts/real-vllm/rollout-proof.sh"]
 async fn the_gates_on_servers_named_by_the_environment() {
@@ -133,7 +134,14 @@ async fn the_gates_on_servers_named_by_the_environment() {
     let (stable, alike, other, model) = (var("STABLE"), var("ALIKE"), var("OTHER"), var("MODEL"));
     let dir = tempfile::tempdir().unwrap();
     let url = |a: &str| format!("http://{a}");
-    let prompts = prompts(dir.path(), &url(&stable), &url(&other), &model).await;
+    let candidates = std::env::var_os("INFERPROBE_GATE_PROMPTS").map(Into::into);
+    let prompts = prompts(
+        dir.path(),
+        (&url(&stable), &url(&other)),
+        &model,
+        candidates,
+    )
+    .await;
     let gate = Gate {
         model,
         prompts,

@@ -89,6 +89,7 @@ P3=$(free_port)
 start_vllm r3 "$P3" "$MODEL_V1"
 INFERPROBE_GATE_STABLE="127.0.0.1:$P0" INFERPROBE_GATE_ALIKE="127.0.0.1:$P3" \
   INFERPROBE_GATE_OTHER="127.0.0.1:$P1" INFERPROBE_GATE_MODEL=tiny INFERPROBE_GATE_MARGIN="$MARGIN" \
+  INFERPROBE_GATE_PROMPTS="$WORK/prompts.jsonl" \
   INFERPROBE_REQUIRE_PROMTOOL=1 \
   cargo test -q --test rollouts the_gates_on_servers_named_by_the_environment -- --ignored --nocapture \
   2>&1 | tee "$WORK/gate.txt" | grep -E "^(same|other) weights|^  |test result"

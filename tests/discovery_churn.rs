@@ -127,7 +127,18 @@ async fn thousands_of_pods_coming_and_going_leave_nothing_behind() {
         })
         .await;
     let (heap_before, tasks_before, series_before) = (live_kib(), tasks(&before), series(&before));
-    churn(200, 200 + CYCLES).await;
+    // Two halves: what the first grows may be capacity reaching its plateau (allocator
+    // pools, maps sized for the peak in flight, which a busy machine raises: 3.4 MiB was
+    // seen with the other core loaded, the same before and after issue 31); a leak grows
+    // the second half as much as the first.
+    churn(200, 200 + CYCLES / 2).await;
+    daemon.wait_for(Duration::from_secs(60), settled).await;
+    let halfway = daemon
+        .wait_for(Duration::from_secs(30), |s| tasks(s) <= tasks_before + 2.0)
+        .await;
+    assert_eq!(series(&halfway), series_before, "series");
+    let heap_halfway = live_kib();
+    churn(200 + CYCLES / 2, 200 + CYCLES).await;
     let after = daemon.wait_for(Duration::from_secs(60), settled).await;
     // The steady replica was probed throughout, and no churned one is left.
     assert!(after.requests("vllm") > before.requests("vllm"));
@@ -145,12 +156,18 @@ async fn thousands_of_pods_coming_and_going_leave_nothing_behind() {
         .wait_for(Duration::from_secs(30), |s| tasks(s) <= tasks_before + 2.0)
         .await;
     assert_eq!(series(&after), series_before, "series");
-    // 0 to 540 KiB seen (whatever is in flight at the moment): a leak of 4 KiB per target
-    // (one task and its buffers) would be 2 MiB; one client per target, a hundred times that.
-    let grown = live_kib().saturating_sub(heap_before);
+    // A leak of 4 KiB per target (one task and its buffers) would be 1,000 KiB over the
+    // second half; one client per target, a hundred times that.
+    let first = heap_halfway.saturating_sub(heap_before);
+    let grown = live_kib().saturating_sub(heap_halfway);
+    eprintln!(
+        "the heap grew {first} KiB over the first {} add/remove cycles, {grown} KiB over the next",
+        CYCLES / 2
+    );
     assert!(
-        grown < 2 * 1024,
-        "the heap grew {grown} KiB over {CYCLES} add/remove cycles"
+        grown < 768,
+        "the heap grew {grown} KiB over {} add/remove cycles (after {first} KiB over as many)",
+        CYCLES / 2
     );
     daemon.stop().await;
 }

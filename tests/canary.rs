@@ -9,6 +9,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
+use common::canary::pool_config;
 use common::{Scrape, start_daemon, start_sim};
 use inferprobe::canary::record::{RecordArgs, record, write};
 use inferprobe::sim::SimConfig;
@@ -35,24 +36,6 @@ fn pool_file(dir: &Path, sims: &[&common::Sim]) -> std::path::PathBuf {
     let model: &[(&str, &str)] = &[("model", "m")];
     let members: Vec<_> = addresses.iter().map(|a| (a.as_str(), model)).collect();
     common::pool_file(dir, &members)
-}
-
-fn pool_config(file: &Path, canary: &str) -> String {
-    format!(
-        r#"
-        seed = 3
-        [[discovery]]
-        name = "pool"
-        source = "file"
-        path = "{}"
-        refresh = "100ms"
-        [discovery.template]
-        backend = "openai-chat"
-        rate = 0.001
-        canary = {{ {canary} }}
-        "#,
-        file.display()
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -116,7 +116,7 @@ impl Baseline {
         let Some(answer) = super::answer(report).filter(|a| !a.positions.is_empty()) else {
             return Some(CheckResult::Unscored);
         };
-        let Some(reference) = self.reference(spec, group.as_deref(), &prompt.text) else {
+        let Some(reference) = self.reference(spec, group.as_deref(), prompt) else {
             return Some(CheckResult::Unscored);
         };
         Some(match answers(&reference, &answer, margin) {
@@ -132,19 +132,18 @@ impl Baseline {
         &self,
         spec: &CanarySpec,
         group: Option<&str>,
-        prompt: &str,
+        prompt: &CanaryPrompt,
     ) -> Option<Arc<Reference>> {
         if spec.golden_applies(&self.model, group) {
-            if let Some(golden) = spec.prompts.iter().find(|p| p.text == prompt) {
-                return golden.reference.clone();
-            }
+            return prompt.reference.clone();
         }
+        let text = &prompt.text;
         match self.books.live(&self.family, group) {
-            Some(book) => book.reference_for_others(prompt),
+            Some(book) => book.reference_for_others(text),
             None => self
                 .books
                 .remote_existing(&self.family, group)?
-                .reference_for_others(prompt),
+                .reference_for_others(text),
         }
     }
 }

@@ -78,7 +78,7 @@ struct Entry {
 }
 
 #[derive(Debug, Default)]
-pub(super) struct State {
+struct State {
     /// Replicas of the group alive now, with how many canary tasks each has (a restarted
     /// target's new task may register before its old one leaves).
     replicas: BTreeMap<String, usize>,
@@ -224,7 +224,7 @@ fn one_way(reference: &Reference, answer: &Reference, margin: f64) -> Option<f64
 }
 
 impl Book {
-    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -59,13 +59,7 @@ pub fn start(
     let needs_kube = config.kubernetes.fleet.is_some()
         || config.discovery.iter().any(|b| b.source.is_kubernetes());
     let client = needs_kube.then(|| kube::Connector::new(config.kubernetes.clone(), stop.clone()));
-    let watched: Vec<&str> = config
-        .discovery
-        .iter()
-        .filter(|b| b.pool_wide().is_some())
-        .map(|b| b.name.as_str())
-        .collect();
-    pools.keep_only(&watched);
+    let mut watched: Vec<&str> = Vec::new();
     for block in &config.discovery {
         let (sets, found) = watch::channel(None);
         let block_metrics = metrics.discovery(&block.name);
@@ -92,6 +86,7 @@ pub fn start(
                     ));
                     match block.pool_wide() {
                         Some(wide) => {
+                            watched.push(&block.name);
                             let pools = Arc::clone(pools);
                             let up = metrics.discovery_pool_up(&block.name);
                             let health = Health::new(&format!("{}/pool", block.name), up);
@@ -117,6 +112,8 @@ pub fn start(
             stop.clone(),
         ));
     }
+    // Pools of blocks removed, or that watch theirs no more, are forgotten.
+    pools.keep_only(&watched);
     if let (Some(settings), Some(client)) = (&config.kubernetes.fleet, client) {
         tokio::spawn(fleet::run(
             settings.clone(),

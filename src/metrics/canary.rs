@@ -133,6 +133,9 @@ pub(super) struct CanaryFamilies {
     baseline: LabeledFamily<CheckLabels, Counter>,
     votes: LabeledFamily<[(&'static str, String); 2], Counter>,
     structured: LabeledFamily<GroupLabels, Counter>,
+    /// Each target's group now, so a reload that moves it to another group drops exactly
+    /// the old group's series (no scan of every family at each target's start).
+    groups: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<TargetLabels, String>>>,
     invalid: LabeledFamily<InvalidLabels, Counter>,
 }
 
@@ -190,8 +193,15 @@ impl CanaryFamilies {
         );
     }
 
+    fn groups(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<TargetLabels, String>> {
+        self.groups.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub(super) fn series(&self, labels: &TargetLabels, group: &str) -> CanarySeries {
-        self.forget_other_groups(labels, group);
+        let previous = self.groups().insert(labels.clone(), group.to_owned());
+        if let Some(old) = previous.filter(|old| old != group) {
+            self.forget_group(labels, &old);
+        }
         let group = [("group", group.to_owned())];
         let grouped = || (labels.clone(), group.clone());
         CanarySeries {
@@ -234,21 +244,31 @@ impl CanaryFamilies {
         self.votes.retain(|[(_, b), _]| b != block);
     }
 
-    /// Drop the series of `labels` in any group other than `group`: a replica is in one
-    /// group, and a reload that moves it to another (a changed `group_by`, with the same
-    /// target labels) must not leave the old group's series frozen.
-    fn forget_other_groups(&self, labels: &TargetLabels, group: &str) {
-        let stale =
-            |l: &TargetLabels, g: &[(&'static str, String); 1]| l == labels && g[0].1 != group;
-        self.checks.retain(|(l, (g, _))| !stale(l, g));
-        self.position.retain(|(l, g)| !stale(l, g));
-        self.structured.retain(|(l, g)| !stale(l, g));
-        self.invalid.retain(|(l, (g, _))| !stale(l, g));
-        self.drift.retain(|(l, g)| !stale(l, g));
-        self.baseline.retain(|(l, (g, _))| !stale(l, g));
+    /// Drop the series of `labels` in group `old`: a replica is in one group, and a reload
+    /// that moves it to another (a changed `group_by`, with the same target labels) must
+    /// not leave the old group's series frozen.
+    fn forget_group(&self, labels: &TargetLabels, old: &str) {
+        let group = [("group", old.to_owned())];
+        let grouped = (labels.clone(), group.clone());
+        for r in CheckResult::ALL {
+            self.checks
+                .remove(&(labels.clone(), (group.clone(), [("result", r.as_str())])));
+        }
+        for r in BASELINE_RESULTS {
+            self.baseline
+                .remove(&(labels.clone(), (group.clone(), [("result", r.as_str())])));
+        }
+        for r in InvalidReason::ALL {
+            self.invalid
+                .remove(&(labels.clone(), (group.clone(), [("reason", r.as_str())])));
+        }
+        self.position.remove(&grouped);
+        self.structured.remove(&grouped);
+        self.drift.remove(&grouped);
     }
 
     pub(super) fn remove(&self, labels: &TargetLabels) {
+        self.groups().remove(labels);
         self.checks.retain(|(l, _)| l != labels);
         self.position.retain(|(l, _)| l != labels);
         self.structured.retain(|(l, _)| l != labels);

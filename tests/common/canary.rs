@@ -114,7 +114,8 @@ pub fn version_pool(dir: &std::path::Path, sims: &[(&Sim, &str)]) -> std::path::
     super::pool_file(dir, &members)
 }
 
-pub fn file_config(file: &std::path::Path, group_by: &str) -> String {
+/// A file_sd block `pool` over `file` whose template runs `canary = { CANARY }`.
+pub fn pool_config(file: &std::path::Path, canary: &str) -> String {
     format!(
         r#"
         seed = 3
@@ -126,9 +127,17 @@ pub fn file_config(file: &std::path::Path, group_by: &str) -> String {
         [discovery.template]
         backend = "openai-chat"
         rate = 0.001
-        canary = {{ interval = "20ms", max_tokens = 16{group_by} }}
+        canary = {{ {canary} }}
         "#,
         file.display()
+    )
+}
+
+/// [`pool_config`] checked every 20 ms, 16 tokens, with `group_by` added (`, group_by = …`).
+pub fn file_config(file: &std::path::Path, group_by: &str) -> String {
+    pool_config(
+        file,
+        &format!(r#"interval = "20ms", max_tokens = 16{group_by}"#),
     )
 }
 

@@ -82,6 +82,29 @@ class Proc:
     def open_fds(self):
         return len(os.listdir(f"/proc/{self.pid}/fd"))
 
+    def sockets_to(self, port):
+        """Its open TCP sockets whose remote port is `port` (in any state): the probe's
+        connections to a server there, in flight or idle in the client's pool."""
+        inodes = set()
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                rows = Path(table).read_text().splitlines()[1:]
+            except OSError:
+                continue
+            for row in rows:
+                cols = row.split()
+                if len(cols) > 9 and int(cols[2].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(cols[9])
+        count = 0
+        for fd in os.listdir(f"/proc/{self.pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{self.pid}/fd/{fd}")
+            except OSError:
+                continue  # closed since the listing
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                count += 1
+        return count
+
     def cpu_seconds(self):
         with open(f"/proc/{self.pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()

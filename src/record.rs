@@ -62,6 +62,10 @@ struct Observation {
     /// An empty delta (not a header) that did not end the generation with EOS: a token
     /// whose text the server held back.
     blank: bool,
+    /// It carried the finish reason: blank, it may be the last token's arrival (vLLM sends
+    /// one event per token, the last one's text held back) or a bare end (llama-server's
+    /// completions, a chat `"content": ""` beside `finish_reason`). The counts decide.
+    finish: bool,
     completion_tokens: Option<u64>,
     text_end: usize,
     other_end: usize,
@@ -104,6 +108,9 @@ pub struct ResponseInfo {
     pub finish_reason: Option<String>,
     /// The server's own account of the request, when it sends one (llama.cpp `timings`).
     pub server_timings: Option<ServerTimings>,
+    /// The model declined (chat `delta.refusal`, a Responses refusal): its words. Also in
+    /// `other_text`, for timing; kept apart so the canary can quote it as a refusal.
+    pub refusal: String,
     /// The tool calls of the answer, each assembled from every streamed fragment.
     pub tool_calls: Vec<ToolCall>,
     /// Each generated token's logprobs, collected only when asked for (a canary's
@@ -123,6 +130,12 @@ pub struct ToolCall {
     /// The arguments came whole with the header (Anthropic's `input: {}`); the first
     /// argument delta replaces them.
     pub provisional: bool,
+    /// The call's `id`, when the format sends one (chat `tool_calls[].id`).
+    pub id: Option<String>,
+    /// The arguments arrived as a JSON object, not the string of JSON the API defines
+    /// (TGI 2.x, llama.cpp for a while): `arguments` holds that object's JSON text. Timed
+    /// as output; an agent's SDK fails on it, so the canary does too.
+    pub object_arguments: bool,
 }
 
 impl ResponseInfo {
@@ -141,9 +154,37 @@ impl ResponseInfo {
         &mut self.tool_calls[at]
     }
 
-    /// An argument fragment of the call at `slot`.
+    /// The slot of a chat tool-call delta. Its `index` says, when present. Without one
+    /// (Gemini's OpenAI-compatible API sends each of several parallel calls whole, each with
+    /// its own `id` and no `index`), a new `id` opens a new call and a known one continues
+    /// it; a delta with neither continues the last call.
+    pub fn chat_call_slot(&self, index: Option<u64>, id: Option<&str>) -> u64 {
+        if let Some(index) = index {
+            return index;
+        }
+        let last = self.tool_calls.last();
+        match id {
+            Some(id) => match self.tool_calls.iter().find(|c| c.id.as_deref() == Some(id)) {
+                Some(known) => known.slot,
+                None => self
+                    .tool_calls
+                    .iter()
+                    .map(|c| c.slot + 1)
+                    .max()
+                    .unwrap_or(0),
+            },
+            None => last.map_or(0, |c| c.slot),
+        }
+    }
+
+    /// An argument fragment of the call at `slot`. An empty one leaves provisional
+    /// arguments in place: Anthropic streams a tool without parameters as `input: {}` then
+    /// one `partial_json: ""`, and `{}` is that call's answer (as the SDKs accumulate it).
     pub fn tool_arguments(&mut self, slot: u64, fragment: &str) {
         let call = self.tool_call(slot);
+        if fragment.is_empty() {
+            return;
+        }
         if call.provisional {
             call.arguments.clear();
             call.provisional = false;
@@ -305,6 +346,7 @@ impl RequestRecord {
                 at,
                 has_output: chunk.has_output,
                 blank,
+                finish: chunk.finished,
                 completion_tokens: chunk.completion_tokens,
                 text_end: self.response.text.len(),
                 other_end: self.response.other_text.len(),
@@ -389,6 +431,12 @@ impl RequestRecord {
             output_tokens: Some(output_tokens),
             prompt_tokens: self.prompt_tokens,
         })
+    }
+
+    /// What the server billed, and the part of it that was reasoning (when usage breaks it
+    /// out): where a structured answer's budget went.
+    pub fn spent(&self) -> (Option<u64>, Option<u64>) {
+        (self.billed(), self.reasoning_tokens)
     }
 
     /// The last `usage.completion_tokens` the stream carried: what the server billed.

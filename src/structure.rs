@@ -43,9 +43,28 @@ pub struct SchemaError {
 }
 
 impl Schema {
+    /// Compile under the draft the schema declares in `$schema` (zod-to-json-schema and
+    /// Pydantic v1 emit draft-07, whose tuple `items` 2020-12 refuses), 2020-12 when it
+    /// declares none. `format` is asserted (`email`, `date-time`, `uuid`, …), as OpenAI's
+    /// strict mode and the agents' validators assert it.
     pub fn compile(json: Value) -> Result<Self, String> {
-        let validator = jsonschema::draft202012::new(&json)
-            .map_err(|e| format!("not a usable JSON Schema (2020-12): {e}"))?;
+        let declared = json.get("$schema").and_then(Value::as_str);
+        let draft = match declared {
+            None => jsonschema::Draft::Draft202012,
+            Some(uri) => match jsonschema::Draft::default().detect(&json) {
+                jsonschema::Draft::Unknown => {
+                    return Err(format!(
+                        "declares `$schema` {uri:?}, which is none of the drafts it can be checked by (4, 6, 7, 2019-09, 2020-12)"
+                    ));
+                }
+                draft => draft,
+            },
+        };
+        let validator = jsonschema::options()
+            .with_draft(draft)
+            .should_validate_formats(true)
+            .build(&json)
+            .map_err(|e| format!("not a usable JSON Schema ({}): {e}", draft_name(draft)))?;
         Ok(Self {
             json,
             validator: Arc::new(validator),
@@ -62,6 +81,77 @@ impl Schema {
                 message: crate::error::snippet(&e.to_string()),
             }),
         }
+    }
+}
+
+/// The smallest value `schema` plausibly accepts: its required properties only, empty
+/// strings and lists at their minimum length, the first `enum` value. An estimate for a
+/// warning, not a validator: `$ref` and the rarer keywords are read as "anything" (null).
+fn smallest(schema: &Value, depth: usize) -> Value {
+    if depth > 16 {
+        return Value::Null;
+    }
+    if let Some(value) = schema.get("const") {
+        return value.clone();
+    }
+    if let Some(first) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return first.clone();
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(options) = schema.get(key).and_then(Value::as_array) {
+            return options
+                .iter()
+                .map(|o| smallest(o, depth + 1))
+                .min_by_key(|v| v.to_string().len())
+                .unwrap_or(Value::Null);
+        }
+    }
+    let kind = match schema.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        Some(Value::Array(types)) => types.iter().filter_map(Value::as_str).next().unwrap_or(""),
+        _ => "",
+    };
+    let at_least =
+        |key: &str| schema.get(key).and_then(Value::as_u64).unwrap_or(0).min(64) as usize;
+    match kind {
+        "string" => Value::from("x".repeat(at_least("minLength"))),
+        "integer" | "number" => Value::from(0),
+        "boolean" => Value::Bool(false),
+        "array" => {
+            let item = schema
+                .get("items")
+                .map_or(Value::Null, |i| smallest(i, depth + 1));
+            Value::Array(vec![item; at_least("minItems")])
+        }
+        "object" => {
+            let properties = schema.get("properties");
+            let required = schema.get("required").and_then(Value::as_array);
+            let object = required
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(|name| {
+                    let property = properties.and_then(|p| p.get(name)).unwrap_or(&Value::Null);
+                    (name.to_owned(), smallest(property, depth + 1))
+                })
+                .collect();
+            Value::Object(object)
+        }
+        _ => Value::Null,
+    }
+}
+
+fn draft_name(draft: jsonschema::Draft) -> &'static str {
+    match draft {
+        jsonschema::Draft::Draft4 => "draft-04",
+        jsonschema::Draft::Draft6 => "draft-06",
+        jsonschema::Draft::Draft7 => "draft-07",
+        jsonschema::Draft::Draft201909 => "2019-09",
+        _ => "2020-12",
     }
 }
 
@@ -83,6 +173,9 @@ pub struct Function {
     pub name: String,
     pub description: Option<String>,
     pub parameters: Schema,
+    /// OpenAI's strict function calling, as the prompts line says: the agents' own
+    /// requests use it, and a server's best-effort calling is not what they get.
+    pub strict: Option<bool>,
 }
 
 impl Function {
@@ -91,6 +184,15 @@ impl Function {
     pub fn spelled(&self, mut tool: Value) -> Value {
         if let Some(d) = &self.description {
             tool["description"] = Value::from(d.as_str());
+        }
+        tool
+    }
+
+    /// The same, with `strict` when the prompts line set it (the OpenAI APIs take it).
+    pub fn spelled_strict(&self, tool: Value) -> Value {
+        let mut tool = self.spelled(tool);
+        if let Some(strict) = self.strict {
+            tool["strict"] = Value::Bool(strict);
         }
         tool
     }
@@ -124,6 +226,33 @@ impl Structure {
     /// The answer may be a tool call.
     pub fn allows_tool_call(&self) -> bool {
         !self.tools.is_empty() && self.tool_choice != Some(ToolChoice::None)
+    }
+
+    /// The shortest answer that could pass, as text: the JSON (or, for a call, the name and
+    /// arguments as vLLM's `required` spells them); what `check` weighs the budget against.
+    pub fn smallest_answer(&self) -> String {
+        if let Some(format) = &self.response_format {
+            return match format {
+                Format::JsonObject => "{}".into(),
+                Format::JsonSchema { schema, .. } => smallest(&schema.json, 0).to_string(),
+            };
+        }
+        let named = match &self.tool_choice {
+            Some(ToolChoice::Named(name)) => self.function(name),
+            _ => None,
+        };
+        let calls: Vec<&Function> = match named {
+            Some(f) => vec![f],
+            None => self.tools.iter().collect(),
+        };
+        calls
+            .into_iter()
+            .map(|f| {
+                serde_json::json!([{"name": f.name, "parameters": smallest(&f.parameters.json, 0)}])
+                    .to_string()
+            })
+            .min_by_key(String::len)
+            .unwrap_or_default()
     }
 
     pub fn function(&self, name: &str) -> Option<&Function> {
@@ -252,6 +381,7 @@ fn parse_tools(value: &Value) -> Result<Vec<Function>, String> {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             parameters: Schema::compile(parameters).map_err(|e| format!("[{i}] `{name}`: {e}"))?,
+            strict: function.get("strict").and_then(Value::as_bool),
         });
     }
     Ok(functions)
@@ -306,8 +436,9 @@ pub fn openai_tools(tools: &[Function]) -> Value {
     tools
         .iter()
         .map(|f| {
-            let function =
-                f.spelled(serde_json::json!({"name": f.name, "parameters": f.parameters.json}));
+            let function = f.spelled_strict(
+                serde_json::json!({"name": f.name, "parameters": f.parameters.json}),
+            );
             serde_json::json!({"type": "function", "function": function})
         })
         .collect()

@@ -379,3 +379,30 @@ async fn keep_alives_do_not_count_as_progress() {
     daemon.stop().await;
     assert_eq!(s.errors("t", "stall_timeout"), s.all_errors("t"));
 }
+
+/// Issue 32, item 11: a finish chunk with empty text (`"content": ""` beside
+/// `finish_reason`, as llama-server's completions end) carries no token unless the count
+/// needs it (vLLM's held-back last token: tests/sse_fixtures.rs, `*-blank-deltas`). A held-back byte
+/// at 100 ms belongs to `é` at 300 ms; then eight one-token events of 12 bytes 40 ms
+/// apart, and the finish right after the last, usage 10: ITL 8 × 40 ms and TPOT 40 ms, as
+/// with `"delta": {}` on the finish chunk. Counted as an arrival, the finish chunk made the
+/// counts disagree and the byte estimate gave a word two tokens: 9 observations, TPOT 35.6 ms.
+#[test]
+fn an_empty_finish_chunk_carries_no_token() {
+    let finish = |delta: &str| {
+        sse(&format!(
+            r#"{{"choices":[{{"index":0,"delta":{delta},"finish_reason":"length"}}],"usage":{{"prompt_tokens":3,"completion_tokens":10}}}}"#
+        )) + "data: [DONE]\n\n"
+    };
+    for delta in [r#"{"content":""}"#, "{}"] {
+        let mut reads = vec![(10, role()), (100, chat("")), (300, chat("é"))];
+        for i in 1..=8u64 {
+            reads.push((300 + 40 * i, chat(&format!(" twelve-by{i:02}"))));
+        }
+        reads.push((621, finish(delta)));
+        let m = measure(BackendKind::OpenAiChat, &reads).unwrap();
+        assert_eq!(m.ttft, Some(MS * 300), "{delta}");
+        assert_eq!(m.itl, vec![(MS * 40, 1); 8], "{delta}");
+        assert_eq!(m.tpot, Some(MS * 40), "{delta}");
+    }
+}

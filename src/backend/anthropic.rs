@@ -92,6 +92,14 @@ impl Backend for Anthropic {
         if structure.response_format.is_some() {
             return Err("Anthropic's Messages API has no `response_format`: declare the JSON as a tool's `parameters` and name it in `tool_choice`".into());
         }
+        let thinking = body
+            .get("thinking")
+            .and_then(|t| t.get("type"))
+            .and_then(Value::as_str)
+            .is_some_and(|t| t != "disabled");
+        if thinking && structure.requires_tool_call() {
+            return Err("Claude's extended thinking (`thinking` in `extra_body`) refuses a forced `tool_choice` (HTTP 400): use `tool_choice` \"auto\", or no thinking".into());
+        }
         if !structure.tools.is_empty() {
             let tools = structure
                 .tools

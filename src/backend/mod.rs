@@ -111,10 +111,13 @@ pub trait Backend: Send + Sync + fmt::Debug {
         false
     }
 
-    /// Make a built request body a canary's: greedy and reproducible, asking for logprobs
-    /// where the format reports them. Applied after `extra_body`, so it wins.
+    /// Make a built request body a canary's: greedy and reproducible when `pinned`, asking
+    /// for logprobs where the format reports them. Applied after `extra_body`, so it wins;
+    /// unpinned (a structured prompt), only the workload's length settings are removed.
     fn greedy(&self, body: &mut serde_json::Map<String, Value>, greedy: &Greedy) {
-        let _ = greedy;
+        if !greedy.pinned {
+            return;
+        }
         body.insert("temperature".into(), Value::from(0));
         body.remove("top_p");
         body.remove("top_k");

@@ -46,17 +46,16 @@ pub(super) fn common_body(target: &Target, prompt: &Prompt) -> Map<String, Value
 /// A canary's request on either OpenAI endpoint: greedy, seeded, with logprobs (`chat`:
 /// `logprobs: true` and `top_logprobs: k`; completions: `logprobs: k`).
 pub(super) fn greedy(body: &mut Map<String, Value>, greedy: &Greedy, chat: bool) {
+    // The workload's: one answer, the model's own length.
+    for key in ["ignore_eos", "min_tokens", "n", "best_of"] {
+        body.remove(key);
+    }
+    if !greedy.pinned {
+        return;
+    }
     body.insert("temperature".into(), Value::from(0));
     body.insert("seed".into(), Value::from(greedy.seed));
-    for key in [
-        "top_p",
-        "top_k",
-        "min_p",
-        "ignore_eos",
-        "min_tokens",
-        "n",
-        "best_of",
-    ] {
+    for key in ["top_p", "top_k", "min_p"] {
         body.remove(key);
     }
     match (greedy.top_logprobs, chat) {
@@ -153,6 +152,8 @@ struct WireToolCall<'a> {
     #[serde(default)]
     index: Option<u64>,
     #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
     function: Option<WireFunction<'a>>,
 }
 
@@ -161,7 +162,66 @@ struct WireFunction<'a> {
     #[serde(default, borrow)]
     name: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
-    arguments: Option<Cow<'a, str>>,
+    arguments: Option<Arguments<'a>>,
+}
+
+/// `function.arguments`: a string of JSON, as the API defines it, or (TGI 2.x, llama.cpp
+/// for a while) the JSON itself. The stream stays readable either way: the object is kept
+/// as its JSON text and marked, and the canary says what arrived.
+enum Arguments<'a> {
+    Text(Cow<'a, str>),
+    Json(Value),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Arguments<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = Arguments<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string of JSON, or JSON")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Arguments::Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Arguments::Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Arguments::Text(Cow::Owned(v)))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Arguments::Text(Cow::Borrowed("")))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let value = Value::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(Arguments::Json(value))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let value = Value::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
+                Ok(Arguments::Json(value))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(Arguments::Json(Value::Bool(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(Arguments::Json(Value::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(Arguments::Json(Value::from(v)))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(Arguments::Json(Value::from(v)))
+            }
+        }
+        deserializer.deserialize_any(Visit(std::marker::PhantomData))
+    }
 }
 
 #[derive(Deserialize)]
@@ -284,22 +344,36 @@ impl WireChoice<'_> {
             info.reasoning_streamed |= info.other_text.len() > reasoning_before;
             if let Some(refusal) = &delta.refusal {
                 info.other_text.push_str(refusal);
+                info.refusal.push_str(refusal);
             }
-            let calls = delta
-                .tool_calls
-                .iter()
-                .flatten()
-                .filter_map(|c| Some((c.index.unwrap_or(0), c.function.as_ref()?)));
-            for (slot, function) in calls.chain(delta.function_call.as_ref().map(|f| (0, f))) {
-                for text in [&function.name, &function.arguments].into_iter().flatten() {
-                    info.other_text.push_str(text);
-                }
+            let calls = delta.tool_calls.iter().flatten().map(|c| {
+                let slot = info.chat_call_slot(c.index, c.id.as_deref());
+                (slot, c.id.as_deref(), c.function.as_ref())
+            });
+            let calls: Vec<_> = calls.collect();
+            let legacy = delta.function_call.as_ref().map(|f| (0, None, Some(f)));
+            for (slot, id, function) in calls.into_iter().chain(legacy) {
                 let call = info.tool_call(slot);
+                if call.id.is_none() {
+                    call.id = id.map(str::to_owned);
+                }
+                let Some(function) = function else { continue };
                 if let Some(name) = &function.name {
                     call.name.push_str(name);
+                    info.other_text.push_str(name);
                 }
-                if let Some(arguments) = &function.arguments {
-                    info.tool_arguments(slot, arguments);
+                match &function.arguments {
+                    Some(Arguments::Text(text)) => {
+                        info.other_text.push_str(text);
+                        info.tool_arguments(slot, text);
+                    }
+                    Some(Arguments::Json(value)) => {
+                        let text = value.to_string();
+                        info.other_text.push_str(&text);
+                        info.tool_arguments(slot, &text);
+                        info.tool_call(slot).object_arguments = true;
+                    }
+                    None => {}
                 }
             }
             // A tool call's first delta (id and type, no text yet) starts generated output.

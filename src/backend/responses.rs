@@ -80,7 +80,7 @@ impl Backend for Responses {
         }
         if !structure.tools.is_empty() {
             let tools = structure.tools.iter().map(|f| {
-                f.spelled(
+                f.spelled_strict(
                     json!({ "type": "function", "name": f.name, "parameters": f.parameters.json }),
                 )
             });
@@ -181,6 +181,10 @@ impl StreamParser for ResponsesParser {
                         info.other_text.push_str(text);
                         let slot = object.get("output_index").and_then(Value::as_u64);
                         info.tool_arguments(slot.unwrap_or(0), text);
+                    }
+                    "response.refusal.delta" => {
+                        info.other_text.push_str(text);
+                        info.refusal.push_str(text);
                     }
                     _ => info.other_text.push_str(text),
                 }

@@ -77,6 +77,9 @@ impl Backend for Tgi {
 
     /// TGI rejects `temperature: 0`: greedy is `do_sample: false`, its default.
     fn greedy(&self, body: &mut Map<String, Value>, greedy: &Greedy) {
+        if !greedy.pinned {
+            return;
+        }
         if let Some(Value::Object(parameters)) = body.get_mut("parameters") {
             for key in ["temperature", "top_p", "top_k", "typical_p"] {
                 parameters.remove(key);

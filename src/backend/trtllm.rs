@@ -36,7 +36,13 @@ impl Backend for TensorRtLlm {
 
     /// The ensemble's greedy setting is `top_k: 1`; no early-stop floor on a canary.
     fn greedy(&self, body: &mut Map<String, Value>, greedy: &Greedy) {
-        for key in ["min_tokens", "min_length", "top_p", "temperature"] {
+        for key in ["min_tokens", "min_length"] {
+            body.remove(key);
+        }
+        if !greedy.pinned {
+            return;
+        }
+        for key in ["top_p", "temperature"] {
             body.remove(key);
         }
         body.insert("top_k".into(), Value::from(1));

@@ -59,7 +59,10 @@ pub fn describe(
         out += &format!("; {known} known answer(s) by regex");
     }
     if structured > 0 {
-        out += &format!("; {structured} structured (JSON or a tool call) judged by its schema");
+        out += &format!(
+            "; {structured} structured (JSON or a tool call) judged by its schema, {} tokens each",
+            spec.structured_max_tokens
+        );
     }
     if spec.top_logprobs == 0 {
         out +=
@@ -111,6 +114,23 @@ pub fn warnings(spec: &CanarySpec) -> Vec<String> {
             "canary.interval {:?} with {structured} structured prompt(s) of {total} fits {structured_fit} structured check(s) of a replica in 30 minutes: InferprobeInvalidOutputs needs {INVALID_OUTPUTS_NEED} and can never fire",
             spec.interval
         ));
+    }
+    // A token is about 3 characters of JSON (punctuation and short keys tokenize densely):
+    // an estimate to catch a budget that can never hold the answer, not a count.
+    for (i, prompt) in spec.prompts.iter().enumerate() {
+        let Some(structure) = &prompt.structure else {
+            continue;
+        };
+        let smallest = structure.smallest_answer();
+        let tokens = smallest.len().div_ceil(3) as u32;
+        if spec.structured_max_tokens < tokens {
+            warnings.push(format!(
+                "canary.structured_max_tokens {} cannot hold prompt {}'s smallest answer (about {tokens} tokens: {}): every check of it would be `truncated`",
+                spec.structured_max_tokens,
+                i + 1,
+                crate::error::snippet(&smallest)
+            ));
+        }
     }
     warnings
 }

@@ -96,6 +96,7 @@ pub fn prompt(spec: &CanarySpec, text: &str, model: &str) -> Prompt {
         greedy: Some(Greedy {
             top_logprobs: spec.top_logprobs,
             seed: SEED,
+            pinned: true,
         }),
         structure: None,
     }
@@ -297,12 +298,14 @@ async fn check(
     }
     let mut prompt = prompt(spec, &canary_prompt.text, &target.model);
     if let Some(structure) = &canary_prompt.structure {
-        // Judged by its schema: no logprobs to compare.
+        // Judged by its schema: no logprobs to compare, so no greedy settings either.
         prompt.structure = Some(Arc::clone(structure));
         prompt.greedy = prompt.greedy.map(|g| Greedy {
             top_logprobs: 0,
+            pinned: false,
             ..g
         });
+        prompt.max_tokens = spec.structured_max_tokens;
     }
     let report = {
         let _in_flight = sinks.metrics.in_flight();

@@ -66,6 +66,19 @@ pub fn judge(prompt: &CanaryPrompt, structure: &Structure, report: &ProbeReport)
     let response = &report.record.response;
     let calls = &response.tool_calls;
     let output = || quote(response);
+    if !response.refusal.is_empty() || response.finish_reason.as_deref() == Some("refusal") {
+        return invalid(
+            InvalidReason::Refused,
+            format!(
+                "the model refused: {}",
+                quote_str(if response.refusal.is_empty() {
+                    &response.text
+                } else {
+                    &response.refusal
+                })
+            ),
+        );
+    }
     if let Some(reason) = response
         .finish_reason
         .as_deref()
@@ -74,7 +87,8 @@ pub fn judge(prompt: &CanaryPrompt, structure: &Structure, report: &ProbeReport)
         return invalid(
             InvalidReason::Truncated,
             format!(
-                "the answer hit its length limit (finish reason {reason:?}) before the structure closed: {}",
+                "the answer hit its length limit (finish reason {reason:?}{}) before the structure closed: {}",
+                spent(report),
                 output()
             ),
         );
@@ -85,27 +99,16 @@ pub fn judge(prompt: &CanaryPrompt, structure: &Structure, report: &ProbeReport)
             Err(check) => return check,
         }
     } else if structure.requires_tool_call() {
-        let as_text = CALL_AS_TEXT.iter().any(|m| response.text.contains(m));
-        let why = if as_text {
-            "the call came as text in `content`, not as a tool call"
-        } else {
-            "no tool call arrived"
-        };
+        let why = call_as_text(structure, &response.text).unwrap_or("no tool call arrived");
         return invalid(InvalidReason::NoToolCall, format!("{why}: {}", output()));
     } else if let Some(format) = &structure.response_format {
         match judge_text(format, &response.text) {
             Ok(value) => value,
             Err(check) => return check,
         }
-    } else if CALL_AS_TEXT.iter().any(|m| response.text.contains(m)) {
+    } else if let Some(why) = call_as_text(structure, &response.text) {
         // `auto`: text is allowed, a call spelt out as text is not.
-        return invalid(
-            InvalidReason::NoToolCall,
-            format!(
-                "the call came as text in `content`, not as a tool call: {}",
-                output()
-            ),
-        );
+        return invalid(InvalidReason::NoToolCall, format!("{why}: {}", output()));
     } else {
         // `auto` or `none`, answered in text: only a text `expect` can judge it.
         return match &prompt.expect {
@@ -142,6 +145,27 @@ pub fn judge(prompt: &CanaryPrompt, structure: &Structure, report: &ProbeReport)
     valid(CheckResult::Match, None)
 }
 
+/// Why `text` is a tool call written as text, if it is one: a tool parser's marker, or
+/// (Llama 3.x's custom-tool format, which has no marker) the whole content a JSON object
+/// naming a declared function with its `parameters` or `arguments`. The server's tool
+/// parser missed it, and an agent receives prose, not a call.
+fn call_as_text(structure: &Structure, text: &str) -> Option<&'static str> {
+    if structure.tools.is_empty() {
+        return None;
+    }
+    if CALL_AS_TEXT.iter().any(|m| text.contains(m)) {
+        return Some("the call came as text in `content`, not as a tool call");
+    }
+    let value: Value = serde_json::from_str(text.trim()).ok()?;
+    let name = value.get("name").and_then(Value::as_str)?;
+    let arguments = ["parameters", "arguments"]
+        .iter()
+        .any(|key| value.get(key).is_some_and(Value::is_object));
+    (arguments && structure.function(name).is_some()).then_some(
+        "the call came as plain JSON in `content` (Llama 3's custom-tool format), not as a tool call",
+    )
+}
+
 /// Every call: a declared function (the named one), with arguments that validate. The
 /// first call's arguments are what `expect_json` reads.
 fn judge_calls(structure: &Structure, response: &ResponseInfo) -> Result<Value, Check> {
@@ -168,6 +192,15 @@ fn judge_calls(structure: &Structure, response: &ResponseInfo) -> Result<Value, 
                 ));
             }
         };
+        if call.object_arguments {
+            return Err(invalid(
+                InvalidReason::NotJson,
+                at(&format!(
+                    "has arguments sent as a JSON value, not the string of JSON the API defines (an agent's SDK cannot read them): {}",
+                    quote_str(&call.arguments)
+                )),
+            ));
+        }
         let value: Value = serde_json::from_str(&call.arguments).map_err(|e| {
             invalid(
                 InvalidReason::NotJson,
@@ -223,6 +256,26 @@ fn judge_text(format: &Format, text: &str) -> Result<Value, Check> {
                 ),
             )),
         },
+    }
+}
+
+/// Where the budget went, reasoning apart from the answer: a reasoning model that thinks
+/// past `structured_max_tokens` is told from one whose answer never closes.
+fn spent(report: &ProbeReport) -> String {
+    let response = &report.record.response;
+    match report.record.spent() {
+        (Some(billed), Some(reasoning)) if reasoning > 0 => format!(
+            ", {reasoning} of its {billed} tokens reasoning, {} the answer",
+            billed.saturating_sub(reasoning)
+        ),
+        (billed, _) if !response.reasoning_streamed => {
+            billed.map(|b| format!(", {b} tokens")).unwrap_or_default()
+        }
+        (billed, _) => format!(
+            "{}, reasoning streamed ({} bytes of output besides the answer)",
+            billed.map(|b| format!(", {b} tokens")).unwrap_or_default(),
+            response.other_text.len()
+        ),
     }
 }
 

@@ -16,6 +16,8 @@ type At<'a> = &'a dyn Fn(&str) -> String;
 
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 const DEFAULT_MAX_TOKENS: u64 = 32;
+/// A short reasoning preamble and the answer (docs/structured.md).
+const DEFAULT_STRUCTURED_MAX_TOKENS: u64 = 512;
 const DEFAULT_TOP_LOGPROBS: u64 = 5;
 /// Nats. Batch noise moves logprobs by 1e-7..1e-2, rarely 0.07 (vLLM PR #32480); a trained
 /// model leads by more than 1 nat at most positions (docs/canary.md).
@@ -28,7 +30,12 @@ pub(super) fn canary(
     target_at: At,
     raw: &RawCanary,
     backend: BackendKind,
+    extra_body: &serde_json::Map<String, serde_json::Value>,
 ) -> Result<(Arc<CanarySpec>, u64), ConfigError> {
+    // What a structured prompt's body holds before its structure is spelled: whether it can
+    // be sent may depend on it (Claude's extended thinking refuses a forced tool call).
+    let spelled =
+        |s: &crate::structure::Structure| backend.backend().structure(&mut extra_body.clone(), s);
     let at = |field: &str| target_at(&format!("canary.{field}"));
     if matches!(
         backend,
@@ -97,14 +104,7 @@ pub(super) fn canary(
     }
     if structured {
         let mut sendable = canary::built_in_structured();
-        sendable.retain(|p| {
-            p.structure.as_deref().is_some_and(|s| {
-                backend
-                    .backend()
-                    .structure(&mut serde_json::Map::new(), s)
-                    .is_ok()
-            })
-        });
+        sendable.retain(|p| p.structure.as_deref().is_some_and(|s| spelled(s).is_ok()));
         if sendable.is_empty() {
             return Err(ConfigError::new(
                 at("structured"),
@@ -115,10 +115,7 @@ pub(super) fn canary(
     }
     for (i, prompt) in prompts.iter().enumerate() {
         if let Some(structure) = &prompt.structure {
-            if let Err(e) = backend
-                .backend()
-                .structure(&mut serde_json::Map::new(), structure)
-            {
+            if let Err(e) = spelled(structure) {
                 return Err(ConfigError::new(
                     at("prompts"),
                     format!("prompt {} ({:?}): {backend}: {e}", i + 1, prompt.text),
@@ -168,6 +165,13 @@ pub(super) fn canary(
     let spec = CanarySpec {
         interval,
         max_tokens: in_range(&at("max_tokens"), max_tokens, 1, 4096)? as u32,
+        structured_max_tokens: in_range(
+            &at("structured_max_tokens"),
+            raw.structured_max_tokens
+                .unwrap_or(DEFAULT_STRUCTURED_MAX_TOKENS),
+            1,
+            32_768,
+        )? as u32,
         top_logprobs: if logprobs { top_logprobs } else { 0 },
         margin,
         prompts: prompts.into(),

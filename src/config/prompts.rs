@@ -154,7 +154,7 @@ pub(super) fn prompt_source(
     if let Some(structure) = &structure {
         backend
             .backend()
-            .structure(&mut serde_json::Map::new(), structure)
+            .structure(&mut t.extra_body.clone().unwrap_or_default(), structure)
             .map_err(|e| {
                 let key = if structure.tools.is_empty() {
                     "response_format"

@@ -217,7 +217,8 @@ pub struct RawSlo {
     pub objective: Option<f64>,
 }
 
-/// `canary = { interval, max_tokens, top_logprobs, margin, prompts, golden, group_by }`.
+/// `canary = { interval, max_tokens, structured_max_tokens, top_logprobs, margin, prompts,
+/// golden, group_by, baseline, votes, structured }`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RawCanary {
@@ -240,6 +241,9 @@ pub struct RawCanary {
     /// Add the built-in structured prompts (a JSON answer, a named tool, a required tool
     /// call) to the built-in set (default false; a prompts file brings its own).
     pub structured: Option<bool>,
+    /// `max_tokens` of the structured prompts (default 512): room for a reasoning model's
+    /// thinking before the answer, which the text prompts' budget is not.
+    pub structured_max_tokens: Option<u64>,
 }
 
 /// Checks on every successful response (`validation` category when one fails).

@@ -86,7 +86,8 @@ pub(super) fn validate_target(
     let api_key = api_key(&at, t.api_key_env.as_deref(), t.api_key_file.as_deref())?;
     let (canary, canary_files) = match &t.canary {
         Some(raw) => {
-            let (spec, files) = super::canary::canary(&at, raw, backend)?;
+            let extra_body = t.extra_body.clone().unwrap_or_default();
+            let (spec, files) = super::canary::canary(&at, raw, backend, &extra_body)?;
             (Some(spec), files)
         }
         None => (None, 0),

@@ -16,6 +16,10 @@ pub const GOLDEN_FORMAT: &str = "inferprobe-canary-golden/1";
 pub struct CanarySpec {
     pub interval: Duration,
     pub max_tokens: u32,
+    /// The structured prompts' `max_tokens`: a reasoning model thinks first (Qwen3 and
+    /// DeepSeek-R1 behind a reasoning parser, gpt-oss, o-series), and vLLM's `required`
+    /// answer alone is about 20 tokens; the text prompts' short budget would cut them all.
+    pub structured_max_tokens: u32,
     /// Alternatives asked for per token; 0 asks for no logprobs (known answers only).
     pub top_logprobs: u32,
     /// How far (nats) the reference's token must lead the received one for a difference to

@@ -79,16 +79,20 @@ pub enum InvalidReason {
     NoToolCall,
     /// A call of a function not declared, or not the one `tool_choice` named.
     WrongTool,
+    /// The model declined (OpenAI's `refusal`, Anthropic's `refusal` stop reason): no
+    /// structure to use, and a canary prompt is nothing to refuse.
+    Refused,
 }
 
 impl InvalidReason {
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Rejected,
         Self::Truncated,
         Self::NotJson,
         Self::Schema,
         Self::NoToolCall,
         Self::WrongTool,
+        Self::Refused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -99,6 +103,7 @@ impl InvalidReason {
             Self::Schema => "schema",
             Self::NoToolCall => "no_tool_call",
             Self::WrongTool => "wrong_tool",
+            Self::Refused => "refused",
         }
     }
 }
@@ -144,7 +149,7 @@ pub(super) struct CanaryFamilies {
 pub(super) struct CanarySeries {
     checks: [Counter; 5],
     structured: Counter,
-    invalid: [Counter; 6],
+    invalid: [Counter; InvalidReason::ALL.len()],
     position: Histogram,
     drift: Histogram,
     /// Made (all three results at 0) once the replica is found outside its block's

@@ -42,11 +42,18 @@ pub struct Prompt {
 }
 
 /// How a canary asks: greedy decoding (temperature 0), a fixed seed, and this many
-/// alternatives per token's logprob (0: no logprobs).
+/// alternatives per token's logprob (0: no logprobs). Never the workload's ignore-EOS or
+/// minimum length: a canary reads the model's own answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Greedy {
     pub top_logprobs: u32,
     pub seed: u64,
+    /// Temperature 0 and the seed are sent, over any the target sets: a text prompt's
+    /// answer is compared token by token. `false` for a structured prompt, judged by its
+    /// schema alone: it sends what the target's `sampling` and `extra_body` say and
+    /// nothing more, since OpenAI's reasoning models refuse `temperature: 0` and Claude's
+    /// extended thinking requires temperature 1.
+    pub pinned: bool,
 }
 
 impl Prompt {

@@ -10,7 +10,9 @@
 //!    `usage.completion_tokens` at each event. Exact.
 //! 2. **One per event**, for certain, when the visible total (below) equals the number of
 //!    events, or of events and the empty deltas after the first (vLLM sends one event per
-//!    token, with empty text for a token that is part of a character still incomplete).
+//!    token, with empty text for a token that is part of a character still incomplete). A
+//!    blank event carrying the finish reason counts only when the total needs it: vLLM's
+//!    last token at the length limit, held back; not llama-server's bare end.
 //! 3. **The configured tokenizer** on each event's own text (answer, reasoning, tool
 //!    calls), when it adds up to the visible total or there is no total. When it does not
 //!    (re-tokenizing text is not how it was generated: a replacement character for held-back
@@ -81,6 +83,7 @@ impl RequestRecord {
         let mut events = Vec::with_capacity(self.observations.len());
         let mut arrivals: Timed = Vec::with_capacity(self.observations.len());
         let (mut arrived, mut held_back) = (0u64, 0u64);
+        let mut finish_blank = None;
         let (mut text_at, mut other_at) = (0, 0);
         for o in &self.observations {
             let text = self.response.text.get(text_at..o.text_end).unwrap_or("");
@@ -92,6 +95,10 @@ impl RequestRecord {
             (text_at, other_at) = (o.text_end.max(text_at), o.other_end.max(other_at));
             if o.has_output {
                 events.push((o.at, text, other));
+            }
+            if o.blank && o.finish && !events.is_empty() {
+                finish_blank = Some(o.at);
+                continue;
             }
             if o.has_output || o.blank {
                 arrived += 1;
@@ -111,6 +118,14 @@ impl RequestRecord {
         // As many as events and empty deltas together: one each again, the empty ones
         // included (vLLM, one event per token, some of them bytes of a longer character).
         if arrived > events.len() as u64 && visible == Some(arrived) {
+            return Ok((arrivals, TimedBy::Event));
+        }
+        // The blank finish event is a token too when that makes the count: vLLM's last
+        // token, its text held back at the length limit. Not otherwise (a bare end, as
+        // llama-server's completions send, with a held-back byte before it that belongs to
+        // the character it completed).
+        if let Some(at) = finish_blank.filter(|_| visible == Some(arrived + 1)) {
+            arrivals.push((at, 1));
             return Ok((arrivals, TimedBy::Event));
         }
         let bytes: Vec<u64> = events

@@ -27,6 +27,7 @@ fn response(text: &str, finish: Option<&str>, model: Option<&str>) -> ResponseIn
         reasoning_streamed: false,
         logprobs: None,
         tool_calls: Vec::new(),
+        refusal: String::new(),
     }
 }
 

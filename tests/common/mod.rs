@@ -12,6 +12,7 @@ pub mod process;
 pub mod prometheus;
 pub mod replay;
 pub mod rollout;
+pub mod structured;
 pub mod templates;
 
 use std::collections::BTreeMap;

@@ -116,6 +116,7 @@ fn openai_parser_fills_response_info() {
             reasoning_streamed: false,
             logprobs: None,
             tool_calls: Vec::new(),
+            refusal: String::new(),
         }
     );
 }

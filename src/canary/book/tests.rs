@@ -123,6 +123,7 @@ fn a_changed_model_or_setting_is_another_book() {
     let spec = |max_tokens| CanarySpec {
         interval: std::time::Duration::from_secs(60),
         max_tokens,
+        structured_max_tokens: 512,
         top_logprobs: 5,
         margin: 1.0,
         prompts: Vec::new().into(),

@@ -1,0 +1,413 @@
+//! Structured checks that paged on a healthy server, and spellings that were wrong (issue
+//! 32): each item's wire shape replayed to the daemon's canary, as real servers and hosted
+//! APIs send it, and judged from its exported series and status page.
+
+mod common;
+
+use std::time::Duration;
+
+use common::replay::{Capture, Requests, serve, serve_recording};
+use common::structured::{TIME, WEATHER, checks, invalid, json_line, prompts, target};
+use common::{Scrape, start_daemon};
+use inferprobe::structure::Structure;
+use serde_json::{Value, json};
+
+fn sse(data: &Value) -> String {
+    format!("data: {data}\n\n")
+}
+
+/// A chat stream: a role chunk, then one chunk per delta, then `finish` and `[DONE]`.
+fn chat_stream(deltas: &[Value], finish: &str) -> Capture {
+    let chunk = |delta: &Value, finish: Value| {
+        sse(&json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}))
+    };
+    let mut body = chunk(&json!({"role": "assistant", "content": ""}), Value::Null);
+    for delta in deltas {
+        body += &chunk(delta, Value::Null);
+    }
+    body += &chunk(&json!({}), Value::from(finish));
+    Capture::stream(&(body + "data: [DONE]\n\n"))
+}
+
+/// Run one canary target per `(name, backend, stream, prompts)` until each has `enough`
+/// scored checks; the last scrape and the status page.
+async fn judged(cases: Vec<(&str, &str, Capture, String)>, enough: f64) -> (Scrape, String) {
+    let mut toml = String::new();
+    let mut names = Vec::new();
+    for (name, backend, capture, file) in cases {
+        let addr = serve(capture, Duration::ZERO).await;
+        toml += &target(name, backend, &format!("http://{addr}"), &file, "");
+        names.push(name);
+    }
+    let daemon = start_daemon(&toml).await;
+    let scored = |s: &Scrape, name: &str| {
+        checks(s, name, "match")
+            + checks(s, name, "invalid_output")
+            + checks(s, name, "wrong_answer")
+    };
+    let s = daemon
+        .wait_for(Duration::from_secs(30), |s| {
+            names.iter().all(|n| scored(s, n) >= enough)
+        })
+        .await;
+    let page = daemon.get("/", None).await.text().await.unwrap();
+    daemon.stop().await;
+    (s, page)
+}
+
+fn line(prompt: &str, tools: &[&str], choice: Value) -> String {
+    format!(
+        r#"{{"prompt": "{prompt}", "tools": [{}], "tool_choice": {choice}}}"#,
+        tools.join(", ")
+    )
+}
+
+/// Item 1: Anthropic streams a tool without parameters as `input: {}` and one empty
+/// `partial_json`; `{}` is the answer (every check was `not_json`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anthropic_call_without_arguments_is_an_empty_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = r#"{"type": "function", "function": {"name": "get_now", "parameters": {"type": "object", "properties": {}}}}"#;
+    let file = prompts(
+        dir.path(),
+        "now.jsonl",
+        &[line("What time is it?", &[now], json!("required"))],
+    );
+    let event = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
+    let body = [
+        event("message_start", json!({"type": "message_start", "message": {"usage": {"input_tokens": 9, "output_tokens": 1}}})),
+        event("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t1", "name": "get_now", "input": {}}})),
+        event("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": ""}})),
+        event("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+        event("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 8}})),
+        event("message_stop", json!({"type": "message_stop"})),
+    ]
+    .concat();
+    let (s, _) = judged(
+        vec![("now", "anthropic", Capture::stream(&body), file)],
+        3.0,
+    )
+    .await;
+    assert_eq!(invalid(&s, "now", "not_json"), 0.0);
+    assert!(checks(&s, "now", "match") >= 3.0);
+}
+
+/// The JSON bodies a recording server received.
+fn bodies(requests: &Requests) -> Vec<Value> {
+    let requests = requests.lock().unwrap();
+    requests
+        .iter()
+        .filter_map(|r| r.split_once("\r\n\r\n"))
+        .filter_map(|(_, body)| serde_json::from_str(body).ok())
+        .collect()
+}
+
+async fn sent(backend: &str, file: &str, extra: &str) -> Value {
+    let (addr, requests) =
+        serve_recording(Capture::stream("data: [DONE]\n\n"), Duration::ZERO).await;
+    let daemon = start_daemon(&target(
+        "t",
+        backend,
+        &format!("http://{addr}"),
+        file,
+        extra,
+    ))
+    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while bodies(&requests).is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    daemon.stop().await;
+    bodies(&requests).into_iter().next().expect("a request")
+}
+
+/// Item 2 and 3: a structured prompt sends no greedy settings (a reasoning model refuses
+/// `temperature: 0`), `extra_body` wins, and it has its own budget; a text prompt is still
+/// greedy and seeded, with the short one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn structured_prompts_send_what_the_user_set_and_their_own_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = prompts(dir.path(), "json.jsonl", &[json_line()]);
+    let text = prompts(
+        dir.path(),
+        "text.jsonl",
+        &[r#"{"prompt": "2+2=", "expect": "4"}"#.into()],
+    );
+    let extra = r#"extra_body = { temperature = 1.0, reasoning_effort = "low" }"#;
+    let body = sent("openai-chat", &json, extra).await;
+    assert_eq!(body["temperature"], json!(1.0), "{body}");
+    assert_eq!(body["reasoning_effort"], "low", "{body}");
+    assert!(
+        body.get("seed").is_none() && body.get("logprobs").is_none(),
+        "{body}"
+    );
+    assert_eq!(body["max_tokens"], 512, "{body}");
+    let body = sent("openai-chat", &text, extra).await;
+    assert_eq!(
+        (&body["temperature"], &body["max_tokens"]),
+        (&json!(0), &json!(64)),
+        "{body}"
+    );
+    assert!(body.get("seed").is_some(), "{body}");
+    let body = sent("openai-chat", &json, "").await;
+    assert!(body.get("temperature").is_none(), "{body}");
+    let budget = target("t", "openai-chat", "http://127.0.0.1:9", &json, "").replace(
+        "max_tokens = 64",
+        "max_tokens = 64, structured_max_tokens = 1024",
+    );
+    let body = sent_toml(&budget).await;
+    assert_eq!(body["max_tokens"], 1024, "{body}");
+}
+
+async fn sent_toml(toml: &str) -> Value {
+    let (addr, requests) =
+        serve_recording(Capture::stream("data: [DONE]\n\n"), Duration::ZERO).await;
+    let daemon = start_daemon(&toml.replace("http://127.0.0.1:9", &format!("http://{addr}"))).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while bodies(&requests).is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    daemon.stop().await;
+    bodies(&requests).into_iter().next().expect("a request")
+}
+
+fn check(toml: &str) -> (bool, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, toml).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(["check", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+/// Item 2 and 3 in `check`: Claude's extended thinking refuses a forced tool call, so such
+/// a prompt is refused (and the built-in set keeps the sendable ones); a budget that cannot
+/// hold the smallest answer is a warning.
+#[test]
+fn check_refuses_a_forced_call_with_thinking_and_warns_of_a_short_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let named = prompts(
+        dir.path(),
+        "named.jsonl",
+        &[line(
+            "Weather?",
+            &[WEATHER],
+            json!({"type": "function", "function": {"name": "get_weather"}}),
+        )],
+    );
+    let thinking = r#"extra_body = { thinking = { type = "enabled", budget_tokens = 1024 } }"#;
+    let (ok, _, stderr) = check(&target(
+        "t",
+        "anthropic",
+        "http://127.0.0.1:9",
+        &named,
+        thinking,
+    ));
+    assert!(!ok && stderr.contains("extended thinking"), "{stderr}");
+    let (ok, _, stderr) = check(&target("t", "anthropic", "http://127.0.0.1:9", &named, ""));
+    assert!(ok, "{stderr}");
+    let json = prompts(dir.path(), "json.jsonl", &[json_line()]);
+    let short = target("t", "openai-chat", "http://127.0.0.1:9", &json, "").replace(
+        "max_tokens = 64",
+        "max_tokens = 64, structured_max_tokens = 4",
+    );
+    let (ok, stdout, stderr) = check(&short);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("4 tokens each"), "{stdout}");
+    assert!(
+        stderr.contains("structured_max_tokens 4 cannot hold prompt 1's smallest answer"),
+        "{stderr}"
+    );
+    let (_, _, stderr) = check(&target("t", "openai-chat", "http://127.0.0.1:9", &json, ""));
+    assert!(!stderr.contains("cannot hold"), "{stderr}");
+}
+
+/// Item 4: Gemini sends each parallel call whole, with its own `id` and no `index`: two
+/// calls, not one `get_weatherget_time` with both argument objects run together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_calls_without_an_index_are_told_apart_by_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = prompts(
+        dir.path(),
+        "both.jsonl",
+        &[line(
+            "Weather and time in Paris?",
+            &[WEATHER, TIME],
+            json!("required"),
+        )],
+    );
+    let call = |id: &str, name: &str, args: &str| json!({"tool_calls": [{"id": id, "type": "function", "function": {"name": name, "arguments": args}}]});
+    let stream = chat_stream(
+        &[
+            call("c1", "get_weather", r#"{"city":"Paris"}"#),
+            call("c2", "get_time", r#"{"timezone":"Europe/Paris"}"#),
+        ],
+        "tool_calls",
+    );
+    let (s, page) = judged(vec![("gemini", "openai-chat", stream, file)], 3.0).await;
+    assert_eq!(invalid(&s, "gemini", "wrong_tool"), 0.0, "{page}");
+    assert!(checks(&s, "gemini", "match") >= 3.0);
+}
+
+/// Item 7, 8, 10: a call written as plain JSON under `auto` (Llama 3's custom-tool format)
+/// is `no_tool_call`; arguments sent as a JSON object are `not_json` and say so; a refusal
+/// is `refused`, quoted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_json_calls_object_arguments_and_refusals_are_findings() {
+    let dir = tempfile::tempdir().unwrap();
+    let auto = prompts(
+        dir.path(),
+        "auto.jsonl",
+        &[format!(
+            r#"{{"prompt": "Weather in Lyon?", "tools": [{WEATHER}], "tool_choice": "auto", "expect_json": {{"/city": "^Lyon$"}}}}"#
+        )],
+    );
+    let named = prompts(
+        dir.path(),
+        "named.jsonl",
+        &[line(
+            "Weather?",
+            &[WEATHER],
+            json!({"type": "function", "function": {"name": "get_weather"}}),
+        )],
+    );
+    let json = prompts(dir.path(), "json.jsonl", &[json_line()]);
+    let plain = chat_stream(
+        &[json!({"content": r#"{"name":"get_weather","parameters":{"city":"Paris"}}"#})],
+        "stop",
+    );
+    let object = chat_stream(
+        &[
+            json!({"tool_calls": [{"index": 0, "id": "c", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]}),
+        ],
+        "tool_calls",
+    );
+    let refusal = chat_stream(&[json!({"refusal": "I can't help with that."})], "stop");
+    let (s, page) = judged(
+        vec![
+            ("plain", "openai-chat", plain, auto),
+            ("object", "openai-chat", object, named),
+            ("refusal", "openai-chat", refusal, json),
+        ],
+        3.0,
+    )
+    .await;
+    assert!(invalid(&s, "plain", "no_tool_call") >= 3.0);
+    assert!(page.contains("plain JSON in `content`"), "{page}");
+    assert!(invalid(&s, "object", "not_json") >= 3.0);
+    assert!(
+        page.contains("not the string of JSON the API defines"),
+        "{page}"
+    );
+    assert!(invalid(&s, "refusal", "refused") >= 3.0);
+    assert!(page.contains("refused: &quot;I can&#39;t help"), "{page}");
+    for name in ["plain", "object", "refusal"] {
+        assert_eq!(checks(&s, name, "match"), 0.0, "{name}");
+    }
+}
+
+/// Item 8, the latency side: a target whose probes carry tools times a stream whose
+/// arguments are an object (it failed every probe as `invalid_response`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_arguments_are_timed_not_failed() {
+    let object = chat_stream(
+        &[
+            json!({"tool_calls": [{"index": 0, "id": "c", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]}),
+        ],
+        "tool_calls",
+    );
+    let addr = serve(object, Duration::ZERO).await;
+    let toml = format!(
+        r#"
+        [[targets]]
+        name = "agent"
+        backend = "openai-chat"
+        url = "http://{addr}"
+        model = "m"
+        rate = 20
+        tools = [{{ type = "function", function = {{ name = "get_weather", parameters = {{ type = "object", properties = {{ city = {{ type = "string" }} }} }} }} }}]
+        "#
+    );
+    let daemon = start_daemon(&toml).await;
+    let s = daemon
+        .wait_for(Duration::from_secs(20), |s| {
+            s.sum("inferprobe_requests_total", &[("target", "agent")]) >= 5.0
+        })
+        .await;
+    daemon.stop().await;
+    assert_eq!(
+        s.sum("inferprobe_request_errors_total", &[("target", "agent")]),
+        0.0
+    );
+    assert!(
+        s.sum(
+            "inferprobe_time_to_first_token_seconds_count",
+            &[("target", "agent")]
+        ) >= 5.0
+    );
+}
+
+/// Item 9: `strict` on a function is sent where the API takes it (it was dropped).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_functions_are_sent_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    let strict = r#"{"type": "function", "function": {"name": "get_weather", "strict": true, "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}}"#;
+    let file = prompts(
+        dir.path(),
+        "strict.jsonl",
+        &[line("Weather?", &[strict], json!("required"))],
+    );
+    let body = sent("openai-chat", &file, "").await;
+    assert_eq!(
+        body["tools"][0]["function"]["strict"],
+        json!(true),
+        "{body}"
+    );
+    let body = sent("openai-responses", &file, "").await;
+    assert_eq!(body["tools"][0]["strict"], json!(true), "{body}");
+}
+
+fn schema(json_schema: Value) -> Structure {
+    let format =
+        json!({"type": "json_schema", "json_schema": {"name": "s", "schema": json_schema}});
+    Structure::parse(Some(&format), None, None)
+        .unwrap()
+        .unwrap()
+}
+
+fn passes(structure: &Structure, value: Value) -> bool {
+    match &structure.response_format {
+        Some(inferprobe::structure::Format::JsonSchema { schema, .. }) => {
+            schema.check(&value).is_ok()
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// Item 10: `format` is asserted, as strict mode and the agents' validators assert it; a
+/// declared draft-07 is honoured (its tuple `items` was refused as 2020-12); an unknown
+/// `$schema` is refused by name.
+#[test]
+fn formats_are_asserted_and_the_declared_draft_honoured() {
+    let email = schema(
+        json!({"type": "object", "properties": {"to": {"type": "string", "format": "email"}}}),
+    );
+    assert!(passes(&email, json!({"to": "ops@example.com"})));
+    assert!(!passes(&email, json!({"to": "not an email"})));
+    let when = schema(json!({"type": "string", "format": "date-time"}));
+    assert!(!passes(&when, json!("yesterday")));
+    let tuple = schema(json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "array",
+        "items": [{"type": "string"}, {"type": "number"}]
+    }));
+    assert!(passes(&tuple, json!(["a", 1])));
+    assert!(!passes(&tuple, json!(["a", "b"])));
+    let unknown = json!({"type": "json_schema", "json_schema": {"name": "s", "schema": {"$schema": "https://example.com/my-draft", "type": "object"}}});
+    let (field, why) = Structure::parse(Some(&unknown), None, None).unwrap_err();
+    assert_eq!(field, "response_format");
+    assert!(why.contains("https://example.com/my-draft"), "{why}");
+}

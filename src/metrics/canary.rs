@@ -173,7 +173,7 @@ impl CanaryFamilies {
         );
         r.register(
             "canary_invalid_outputs",
-            "Structured canary answers an agent could not use, by reason: rejected (HTTP 400/422), truncated (length limit), not_json, schema (breaks the schema or the function's parameters), no_tool_call (none arrived as a call), wrong_tool (undeclared or not the named function)",
+            "Structured canary answers an agent could not use, by reason: rejected (HTTP 400/422), truncated (length limit), not_json, schema (breaks the schema or the function's parameters), no_tool_call (none arrived as a call), wrong_tool (undeclared or not the named function), refused (the model declined)",
             self.invalid.clone(),
         );
         r.register(

@@ -206,6 +206,39 @@ pub enum ToolChoice {
     Named(String),
 }
 
+/// What an agent relies on a structured answer for (the `capability` label): each breaks on
+/// its own (a `response_format` backend, a tool parser, `required`'s grammar), and one
+/// broken is an outage for every agent using it, whatever the others do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Capability {
+    /// `response_format`: a JSON answer (a schema, or any object).
+    Json,
+    /// `tool_choice` names the function to call.
+    NamedTool,
+    /// `tool_choice: "required"`: some declared function must be called.
+    RequiredTool,
+    /// Tools offered, the model free to answer in text (`auto`, or no `tool_choice`).
+    AutoTool,
+}
+
+impl Capability {
+    pub const ALL: [Self; 4] = [
+        Self::Json,
+        Self::NamedTool,
+        Self::RequiredTool,
+        Self::AutoTool,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Json => "json",
+            Self::NamedTool => "named_tool",
+            Self::RequiredTool => "required_tool",
+            Self::AutoTool => "auto_tool",
+        }
+    }
+}
+
 /// What a request asks of its answer's structure.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Structure {
@@ -221,6 +254,17 @@ impl Structure {
             self.tool_choice,
             Some(ToolChoice::Required | ToolChoice::Named(_))
         )
+    }
+
+    /// Which capability an answer to this exercises: a required call first (it cannot carry
+    /// a `response_format`), then a JSON answer, then offered tools.
+    pub fn capability(&self) -> Capability {
+        match &self.tool_choice {
+            Some(ToolChoice::Named(_)) => Capability::NamedTool,
+            Some(ToolChoice::Required) => Capability::RequiredTool,
+            _ if self.response_format.is_some() => Capability::Json,
+            _ => Capability::AutoTool,
+        }
     }
 
     /// The answer may be a tool call.

@@ -181,7 +181,8 @@ const ONLY_WHEN_USED: [(&str, &str); 2] = [
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_exported_metric_is_documented_and_every_documented_one_exported() {
     let sim = start_sim(SimConfig::default()).await;
-    // A target with a canary and a discovery block, so every family is registered.
+    // A target with a canary (structured prompts among its prompts: their series are made
+    // per capability) and a discovery block, so every family is registered.
     let dir = tempfile::tempdir().unwrap();
     let file = common::pool_file(dir.path(), &[(&sim.url(), &[])]);
     let toml = format!(
@@ -194,7 +195,7 @@ async fn every_exported_metric_is_documented_and_every_documented_one_exported()
         model = "m"
         rate = 0.001
         slo = {{ ttft = "1s", objective = 0.99 }}
-        canary = {{ interval = "1h" }}
+        canary = {{ interval = "1h", structured = true }}
         [[discovery]]
         name = "pool"
         source = "file"

@@ -307,6 +307,24 @@ async fn plain_json_calls_object_arguments_and_refusals_are_findings() {
     for name in ["plain", "object", "refusal"] {
         assert_eq!(checks(&s, name, "match"), 0.0, "{name}");
     }
+    // Item 5: each finding is counted under the capability its prompt exercised, and its
+    // structured checks too (the alert's denominator per capability).
+    for (name, capability, reason) in [
+        ("plain", "auto_tool", "no_tool_call"),
+        ("object", "named_tool", "not_json"),
+        ("refusal", "json", "refused"),
+    ] {
+        let labels = [("target", name), ("capability", capability)];
+        let structured = s.sum("inferprobe_canary_structured_checks_total", &labels);
+        let broken = s.sum(
+            "inferprobe_canary_invalid_outputs_total",
+            &[labels[0], labels[1], ("reason", reason)],
+        );
+        assert!(
+            structured >= 3.0 && broken == structured,
+            "{name}: {broken} of {structured}"
+        );
+    }
 }
 
 /// Item 8, the latency side: a target whose probes carry tools times a stream whose

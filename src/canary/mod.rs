@@ -350,7 +350,7 @@ async fn check(
     record(
         &target.id,
         &request_id,
-        &canary_prompt.text,
+        &canary_prompt,
         result,
         (&check, versus),
         sinks,
@@ -361,7 +361,7 @@ async fn check(
 async fn record(
     target: &str,
     request_id: &Arc<String>,
-    prompt: &str,
+    prompt: &CanaryPrompt,
     result: &Result<Measurement, ProbeError>,
     (check, versus): (&Check, Option<CheckResult>),
     sinks: &Sinks,
@@ -371,10 +371,14 @@ async fn record(
         position: check.divergence.as_ref().map(|d| d.position),
         drift: check.drift,
         baseline: versus,
-        structured: check.structured.then_some(check.invalid),
+        structured: prompt
+            .structure
+            .as_deref()
+            .filter(|_| check.structured)
+            .map(|s| (s.capability(), check.invalid)),
     };
     sinks.metrics.record_canary(result, &verdict).await;
-    let prompt = crate::error::snippet(prompt);
+    let prompt = crate::error::snippet(&prompt.text);
     match (&check.result, &check.divergence) {
         (CheckResult::Diverged, Some(d)) => tracing::warn!(
             target, request_id = %request_id, prompt, position = d.position,

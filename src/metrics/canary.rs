@@ -2,6 +2,7 @@
 //! logprobs drifted where they agreed. Nothing per prompt or token is a label: the prompt,
 //! the position and the tokens of a divergence go to the log line and the status page.
 
+use crate::structure::Capability;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
@@ -21,11 +22,20 @@ type CheckLabels = (
     ),
 );
 
-type InvalidLabels = (
+/// The `capability` label (a closed set) on the structured series, and `reason` too on the
+/// invalid ones: a broken capability is judged on its own checks.
+type StructuredLabels = (
     TargetLabels,
     (
         [(&'static str, String); 1],
         [(&'static str, &'static str); 1],
+    ),
+);
+type InvalidLabels = (
+    TargetLabels,
+    (
+        [(&'static str, String); 1],
+        [(&'static str, &'static str); 2],
     ),
 );
 
@@ -117,8 +127,9 @@ pub struct CanaryVerdict {
     pub drift: Option<f64>,
     /// Its comparison with the baseline group's reference (the rollout gate).
     pub baseline: Option<CheckResult>,
-    /// A structured check that was scored: `Some(None)` valid, `Some(Some(why))` invalid.
-    pub structured: Option<Option<InvalidReason>>,
+    /// A structured check that was scored, and the capability it exercised: `None` valid,
+    /// `Some(why)` invalid.
+    pub structured: Option<(Capability, Option<InvalidReason>)>,
 }
 
 /// Token positions: where in a 32-token answer the first divergence was.
@@ -137,7 +148,7 @@ pub(super) struct CanaryFamilies {
     drift: LabeledFamily<GroupLabels, Histogram>,
     baseline: LabeledFamily<CheckLabels, Counter>,
     votes: LabeledFamily<[(&'static str, String); 2], Counter>,
-    structured: LabeledFamily<GroupLabels, Counter>,
+    structured: LabeledFamily<StructuredLabels, Counter>,
     /// Each target's group now, so a reload that moves it to another group drops exactly
     /// the old group's series (no scan of every family at each target's start).
     groups: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<TargetLabels, String>>>,
@@ -148,8 +159,8 @@ pub(super) struct CanaryFamilies {
 #[derive(Clone, Debug)]
 pub(super) struct CanarySeries {
     checks: [Counter; 5],
-    structured: Counter,
-    invalid: [Counter; InvalidReason::ALL.len()],
+    structured: LabeledFamily<StructuredLabels, Counter>,
+    invalid: LabeledFamily<InvalidLabels, Counter>,
     position: Histogram,
     drift: Histogram,
     /// Made (all three results at 0) once the replica is found outside its block's
@@ -202,27 +213,29 @@ impl CanaryFamilies {
         self.groups.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(super) fn series(&self, labels: &TargetLabels, group: &str) -> CanarySeries {
+    /// `capabilities`: those the canary's structured prompts exercise, whose series are
+    /// made at 0 now (so `increase()` counts a capability's first failure).
+    pub(super) fn series(
+        &self,
+        labels: &TargetLabels,
+        group: &str,
+        capabilities: &[Capability],
+    ) -> CanarySeries {
         let previous = self.groups().insert(labels.clone(), group.to_owned());
         if let Some(old) = previous.filter(|old| old != group) {
             self.forget_group(labels, &old);
         }
         let group = [("group", group.to_owned())];
         let grouped = || (labels.clone(), group.clone());
-        CanarySeries {
+        let series = CanarySeries {
             checks: CheckResult::ALL.map(|r| {
                 self.checks.get_or_insert(
                     (labels.clone(), (group.clone(), [("result", r.as_str())])),
                     Counter::default,
                 )
             }),
-            structured: self.structured.get_or_insert(grouped(), Counter::default),
-            invalid: InvalidReason::ALL.map(|r| {
-                self.invalid.get_or_insert(
-                    (labels.clone(), (group.clone(), [("reason", r.as_str())])),
-                    Counter::default,
-                )
-            }),
+            structured: self.structured.clone(),
+            invalid: self.invalid.clone(),
             position: self.position.get_or_insert(grouped(), || {
                 Histogram::new(POSITION_BUCKETS.iter().copied())
             }),
@@ -232,7 +245,14 @@ impl CanaryFamilies {
             baseline: self.baseline.clone(),
             labels: labels.clone(),
             group: group[0].1.clone(),
+        };
+        for &capability in capabilities {
+            series.structured_counter(capability);
+            for reason in InvalidReason::ALL {
+                series.invalid_counter(capability, reason);
+            }
         }
+        series
     }
 
     /// The vote counters of a block: answered and failed.
@@ -263,12 +283,11 @@ impl CanaryFamilies {
             self.baseline
                 .remove(&(labels.clone(), (group.clone(), [("result", r.as_str())])));
         }
-        for r in InvalidReason::ALL {
-            self.invalid
-                .remove(&(labels.clone(), (group.clone(), [("reason", r.as_str())])));
-        }
+        self.invalid
+            .retain(|(l, (g, _))| !(l == labels && *g == group));
+        self.structured
+            .retain(|(l, (g, _))| !(l == labels && *g == group));
         self.position.remove(&grouped);
-        self.structured.remove(&grouped);
         self.drift.remove(&grouped);
     }
 
@@ -291,6 +310,31 @@ pub const BASELINE_RESULTS: [CheckResult; 3] = [
 ];
 
 impl CanarySeries {
+    fn structured_counter(&self, capability: Capability) -> Counter {
+        let key = (
+            self.labels.clone(),
+            (
+                [("group", self.group.clone())],
+                [("capability", capability.as_str())],
+            ),
+        );
+        self.structured.get_or_insert(key, Counter::default)
+    }
+
+    fn invalid_counter(&self, capability: Capability, reason: InvalidReason) -> Counter {
+        let key = (
+            self.labels.clone(),
+            (
+                [("group", self.group.clone())],
+                [
+                    ("capability", capability.as_str()),
+                    ("reason", reason.as_str()),
+                ],
+            ),
+        );
+        self.invalid.get_or_insert(key, Counter::default)
+    }
+
     fn baseline_counter(&self, result: CheckResult) -> Counter {
         let key = (
             self.labels.clone(),
@@ -326,10 +370,10 @@ impl CanarySeries {
         if let Some(drift) = verdict.drift {
             self.drift.observe(drift);
         }
-        if let Some(invalid) = verdict.structured {
-            self.structured.inc();
+        if let Some((capability, invalid)) = verdict.structured {
+            self.structured_counter(capability).inc();
             if let Some(reason) = invalid {
-                self.invalid[reason as usize].inc();
+                self.invalid_counter(capability, reason).inc();
             }
         }
         if let Some(baseline) = verdict.baseline {

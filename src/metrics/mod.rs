@@ -223,7 +223,14 @@ impl Metrics {
             rate: self.target_rate.get_or_insert(l(), F64Gauge::default),
             canary: target.canary.is_some().then(|| {
                 let group = target.canary_group();
-                self.canary.series(&labels, group.as_deref().unwrap_or(""))
+                let capabilities: Vec<_> = target
+                    .canary
+                    .iter()
+                    .flat_map(|spec| spec.prompts.iter())
+                    .filter_map(|p| p.structure.as_deref().map(|s| s.capability()))
+                    .collect();
+                self.canary
+                    .series(&labels, group.as_deref().unwrap_or(""), &capabilities)
             }),
             labels,
             snapshot: Arc::clone(&self.snapshot),

@@ -135,7 +135,7 @@ backend = "openai-chat"
 url = "http://127.0.0.1:$sim_port"
 model = "sim-chat"
 slo = { ttft = "80ms", tpot = "10ms", objective = 0.95 }
-canary = { interval = "1s", max_tokens = 8 }
+canary = { interval = "1s", max_tokens = 8, structured = true }
 
 [[targets]]
 name = "completions"

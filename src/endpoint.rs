@@ -24,6 +24,8 @@ pub enum BackendKind {
     OpenAiChat,
     /// Text Generation Inference `/generate_stream`
     Tgi,
+    /// Text Generation Inference's OpenAI-compatible `/v1/chat/completions`, in its dialect
+    TgiChat,
     /// TensorRT-LLM behind Triton, `/v2/models/<model>/generate_stream`
     TensorRtLlm,
     /// DeepSpeed-MII, non-streaming
@@ -41,10 +43,11 @@ pub enum BackendKind {
 impl BackendKind {
     /// Accepted `backend =` values, for error messages. The server names are aliases of
     /// `openai`, as in vLLM's benchmark client.
-    pub const NAMES: [&'static str; 14] = [
+    pub const NAMES: [&'static str; 15] = [
         "openai",
         "openai-chat",
         "tgi",
+        "tgi-chat",
         "tensorrt-llm",
         "deepspeed-mii",
         "openai-embeddings",
@@ -63,6 +66,7 @@ impl BackendKind {
             "openai" | "vllm" | "sglang" | "lmdeploy" | "llama.cpp" | "scalellm" => Self::OpenAi,
             "openai-chat" => Self::OpenAiChat,
             "tgi" => Self::Tgi,
+            "tgi-chat" => Self::TgiChat,
             "tensorrt-llm" => Self::TensorRtLlm,
             "deepspeed-mii" => Self::DeepSpeedMii,
             "openai-embeddings" => Self::OpenAiEmbeddings,
@@ -79,6 +83,7 @@ impl BackendKind {
             Self::OpenAi => "openai",
             Self::OpenAiChat => "openai-chat",
             Self::Tgi => "tgi",
+            Self::TgiChat => "tgi-chat",
             Self::TensorRtLlm => "tensorrt-llm",
             Self::DeepSpeedMii => "deepspeed-mii",
             Self::OpenAiEmbeddings => "openai-embeddings",
@@ -92,7 +97,7 @@ impl BackendKind {
     pub const fn default_endpoint(self) -> &'static str {
         match self {
             Self::OpenAi | Self::DeepSpeedMii => "/v1/completions",
-            Self::OpenAiChat => "/v1/chat/completions",
+            Self::OpenAiChat | Self::TgiChat => "/v1/chat/completions",
             Self::Tgi => "/generate_stream",
             Self::TensorRtLlm => "/v2/models/{model}/generate_stream",
             Self::OpenAiEmbeddings => "/v1/embeddings",

@@ -429,3 +429,49 @@ fn formats_are_asserted_and_the_declared_draft_honoured() {
     assert_eq!(field, "response_format");
     assert!(why.contains("https://example.com/my-draft"), "{why}");
 }
+
+/// Item 6: TGI's chat route reads `response_format` as its own grammar and refuses it with
+/// tools; `tgi-chat` spells it so (OpenAI's wrapper was a 422 on every check), and `check`
+/// refuses the pair, naming the way out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tgi_chat_is_sent_tgis_grammar() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = prompts(dir.path(), "json.jsonl", &[json_line()]);
+    let body = sent("tgi-chat", &json, "").await;
+    assert_eq!(body["response_format"]["type"], "json", "{body}");
+    assert_eq!(
+        body["response_format"]["value"]["required"],
+        json!(["country", "capital"]),
+        "{body}"
+    );
+    assert!(
+        body["response_format"].get("json_schema").is_none(),
+        "{body}"
+    );
+    assert!(body.get("messages").is_some(), "{body}");
+    let named = prompts(
+        dir.path(),
+        "named.jsonl",
+        &[line(
+            "Weather?",
+            &[WEATHER],
+            json!({"type": "function", "function": {"name": "get_weather"}}),
+        )],
+    );
+    let body = sent("tgi-chat", &named, "").await;
+    assert_eq!(
+        body["tools"][0]["function"]["name"], "get_weather",
+        "{body}"
+    );
+    let both = prompts(
+        dir.path(),
+        "both.jsonl",
+        &[format!(
+            r#"{{"prompt": "x", "tools": [{WEATHER}], "tool_choice": "auto", "response_format": {{"type": "json_object"}}}}"#
+        )],
+    );
+    let (ok, _, stderr) = check(&target("t", "tgi-chat", "http://127.0.0.1:9", &both, ""));
+    assert!(!ok && stderr.contains("mutually exclusive"), "{stderr}");
+    let (ok, _, stderr) = check(&target("t", "tgi", "http://127.0.0.1:9", &named, ""));
+    assert!(!ok && stderr.contains("tgi-chat"), "{stderr}");
+}

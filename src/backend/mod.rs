@@ -42,6 +42,7 @@ impl BackendKind {
             Self::OpenAi => Arc::new(openai::OpenAiCompletions),
             Self::OpenAiChat => Arc::new(openai_chat::OpenAiChat),
             Self::Tgi => Arc::new(tgi::Tgi),
+            Self::TgiChat => Arc::new(openai_chat::TgiChat),
             Self::TensorRtLlm => Arc::new(trtllm::TensorRtLlm),
             Self::DeepSpeedMii => Arc::new(mii::DeepSpeedMii),
             Self::OpenAiEmbeddings => Arc::new(embeddings::Embeddings),

@@ -2,6 +2,12 @@
 //! `POST /v1/chat/completions`, with the prompt as one user message. With images or videos
 //! the message's content is a list of parts, the text first and then `image_url` and
 //! `video_url` parts (data URLs or http URLs), as vLLM's benchmark sends them.
+//!
+//! `backend = "tgi-chat"`: the same route on Text Generation Inference, which reads
+//! `response_format` as its own grammar (`{"type": "json", "value": schema}`, its router's
+//! `GrammarType`) and refuses OpenAI's `{"type": "json_schema", "json_schema": …}` with a
+//! 422, and refuses `response_format` together with `tools`. Everything else is the chat
+//! format (TGI maps `temperature: 0` to greedy decoding on this route).
 
 use serde_json::{Map, Value, json};
 
@@ -11,7 +17,7 @@ use crate::endpoint::Target;
 use crate::media::MediaKind;
 use crate::media::body::{Slice, placeholder};
 use crate::prompt::{Greedy, Prompt};
-use crate::structure::Structure;
+use crate::structure::{Format, Structure};
 
 #[derive(Debug)]
 pub struct OpenAiChat;
@@ -63,5 +69,53 @@ impl Backend for OpenAiChat {
         structure: &Structure,
     ) -> Result<(), String> {
         openai_wire::structure(body, structure, true)
+    }
+}
+
+#[derive(Debug)]
+pub struct TgiChat;
+
+impl Backend for TgiChat {
+    fn request(&self, target: &Target, prompt: &Prompt) -> RequestSpec {
+        OpenAiChat.request(target, prompt)
+    }
+
+    fn stream_parser(&self) -> Box<dyn StreamParser> {
+        Box::new(OpenAiStreamParser)
+    }
+
+    fn reports_logprobs(&self) -> bool {
+        true
+    }
+
+    fn greedy(&self, body: &mut Map<String, Value>, greedy: &Greedy) {
+        openai_wire::greedy(body, greedy, true);
+    }
+
+    fn structure(
+        &self,
+        body: &mut Map<String, Value>,
+        structure: &Structure,
+    ) -> Result<(), String> {
+        let tools = !structure.tools.is_empty() || structure.tool_choice.is_some();
+        if tools && structure.response_format.is_some() {
+            return Err("TGI refuses `response_format` together with `tools` (\"Grammar and tools are mutually exclusive\"): ask for one of them per prompt".into());
+        }
+        let format = structure.response_format.as_ref().map(|f| match f {
+            Format::JsonObject => json!({ "type": "object" }),
+            Format::JsonSchema { schema, .. } => schema.json.clone(),
+        });
+        let without_format = Structure {
+            response_format: None,
+            ..structure.clone()
+        };
+        openai_wire::structure(body, &without_format, true)?;
+        if let Some(schema) = format {
+            body.insert(
+                "response_format".into(),
+                json!({ "type": "json", "value": schema }),
+            );
+        }
+        Ok(())
     }
 }

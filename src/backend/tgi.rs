@@ -59,7 +59,7 @@ impl Backend for Tgi {
         structure: &Structure,
     ) -> Result<(), String> {
         if !structure.tools.is_empty() || structure.tool_choice.is_some() {
-            return Err("TGI's /generate_stream takes no tools: point backend = \"openai-chat\" at its /v1/chat/completions".into());
+            return Err("TGI's /generate_stream takes no tools: use backend = \"tgi-chat\" (its /v1/chat/completions)".into());
         }
         let schema = match &structure.response_format {
             None => return Ok(()),

@@ -32,6 +32,7 @@ fn operation(backend: BackendKind) -> (&'static str, &'static str) {
         BackendKind::Anthropic => ("chat", "anthropic"),
         BackendKind::OpenAi => ("text_completion", "openai"),
         BackendKind::Tgi => ("text_completion", "huggingface"),
+        BackendKind::TgiChat => ("chat", "huggingface"),
         BackendKind::TensorRtLlm => ("text_completion", "nvidia.triton"),
         BackendKind::DeepSpeedMii => ("text_completion", "deepspeed"),
         BackendKind::OpenAiEmbeddings => ("embeddings", "openai"),

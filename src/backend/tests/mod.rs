@@ -89,7 +89,7 @@ fn aliases_and_endpoints() {
     for alias in ["vllm", "sglang", "lmdeploy", "llama.cpp", "scalellm"] {
         assert_eq!(BackendKind::from_name(alias), Some(BackendKind::OpenAi));
     }
-    for name in &BackendKind::NAMES[..9] {
+    for name in &BackendKind::NAMES[..10] {
         assert_eq!(BackendKind::from_name(name).unwrap().as_str(), *name);
     }
     let trt = target("tensorrt-llm", |t| t.model = Some("ens emble".into()));

@@ -475,3 +475,36 @@ async fn tgi_chat_is_sent_tgis_grammar() {
     let (ok, _, stderr) = check(&target("t", "tgi", "http://127.0.0.1:9", &named, ""));
     assert!(!ok && stderr.contains("tgi-chat"), "{stderr}");
 }
+
+/// Item 3's other edge: a server whose context cannot hold the structured budget refuses
+/// every check with a 400 (vLLM: "maximum context length"). That is the configuration, not
+/// a broken structure: unscored (a ticket when it lasts), never `rejected` (a page).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_over_the_context_is_unscored_not_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = prompts(dir.path(), "json.jsonl", &[json_line()]);
+    let refusal = Capture {
+        status_line: "HTTP/1.1 400 Bad Request".into(),
+        headers: vec!["content-type: application/json".into()],
+        body: br#"{"object":"error","message":"This model's maximum context length is 512 tokens. However, you requested 560 tokens (48 in the messages, 512 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}"#.to_vec(),
+    };
+    let addr = serve(refusal, Duration::ZERO).await;
+    let daemon = start_daemon(&target(
+        "ctx",
+        "openai-chat",
+        &format!("http://{addr}"),
+        &json,
+        "",
+    ))
+    .await;
+    let s = daemon
+        .wait_for(Duration::from_secs(20), |s| {
+            checks(s, "ctx", "unscored") >= 3.0
+        })
+        .await;
+    let page = daemon.get("/", None).await.text().await.unwrap();
+    daemon.stop().await;
+    assert_eq!(checks(&s, "ctx", "invalid_output"), 0.0);
+    assert_eq!(invalid(&s, "ctx", "rejected"), 0.0);
+    assert!(page.contains("structured_max_tokens"), "{page}");
+}

@@ -36,11 +36,13 @@ async fn structured_checks_judge_a_real_servers_answers() {
         url = "{}"
         model = "tiny"
         rate = 0.001
-        canary = {{ interval = "100ms", max_tokens = 32, prompts = "{}" }}
+        canary = {{ interval = "100ms", max_tokens = 32, structured_max_tokens = 32, prompts = "{}" }}
         "#,
         server.url,
         prompts.display()
     );
+    // `structured_max_tokens = 32`: the tool prompts run to the limit (text, never a call),
+    // and 512 tokens of that each would only make the run longer.
     let daemon = start_daemon(&toml).await;
     let count = |s: &common::Scrape, name: &str, labels: &[(&str, &str)]| {
         let mut all = vec![("target", "llama")];
@@ -64,6 +66,7 @@ async fn structured_checks_judge_a_real_servers_answers() {
         "schema",
         "no_tool_call",
         "wrong_tool",
+        "refused",
     ];
     for r in results {
         eprintln!("llama-server: {r} {}", count(&s, checks, &[("result", r)]));
@@ -92,6 +95,15 @@ async fn structured_checks_judge_a_real_servers_answers() {
         "rejected {rejected} of {structured}"
     );
     assert!(page.contains("HTTP 400"), "the refusal is quoted");
+    // Counted under the capability that broke: the JSON answer's.
+    assert_eq!(
+        count(
+            &s,
+            invalid,
+            &[("reason", "rejected"), ("capability", "json")]
+        ),
+        rejected
+    );
     // The tool prompts: text until max_tokens, never a call.
     let cut = count(&s, invalid, &[("reason", "truncated")])
         + count(&s, invalid, &[("reason", "no_tool_call")]);

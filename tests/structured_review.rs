@@ -55,6 +55,15 @@ async fn judged(cases: Vec<(&str, &str, Capture, String)>, enough: f64) -> (Scra
     (s, page)
 }
 
+/// `get_weather`, named in `tool_choice`.
+fn named_weather() -> String {
+    line(
+        "Weather?",
+        &[WEATHER],
+        json!({"type": "function", "function": {"name": "get_weather"}}),
+    )
+}
+
 fn line(prompt: &str, tools: &[&str], choice: Value) -> String {
     format!(
         r#"{{"prompt": "{prompt}", "tools": [{}], "tool_choice": {choice}}}"#,
@@ -189,15 +198,7 @@ fn check(toml: &str) -> (bool, String, String) {
 #[test]
 fn check_refuses_a_forced_call_with_thinking_and_warns_of_a_short_budget() {
     let dir = tempfile::tempdir().unwrap();
-    let named = prompts(
-        dir.path(),
-        "named.jsonl",
-        &[line(
-            "Weather?",
-            &[WEATHER],
-            json!({"type": "function", "function": {"name": "get_weather"}}),
-        )],
-    );
+    let named = prompts(dir.path(), "named.jsonl", &[named_weather()]);
     let thinking = r#"extra_body = { thinking = { type = "enabled", budget_tokens = 1024 } }"#;
     let (ok, _, stderr) = check(&target(
         "t",
@@ -265,15 +266,7 @@ async fn plain_json_calls_object_arguments_and_refusals_are_findings() {
             r#"{{"prompt": "Weather in Lyon?", "tools": [{WEATHER}], "tool_choice": "auto", "expect_json": {{"/city": "^Lyon$"}}}}"#
         )],
     );
-    let named = prompts(
-        dir.path(),
-        "named.jsonl",
-        &[line(
-            "Weather?",
-            &[WEATHER],
-            json!({"type": "function", "function": {"name": "get_weather"}}),
-        )],
-    );
+    let named = prompts(dir.path(), "named.jsonl", &[named_weather()]);
     let json = prompts(dir.path(), "json.jsonl", &[json_line()]);
     let plain = chat_stream(
         &[json!({"content": r#"{"name":"get_weather","parameters":{"city":"Paris"}}"#})],
@@ -449,15 +442,7 @@ async fn tgi_chat_is_sent_tgis_grammar() {
         "{body}"
     );
     assert!(body.get("messages").is_some(), "{body}");
-    let named = prompts(
-        dir.path(),
-        "named.jsonl",
-        &[line(
-            "Weather?",
-            &[WEATHER],
-            json!({"type": "function", "function": {"name": "get_weather"}}),
-        )],
-    );
+    let named = prompts(dir.path(), "named.jsonl", &[named_weather()]);
     let body = sent("tgi-chat", &named, "").await;
     assert_eq!(
         body["tools"][0]["function"]["name"], "get_weather",

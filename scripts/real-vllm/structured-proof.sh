@@ -5,9 +5,12 @@
 #
 #   bash scripts/real-vllm/structured-proof.sh [SECONDS]
 #
-# Two vLLM servers with the tiny Llama, both with `--enable-auto-tool-choice
+# Three vLLM servers with the tiny Llama, all with `--enable-auto-tool-choice
 # --tool-call-parser hermes`: `auto` (vLLM picks the structured-output backend per
-# request) and `xgrammar` (the backend set explicitly). inferprobe's canary sends each, every
+# request), `xgrammar` (the backend set explicitly) and `reasoning` (`--reasoning-parser
+# granite`: the one parser whose markers are plain text, so the tiny tokenizer, which has no
+# <think> tokens, can serve it). The context is 1024 tokens, room for the hermes tool prompt
+# and the structured prompts' own budget (`structured_max_tokens`, 512 by default). inferprobe's canary sends each, every
 # 2 s for SECONDS (default 120), a JSON-schema answer, a `json_object` answer, a named tool
 # and a `required` tool call, greedy, and the report prints the checks by result, the
 # invalid outputs by reason, and one quoted WARN line per reason.
@@ -15,10 +18,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_TO_RUN=${1:-120}
 source scripts/real-vllm/lib.sh
-AUTO_PORT=$(free_port); XG_PORT=$(free_port); PROBE_PORT=$(free_port)
-TOOLS=(--enable-auto-tool-choice --tool-call-parser hermes)
+AUTO_PORT=$(free_port); XG_PORT=$(free_port); RS_PORT=$(free_port); PROBE_PORT=$(free_port)
+TOOLS=(--enable-auto-tool-choice --tool-call-parser hermes --max-model-len 1024)
 start_vllm auto "$AUTO_PORT" "$MODEL" "${TOOLS[@]}"
 start_vllm xgrammar "$XG_PORT" "$MODEL" "${TOOLS[@]}" --structured-outputs-config '{"backend": "xgrammar"}'
+start_vllm reasoning "$RS_PORT" "$MODEL" "${TOOLS[@]}" --reasoning-parser granite
 
 WEATHER='{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}'
 TIME='{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]}}}'
@@ -46,6 +50,11 @@ $CANARY
 name = "xgrammar"
 url = "http://127.0.0.1:$XG_PORT"
 $CANARY
+
+[[targets]]
+name = "reasoning"
+url = "http://127.0.0.1:$RS_PORT"
+$CANARY
 TOML
 target/debug/inferprobe check --config "$WORK/inferprobe.toml"
 target/debug/inferprobe run --config "$WORK/inferprobe.toml" > "$WORK/inferprobe.log" 2>&1 &
@@ -54,8 +63,8 @@ sleep "$SECONDS_TO_RUN"
 curl -s "http://127.0.0.1:$PROBE_PORT/metrics" > "$WORK/metrics.txt"
 echo "== checks by result"
 grep -E '^inferprobe_canary_checks_total' "$WORK/metrics.txt" | grep -v ' 0$' | sed 's/{.*target="\([^"]*\)".*result="\([^"]*\)".*} / \1 \2 /'
-echo "== invalid outputs by reason"
-grep -E '^inferprobe_canary_invalid_outputs_total' "$WORK/metrics.txt" | grep -v ' 0$' | sed 's/{.*target="\([^"]*\)".*reason="\([^"]*\)".*} / \1 \2 /'
+echo "== invalid outputs by capability and reason"
+grep -E '^inferprobe_canary_invalid_outputs_total' "$WORK/metrics.txt" | grep -v ' 0$' | sed 's/{.*target="\([^"]*\)".*capability="\([^"]*\)".*reason="\([^"]*\)".*} / \1 \2 \3 /'
 echo "== one WARN line per target and reason"
 grep "agent could not use" "$WORK/inferprobe.log" | python3 -c '
 import sys, re

@@ -493,3 +493,41 @@ async fn a_budget_over_the_context_is_unscored_not_rejected() {
     assert_eq!(invalid(&s, "ctx", "rejected"), 0.0);
     assert!(page.contains("structured_max_tokens"), "{page}");
 }
+
+/// Item 3: a reasoning model that thinks past the budget is told from an answer that never
+/// closes: the `truncated` note counts the reasoning tokens apart from the answer's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_note_counts_reasoning_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = prompts(dir.path(), "json.jsonl", &[json_line()]);
+    let chunk = |delta: Value, finish: Value, usage: Value| {
+        sse(
+            &json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}], "usage": usage}),
+        )
+    };
+    let body = chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+        Value::Null,
+    ) + &chunk(
+        json!({"reasoning_content": "Let me think about France"}),
+        Value::Null,
+        Value::Null,
+    ) + &chunk(json!({"content": "{\"coun"}), Value::Null, Value::Null)
+        + &chunk(
+            json!({}),
+            Value::from("length"),
+            json!({"prompt_tokens": 9, "completion_tokens": 512, "completion_tokens_details": {"reasoning_tokens": 509}}),
+        )
+        + "data: [DONE]\n\n";
+    let (s, page) = judged(
+        vec![("thinker", "openai-chat", Capture::stream(&body), json)],
+        3.0,
+    )
+    .await;
+    assert!(invalid(&s, "thinker", "truncated") >= 3.0);
+    assert!(
+        page.contains("509 of its 512 tokens reasoning, 3 the answer"),
+        "{page}"
+    );
+}

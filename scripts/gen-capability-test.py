@@ -69,6 +69,24 @@ def annotations(target, pod):
 """
 
 
+PAGED = [("onecap", "r2"), ("wholepool", "r0"), ("wholepool", "r1")]
+
+
+def firing(eval_time):
+    """The replicas whose JSON capability pages at `eval_time`: r2 of onecap, all of wholepool."""
+    alerts = "".join(f"""          - exp_labels:
+              severity: page
+              target: {t}
+              pod: {p}
+              group: v1
+              capability: json
+""" + annotations(t, p) for t, p in PAGED)
+    return f"""      - eval_time: {eval_time}
+        alertname: InferprobeCapabilityBroken
+        exp_alerts:
+""" + alerts
+
+
 tail = """    alert_rule_test:
       # The second JSON check fails at minute 12; 12 minutes of `for`: not yet at 20.
       - eval_time: 20m
@@ -77,25 +95,7 @@ tail = """    alert_rule_test:
       - eval_time: 40m
         alertname: InferprobeInvalidOutputs
         exp_alerts: []
-      - eval_time: 40m
-        alertname: InferprobeCapabilityBroken
-        exp_alerts:
-""" + "".join(f"""          - exp_labels:
-              severity: page
-              target: {t}
-              pod: {p}
-              group: v1
-              capability: json
-""" + annotations(t, p) for t, p in [("onecap", "r2"), ("wholepool", "r0"), ("wholepool", "r1")]) + """      - eval_time: 59m
-        alertname: InferprobeCapabilityBroken
-        exp_alerts:
-""" + "".join(f"""          - exp_labels:
-              severity: page
-              target: {t}
-              pod: {p}
-              group: v1
-              capability: json
-""" + annotations(t, p) for t, p in [("onecap", "r2"), ("wholepool", "r0"), ("wholepool", "r1")])
+""" + firing("40m") + firing("59m")
 import sys
 out = sys.argv[1] if len(sys.argv) > 1 else "config/prometheus/tests/capability.test.yml"
 open(out, "w").write(header + "\n".join(lines) + "\n" + tail)

@@ -107,7 +107,17 @@ fn more_than_one_choice_is_refused() {
 
 #[test]
 fn labels_the_exporter_sets_are_reserved() {
-    for name in ["slo", "le", "category", "reason", "target", "request_id"] {
+    for name in [
+        "slo",
+        "le",
+        "category",
+        "reason",
+        "target",
+        "request_id",
+        "group",
+        "result",
+        "capability",
+    ] {
         let err = error(&format!(
             "url = \"http://h\"\nlabels = {{ {name} = \"x\" }}"
         ));

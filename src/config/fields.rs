@@ -28,12 +28,16 @@ const MAX_API_KEY_BYTES: u64 = 64 << 10;
 /// Label names inferprobe itself puts on a target's series (and `request_id` on their
 /// exemplars). A static label of the same name would give a series the name twice, and
 /// Prometheus rejects the whole scrape for it. A metrics test keeps this list complete.
-pub const RESERVED_LABELS: [&str; 9] = [
+pub const RESERVED_LABELS: [&str; 12] = [
     "target",
     "model",
     "backend",
     "category",
     "reason",
+    // The canary's: its reference group, a check's result, a structured check's capability.
+    "group",
+    "result",
+    "capability",
     "slo",
     "le",
     "quantile",

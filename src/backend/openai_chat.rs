@@ -81,15 +81,15 @@ impl Backend for TgiChat {
     }
 
     fn stream_parser(&self) -> Box<dyn StreamParser> {
-        Box::new(OpenAiStreamParser)
+        OpenAiChat.stream_parser()
     }
 
     fn reports_logprobs(&self) -> bool {
-        true
+        OpenAiChat.reports_logprobs()
     }
 
     fn greedy(&self, body: &mut Map<String, Value>, greedy: &Greedy) {
-        openai_wire::greedy(body, greedy, true);
+        OpenAiChat.greedy(body, greedy);
     }
 
     fn structure(

@@ -57,6 +57,11 @@ pub enum Command {
     Check {
         #[arg(long, short, env = "INFERPROBE_CONFIG")]
         config: PathBuf,
+        /// Check how each secret is given (API keys, mutual-TLS files, OTLP headers)
+        /// without reading it, where the secrets are absent (a laptop, CI). `run` always
+        /// reads them.
+        #[arg(long)]
+        no_secrets: bool,
     },
     /// Serve a simulated OpenAI-compatible streaming endpoint.
     Simulate {
@@ -84,6 +89,12 @@ pub enum CanaryCommand {
     Record(Box<RecordArgs>),
 }
 
+/// The exit code for a command line clap could not parse: 0 for `--help` and `--version`
+/// (which clap reports as errors), 64 for everything else (docs/operating.md, "Exit codes").
+pub fn parse_exit_code(e: &clap::Error) -> u8 {
+    if e.use_stderr() { EXIT_CONFIG as u8 } else { 0 }
+}
+
 /// Run a command; returns the process exit code.
 pub async fn execute(command: Command) -> u8 {
     let shutdown = Shutdown::new();
@@ -102,47 +113,17 @@ pub async fn execute(command: Command) -> u8 {
         return 1;
     }
     match command {
-        Command::Check { config } => match config::load(Some(&config), &Overrides::default()) {
-            Ok(loaded) => {
-                let blocks = match loaded.discovery.len() {
-                    0 => String::new(),
-                    n => format!(", {n} discovery block(s)"),
-                };
-                println!(
-                    "{}: ok, {} target(s){blocks}",
-                    config.display(),
-                    loaded.targets.len()
-                );
-                let examples = loaded
-                    .discovery
-                    .iter()
-                    .filter_map(|d| Some((Arc::new(d.example().ok()?), Some(d.source.kind()))));
-                let configured = loaded.targets.iter().map(|t| (Arc::clone(t), None));
-                for (target, source) in configured.chain(examples) {
-                    if let Some(canary) = &target.canary {
-                        println!(
-                            "  {}: {}",
-                            target.name,
-                            crate::canary::describe(canary, target.backend, source)
-                        );
-                        for warning in crate::canary::warnings(canary) {
-                            eprintln!("warning: {}: {warning}", target.name);
-                        }
-                    }
-                }
-                0
-            }
-            Err(e) => {
-                eprintln!("{}: {e}", config.display());
-                EXIT_CONFIG as u8
-            }
-        },
+        Command::Check { config, no_secrets } => crate::check::check(&config, no_secrets),
         Command::Run {
             config,
             listen,
             seed,
         } => {
-            let overrides = Overrides { listen, seed };
+            let overrides = Overrides {
+                listen,
+                seed,
+                skip_secrets: false,
+            };
             let path = config.clone();
             let loader: Loader = Arc::new(move || config::load(path.as_deref(), &overrides));
             let loaded = match loader() {

@@ -35,6 +35,7 @@
 pub mod backend;
 pub mod bench;
 pub mod canary;
+pub mod check;
 pub mod cli;
 pub mod client;
 pub mod config;

@@ -8,7 +8,14 @@ use inferprobe::cli::{Cli, execute};
 
 fn main() -> ExitCode {
     return_large_buffers_to_the_kernel();
-    let cli = Cli::parse();
+    // A bad flag is bad usage: 64 like a bad configuration (clap's own would be 2).
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(inferprobe::cli::parse_exit_code(&e));
+        }
+    };
     if let Err(e) = inferprobe::logging::init(cli.log_format, &cli.log_level) {
         eprintln!("error: {e}");
         return ExitCode::from(inferprobe::config::EXIT_CONFIG as u8);

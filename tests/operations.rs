@@ -161,7 +161,7 @@ async fn slo_thresholds_are_exact_buckets_and_define_goodput() {
     );
     let threshold = s.sum(
         "inferprobe_slo_threshold_seconds",
-        &[("target", "met"), ("slo", "ttft"), ("le", "0.123")],
+        &[("target", "met"), ("slo", "ttft"), ("bound", "0.123")],
     );
     assert_eq!(
         threshold, 0.123,

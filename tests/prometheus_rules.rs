@@ -48,7 +48,7 @@ fn promtool_accepts_the_rules() {
     if let Some((ok, text)) = promtool(&args) {
         assert!(ok, "{text}");
         assert!(
-            text.contains("SUCCESS: 18 rules found"),
+            text.contains("SUCCESS: 22 rules found"),
             "every alert is there:\n{text}"
         );
     }
@@ -80,6 +80,58 @@ fn every_alert_fires_and_stays_quiet_when_it_should() {
         });
         assert!(fires, "no test makes {name} fire");
     }
+}
+
+/// Every threshold `slo` accepts (serde's own list of `RawSlo`'s fields, from the error an
+/// unknown one gets) has its SLI at every window and a fast and a slow burn alert, and the
+/// groups are what scripts/gen-slo-rules.py writes (issue 33, item 3).
+#[test]
+fn every_slo_threshold_is_burned_against() {
+    let error =
+        serde_json::from_value::<inferprobe::config::RawSlo>(serde_json::json!({ "not a key": 0 }))
+            .unwrap_err()
+            .to_string();
+    let list = error.split_once("expected one of ").map_or("", |(_, l)| l);
+    let thresholds: Vec<&str> = list
+        .split(", ")
+        .map(|f| f.trim().trim_matches('`'))
+        .filter(|f| *f != "objective")
+        .collect();
+    assert_eq!(thresholds, ["ttft", "tpot", "itl", "e2el"], "{error}");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |f: &str| std::fs::read_to_string(root.join(f)).unwrap();
+    let (recording, alerting) = (
+        read("config/prometheus/recording-rules.yml"),
+        read("config/prometheus/alerting-rules.yml"),
+    );
+    for slo in thresholds {
+        for window in ["5m", "30m", "1h", "2h", "6h", "1d", "3d"] {
+            let rule = format!("record: inferprobe:sli_{slo}_slow:ratio_rate{window}\n");
+            assert!(recording.contains(&rule), "{rule}");
+        }
+        let name = slo.to_uppercase();
+        for speed in ["Fast", "Slow"] {
+            let alert = format!("- alert: Inferprobe{name}BudgetBurn{speed}\n");
+            let start = alerting.find(&alert).unwrap_or_else(|| panic!("{alert}"));
+            let body = &alerting[start..];
+            let body = &body[..body[1..].find("- alert:").map_or(body.len(), |e| e + 1)];
+            assert!(body.contains(&format!("slo: {slo}\n")), "{body}");
+            assert!(
+                body.contains(&format!("inferprobe:sli_{slo}_slow:")),
+                "{body}"
+            );
+        }
+    }
+    let out = Command::new("python3")
+        .args(["scripts/gen-slo-rules.py", "--check"])
+        .current_dir(root)
+        .output()
+        .expect("python3 scripts/gen-slo-rules.py");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn site_labels(labels: &str, out: &Path) {

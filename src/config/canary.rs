@@ -158,6 +158,16 @@ pub(super) fn canary(
                 "holds an empty label name",
             ));
         }
+        // The group is made of the replica's own labels; these never are one.
+        if crate::config::RESERVED_LABELS.contains(&name.as_str()) {
+            return Err(ConfigError::new(
+                at("group_by"),
+                format!(
+                    "`{name}` is a label inferprobe sets itself, never one of a replica's own, \
+                     so every replica would be in the group \"\""
+                ),
+            ));
+        }
     }
     let golden_for = recorded
         .as_ref()

@@ -25,24 +25,9 @@ const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// An API key is a line; a file far larger is not one.
 const MAX_API_KEY_BYTES: u64 = 64 << 10;
 
-/// Label names inferprobe itself puts on a target's series (and `request_id` on their
-/// exemplars). A static label of the same name would give a series the name twice, and
-/// Prometheus rejects the whole scrape for it. A metrics test keeps this list complete.
-pub const RESERVED_LABELS: [&str; 12] = [
-    "target",
-    "model",
-    "backend",
-    "category",
-    "reason",
-    // The canary's: its reference group, a check's result, a structured check's capability.
-    "group",
-    "result",
-    "capability",
-    "slo",
-    "le",
-    "quantile",
-    "request_id",
-];
+/// Label names inferprobe itself puts on a target's series: a static label of the same
+/// name would give a series the name twice, and Prometheus rejects the whole scrape for it.
+pub use crate::metrics::labels::RESERVED as RESERVED_LABELS;
 
 pub(super) fn endpoint_url(
     at: &dyn Fn(&str) -> String,
@@ -113,6 +98,7 @@ pub(super) fn api_key(
     at: &dyn Fn(&str) -> String,
     env: Option<&str>,
     file: Option<&str>,
+    skip_secrets: bool,
 ) -> Result<Option<Secret>, ConfigError> {
     let value = match (env, file) {
         (None, None) => return Ok(None),
@@ -122,6 +108,7 @@ pub(super) fn api_key(
                 "set either api_key_env or api_key_file, not both",
             ));
         }
+        _ if skip_secrets => return Ok(Some(Secret::new("not read".into()))),
         (Some(var), None) => std::env::var(var).map_err(|_| {
             ConfigError::new(
                 at("api_key_env"),

@@ -118,6 +118,8 @@ impl std::error::Error for ConfigError {}
 pub struct Overrides {
     pub listen: Option<String>,
     pub seed: Option<u64>,
+    /// `check --no-secrets` (see [`RawConfig::skip_secrets`]).
+    pub skip_secrets: bool,
 }
 
 /// Merge file, environment and flags, then validate.
@@ -165,7 +167,9 @@ pub fn load_raw(path: Option<&Path>, overrides: &Overrides) -> Result<RawConfig,
     if let Some(seed) = overrides.seed {
         figment = figment.merge(Serialized::default("seed", seed));
     }
-    figment.extract().map_err(from_figment)
+    let mut raw: RawConfig = figment.extract().map_err(from_figment)?;
+    raw.skip_secrets = overrides.skip_secrets;
+    Ok(raw)
 }
 
 fn from_figment(err: figment::Error) -> ConfigError {

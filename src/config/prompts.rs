@@ -29,6 +29,8 @@ pub(super) struct Loaded {
     datasets: HashMap<(String, String), Arc<Dataset>>,
     /// Held while an image is generated: one at a time in the whole configuration.
     images: Arc<std::sync::Mutex<()>>,
+    /// `check --no-secrets`: secrets are checked for form, not read.
+    pub(super) skip_secrets: bool,
 }
 
 type At<'a> = &'a dyn Fn(&str) -> String;

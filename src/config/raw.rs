@@ -10,6 +10,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
+    /// `check --no-secrets`: check how each secret is given (`api_key_env`,
+    /// `api_key_file`, mutual-TLS files, OTLP headers) without reading it, where the
+    /// secrets are absent (a laptop, CI). Never read from a file or the environment: the
+    /// daemon always reads its secrets and refuses to start without them.
+    #[serde(skip)]
+    pub skip_secrets: bool,
     pub listen: Option<String>,
     pub seed: Option<u64>,
     pub shutdown_grace: Option<RawDuration>,

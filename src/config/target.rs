@@ -81,9 +81,14 @@ pub(super) fn validate_target(
         }
     }
     let connection = connection(&at, &t)?;
-    let tls = tls(&at, &t)?;
+    let tls = tls(&at, &t, loaded.skip_secrets)?;
     let max_output_tokens_per_hour = budget(&at, &t)?;
-    let api_key = api_key(&at, t.api_key_env.as_deref(), t.api_key_file.as_deref())?;
+    let api_key = api_key(
+        &at,
+        t.api_key_env.as_deref(),
+        t.api_key_file.as_deref(),
+        loaded.skip_secrets,
+    )?;
     let (canary, canary_files) = match &t.canary {
         Some(raw) => {
             let extra_body = t.extra_body.clone().unwrap_or_default();

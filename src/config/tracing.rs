@@ -10,7 +10,10 @@ use crate::otlp::{ExportProtocol, TracingExport};
 
 const MAX_HEADERS_BYTES: u64 = 64 * 1024;
 
-pub(super) fn tracing(raw: &RawTracing) -> Result<Option<TracingExport>, ConfigError> {
+pub(super) fn tracing(
+    raw: &RawTracing,
+    skip_secrets: bool,
+) -> Result<Option<TracingExport>, ConfigError> {
     let at = |key: &str| format!("tracing.{key}");
     let Some(endpoint) = &raw.otlp_endpoint else {
         let set = [
@@ -59,7 +62,8 @@ pub(super) fn tracing(raw: &RawTracing) -> Result<Option<TracingExport>, ConfigE
         ));
     }
     let mut headers = Vec::new();
-    if let Some(path) = &raw.headers_file {
+    // The exporter's auth headers are secrets: `--no-secrets` reads neither.
+    if let Some(path) = raw.headers_file.as_ref().filter(|_| !skip_secrets) {
         let text = crate::files::read_text(std::path::Path::new(path), MAX_HEADERS_BYTES)
             .map_err(|e| ConfigError::new(at("headers_file"), e))?;
         for (i, line) in text
@@ -77,7 +81,7 @@ pub(super) fn tracing(raw: &RawTracing) -> Result<Option<TracingExport>, ConfigE
             headers.push(header(&at("headers_file"), name, value)?);
         }
     }
-    if let Some(var) = &raw.headers_env {
+    if let Some(var) = raw.headers_env.as_ref().filter(|_| !skip_secrets) {
         let value = std::env::var(var).map_err(|_| {
             ConfigError::new(
                 at("headers_env"),

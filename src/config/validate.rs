@@ -74,6 +74,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
     }
     let mut names = HashSet::new();
     let mut loaded = Loaded::default();
+    loaded.skip_secrets = raw.skip_secrets;
     let kubernetes = super::discovery::kubernetes(raw)?;
     let mut targets = Vec::with_capacity(raw.targets.len());
     let mut merged = Vec::with_capacity(raw.targets.len());
@@ -111,7 +112,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
             ));
         }
     }
-    let tracing = super::tracing::tracing(&raw.tracing)?;
+    let tracing = super::tracing::tracing(&raw.tracing, raw.skip_secrets)?;
     Ok(Config {
         tracing,
         listen,

@@ -6,10 +6,14 @@
 //!
 //! For people without Kubernetes, or with another discovery tool writing the file. A
 //! `model` label names the model (it is the `model` label already); other labels go on
-//! the series (names starting `__` are Prometheus's own and dropped). A file that is
-//! missing or does not parse keeps the last good set.
+//! the series (names starting `__` are Prometheus's own and dropped). A label inferprobe
+//! writes itself (`group`, `result`, …) or sets from the file (`address`) would give a
+//! series that name twice and lose the whole scrape: it goes on the series as
+//! `exported_<name>`, as Prometheus renames a scraped label that clashes, with one warning
+//! per name (`check` refuses it while the file is there to read). A file that is missing or
+//! does not parse keeps the last good set.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -21,7 +25,7 @@ use super::health::Health;
 use crate::config::{Found, RESERVED_LABELS};
 
 /// A file_sd file of a few thousand targets is far below this.
-const MAX_FILE_BYTES: u64 = 16 << 20;
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -40,14 +44,23 @@ pub async fn run(
     stop: CancellationToken,
 ) {
     let mut last: Option<Vec<u8>> = None;
+    let mut warned = BTreeSet::new();
     loop {
         match crate::files::read_file(&path, MAX_FILE_BYTES) {
             Ok(bytes) if last.as_ref() == Some(&bytes) => health.ok(),
             Ok(bytes) => match parse(&path, &bytes, scheme) {
-                Ok(found) => {
+                Ok(parsed) => {
+                    for label in parsed.renamed.difference(&warned) {
+                        tracing::warn!(
+                            file = %path.display(),
+                            label = %label,
+                            "a file_sd label has a name inferprobe sets itself; it goes on the series as exported_{label}"
+                        );
+                    }
+                    warned.extend(parsed.renamed);
                     health.ok();
                     last = Some(bytes);
-                    sets.send_replace(Some(found));
+                    sets.send_replace(Some(parsed.found));
                 }
                 Err(e) => health.failed(e),
             },
@@ -60,8 +73,19 @@ pub async fn run(
     }
 }
 
+/// A file_sd file read: its endpoints, and the label names it had that clash with one
+/// inferprobe sets (renamed `exported_<name>` on the endpoints).
+#[derive(Debug)]
+pub struct Parsed {
+    pub found: Vec<Found>,
+    pub renamed: BTreeSet<String>,
+}
+
+/// The labels a file_sd endpoint gets from inferprobe rather than from the file.
+const FILE_LABELS: [&str; 1] = ["address"];
+
 /// The endpoints of a file_sd file (JSON, or YAML when it does not start with `[`).
-pub fn parse(path: &Path, bytes: &[u8], scheme: &str) -> Result<Vec<Found>, String> {
+pub fn parse(path: &Path, bytes: &[u8], scheme: &str) -> Result<Parsed, String> {
     let name = path.display();
     let text = std::str::from_utf8(bytes).map_err(|_| format!("{name} is not UTF-8"))?;
     let groups: Vec<Group> = if text.trim_start().starts_with('[') {
@@ -70,9 +94,12 @@ pub fn parse(path: &Path, bytes: &[u8], scheme: &str) -> Result<Vec<Found>, Stri
         serde_saphyr::from_str(text).map_err(|e| format!("{name}: {e}"))?
     };
     let mut found = BTreeMap::new();
+    let mut renamed = BTreeSet::new();
+    let clashes = |name: &str| RESERVED_LABELS.contains(&name) || FILE_LABELS.contains(&name);
     for (i, group) in groups.into_iter().enumerate() {
         let mut labels = BTreeMap::new();
         let mut model = None;
+        let own: BTreeSet<String> = group.labels.keys().cloned().collect();
         for (label, value) in group.labels {
             if label.starts_with("__") {
                 continue;
@@ -81,10 +108,19 @@ pub fn parse(path: &Path, bytes: &[u8], scheme: &str) -> Result<Vec<Found>, Stri
                 model = Some(value);
                 continue;
             }
-            if RESERVED_LABELS.contains(&label.as_str()) || !valid_label_name(&label) {
+            if !valid_label_name(&label) {
                 return Err(format!(
-                    "{name}: group {i}: `{label}` cannot be a label (invalid, or one inferprobe sets itself)"
+                    "{name}: group {i}: `{label}` is not a valid Prometheus label name"
                 ));
+            }
+            if clashes(&label) {
+                let mut exported = format!("exported_{label}");
+                while own.contains(&exported) || labels.contains_key(&exported) {
+                    exported.insert_str(0, "exported_");
+                }
+                renamed.insert(label);
+                labels.insert(exported, value);
+                continue;
             }
             labels.insert(label, value);
         }
@@ -110,7 +146,10 @@ pub fn parse(path: &Path, bytes: &[u8], scheme: &str) -> Result<Vec<Found>, Stri
             );
         }
     }
-    Ok(found.into_values().collect())
+    Ok(Parsed {
+        found: found.into_values().collect(),
+        renamed,
+    })
 }
 
 fn valid_label_name(name: &str) -> bool {
@@ -129,8 +168,8 @@ mod tests {
     fn json_and_yaml_file_sd_read_the_same() {
         let json = br#"[{"targets": ["10.0.0.7:8000", "vllm-1:8001"], "labels": {"model": "llama", "zone": "a", "__meta_x": "y"}}]"#;
         let yaml = b"- targets: ['10.0.0.7:8000', 'vllm-1:8001']\n  labels:\n    model: llama\n    zone: a\n    __meta_x: y\n";
-        let a = parse(Path::new("sd.json"), json, "http").unwrap();
-        let b = parse(Path::new("sd.yaml"), yaml, "http").unwrap();
+        let a = parse(Path::new("sd.json"), json, "http").unwrap().found;
+        let b = parse(Path::new("sd.yaml"), yaml, "http").unwrap().found;
         assert_eq!(
             a.iter().map(|f| &f.url).collect::<Vec<_>>(),
             ["http://10.0.0.7:8000", "http://vllm-1:8001"]
@@ -153,8 +192,8 @@ mod tests {
                 "`no-port` is not host:port",
             ),
             (
-                b"[{\"targets\": [\"h:1\"], \"labels\": {\"slo\": \"x\"}}]",
-                "`slo` cannot be a label",
+                b"[{\"targets\": [\"h:1\"], \"labels\": {\"a-b\": \"x\"}}]",
+                "`a-b` is not a valid Prometheus label name",
             ),
             (b"[{\"targetz\": []}]", "sd.json"),
             (b"\xff", "not UTF-8"),
@@ -163,5 +202,32 @@ mod tests {
             let err = parse(Path::new("sd.json"), bytes, "http").unwrap_err();
             assert!(err.contains(want), "{err}");
         }
+    }
+
+    /// A label named like one inferprobe writes would duplicate it on every series and lose
+    /// the scrape: it is renamed as Prometheus renames a clashing scraped label.
+    #[test]
+    fn a_clashing_label_is_exported_not_duplicated() {
+        let json = br#"[{"targets": ["h:1"], "labels": {"group": "g", "address": "a", "exported_group": "x", "zone": "z"}}]"#;
+        let parsed = parse(Path::new("sd.json"), json, "http").unwrap();
+        let labels = &parsed.found[0].labels;
+        assert_eq!(
+            labels.iter().collect::<Vec<_>>(),
+            [
+                (&"address".to_owned(), &"h:1".to_owned()),
+                (&"exported_address".to_owned(), &"a".to_owned()),
+                (&"exported_exported_group".to_owned(), &"g".to_owned()),
+                (&"exported_group".to_owned(), &"x".to_owned()),
+                (&"zone".to_owned(), &"z".to_owned()),
+            ]
+        );
+        assert_eq!(
+            parsed
+                .renamed
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            ["address", "group"]
+        );
     }
 }

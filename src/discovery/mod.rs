@@ -14,7 +14,7 @@
 //! every `fleet_rate`.
 
 mod endpointslices;
-mod file;
+pub mod file;
 pub mod fleet;
 mod health;
 mod inferencepool;

@@ -7,7 +7,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use super::{LabeledFamily, TargetLabels};
+use super::{LabeledFamily, TargetLabels, labels};
 
 /// A target's labels and its canary `group` (the reference group it is judged in: its
 /// controller revision or `group_by` values; empty for a static target). A replica is in
@@ -225,12 +225,15 @@ impl CanaryFamilies {
         if let Some(old) = previous.filter(|old| old != group) {
             self.forget_group(labels, &old);
         }
-        let group = [("group", group.to_owned())];
+        let group = [(labels::GROUP, group.to_owned())];
         let grouped = || (labels.clone(), group.clone());
         let series = CanarySeries {
             checks: CheckResult::ALL.map(|r| {
                 self.checks.get_or_insert(
-                    (labels.clone(), (group.clone(), [("result", r.as_str())])),
+                    (
+                        labels.clone(),
+                        (group.clone(), [(labels::RESULT, r.as_str())]),
+                    ),
                     Counter::default,
                 )
             }),
@@ -258,7 +261,10 @@ impl CanaryFamilies {
     /// The vote counters of a block: answered and failed.
     pub(super) fn votes(&self, block: &str) -> (Counter, Counter) {
         let counter = |result: &str| {
-            let key = [("target", block.to_owned()), ("result", result.to_owned())];
+            let key = [
+                (labels::TARGET, block.to_owned()),
+                (labels::RESULT, result.to_owned()),
+            ];
             self.votes.get_or_insert(key, Counter::default)
         };
         (counter("answered"), counter("failed"))
@@ -273,15 +279,19 @@ impl CanaryFamilies {
     /// that moves it to another (a changed `group_by`, with the same target labels) must
     /// not leave the old group's series frozen.
     fn forget_group(&self, labels: &TargetLabels, old: &str) {
-        let group = [("group", old.to_owned())];
+        let group = [(labels::GROUP, old.to_owned())];
         let grouped = (labels.clone(), group.clone());
         for r in CheckResult::ALL {
-            self.checks
-                .remove(&(labels.clone(), (group.clone(), [("result", r.as_str())])));
+            self.checks.remove(&(
+                labels.clone(),
+                (group.clone(), [(labels::RESULT, r.as_str())]),
+            ));
         }
         for r in BASELINE_RESULTS {
-            self.baseline
-                .remove(&(labels.clone(), (group.clone(), [("result", r.as_str())])));
+            self.baseline.remove(&(
+                labels.clone(),
+                (group.clone(), [(labels::RESULT, r.as_str())]),
+            ));
         }
         self.invalid
             .retain(|(l, (g, _))| !(l == labels && *g == group));
@@ -314,8 +324,8 @@ impl CanarySeries {
         let key = (
             self.labels.clone(),
             (
-                [("group", self.group.clone())],
-                [("capability", capability.as_str())],
+                [(labels::GROUP, self.group.clone())],
+                [(labels::CAPABILITY, capability.as_str())],
             ),
         );
         self.structured.get_or_insert(key, Counter::default)
@@ -325,10 +335,10 @@ impl CanarySeries {
         let key = (
             self.labels.clone(),
             (
-                [("group", self.group.clone())],
+                [(labels::GROUP, self.group.clone())],
                 [
-                    ("capability", capability.as_str()),
-                    ("reason", reason.as_str()),
+                    (labels::CAPABILITY, capability.as_str()),
+                    (labels::REASON, reason.as_str()),
                 ],
             ),
         );
@@ -339,8 +349,8 @@ impl CanarySeries {
         let key = (
             self.labels.clone(),
             (
-                [("group", self.group.clone())],
-                [("result", result.as_str())],
+                [(labels::GROUP, self.group.clone())],
+                [(labels::RESULT, result.as_str())],
             ),
         );
         self.baseline.get_or_insert(key, Counter::default)

@@ -8,6 +8,7 @@
 mod canary;
 mod expose;
 mod family;
+pub mod labels;
 mod process;
 mod register;
 mod runtime;
@@ -133,9 +134,12 @@ impl Metrics {
 
     pub fn labels_of(target: &Target) -> TargetLabels {
         let mut pairs = vec![
-            ("target".to_owned(), target.name.clone()),
-            ("model".to_owned(), target.model.clone()),
-            ("backend".to_owned(), target.backend.as_str().to_owned()),
+            (labels::TARGET.to_owned(), target.name.clone()),
+            (labels::MODEL.to_owned(), target.model.clone()),
+            (
+                labels::BACKEND.to_owned(),
+                target.backend.as_str().to_owned(),
+            ),
         ];
         pairs.extend(target.labels.iter().cloned());
         TargetLabels::new(pairs)
@@ -173,7 +177,13 @@ impl Metrics {
             ];
             for (name, value) in thresholds {
                 if let Some(value) = value {
-                    let key = (l(), ([("slo", name)], [("le", Le(value.as_secs_f64()))]));
+                    let key = (
+                        l(),
+                        (
+                            [(labels::SLO, name)],
+                            [(labels::BOUND, Le(value.as_secs_f64()))],
+                        ),
+                    );
                     self.slo_threshold
                         .get_or_insert(key, F64Gauge::default)
                         .set(value.as_secs_f64());
@@ -185,11 +195,11 @@ impl Metrics {
             requests: self.requests.get_or_insert(l(), Counter::default),
             errors: ErrorCategory::ALL.map(|c| {
                 self.errors
-                    .get_or_insert((l(), [("category", c)]), Counter::default)
+                    .get_or_insert((l(), [(labels::CATEGORY, c)]), Counter::default)
             }),
             skipped: SkipReason::ALL.map(|r| {
                 self.skipped
-                    .get_or_insert((l(), [("reason", r)]), Counter::default)
+                    .get_or_insert((l(), [(labels::REASON, r)]), Counter::default)
             }),
             in_flight: self.in_flight.get_or_insert(l(), Gauge::default),
             ttft: self

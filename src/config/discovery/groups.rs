@@ -17,9 +17,6 @@ use super::Source;
 use crate::config::ConfigError;
 use crate::config::raw::RawTarget;
 
-/// The labels every discovered pod target has (see `discovery::kube::pod_endpoint`).
-const POD_TARGET_LABELS: [&str; 4] = ["namespace", "pod", "node", "pool"];
-
 /// Check `template`'s canary against `source`, and rewrite its `group_by` pod-label
 /// spellings to the target labels `pod_labels` stores them as.
 pub fn check(
@@ -52,7 +49,7 @@ pub fn check(
                 return Ok(());
             };
             let mut known: BTreeSet<String> =
-                POD_TARGET_LABELS.iter().map(|s| (*s).to_owned()).collect();
+                source.labels().iter().map(|s| (*s).to_owned()).collect();
             known.extend(labels);
             known.extend(pod_labels.iter().map(|(_, stored)| stored.clone()));
             for name in group_by.iter_mut() {

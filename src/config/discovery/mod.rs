@@ -105,6 +105,17 @@ impl Source {
         }
     }
 
+    /// The labels discovery sets on each target of this source (see `discovery::kube`,
+    /// `discovery::endpointslices`, `discovery::file`): a pod label copied under one of
+    /// these names would overwrite which replica a series is.
+    pub fn labels(&self) -> &'static [&'static str] {
+        match self {
+            Self::Pods { .. } | Self::EndpointSlices { .. } => &["namespace", "pod", "node"],
+            Self::InferencePool { .. } => &["namespace", "pod", "node", "pool"],
+            Self::File { .. } => &["address"],
+        }
+    }
+
     /// Whether it needs the Kubernetes API.
     pub fn is_kubernetes(&self) -> bool {
         !matches!(self, Self::File { .. })
@@ -376,6 +387,15 @@ fn block_of(
             &at("pod_labels"),
             &BTreeMap::from([(name.clone(), String::new())]),
         )?;
+        if source.labels().contains(&name.as_str()) {
+            return Err(ConfigError::new(
+                format!("{}.{label}", at("pod_labels")),
+                format!(
+                    "would be stored as `{name}`, a label discovery sets to say which replica \
+                     a series is; a pod label cannot replace it"
+                ),
+            ));
+        }
         pod_labels.push((label.clone(), name));
     }
     let max_targets = in_range(

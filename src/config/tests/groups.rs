@@ -68,9 +68,11 @@ fn group_by_a_label_the_replicas_do_not_have_is_refused() {
         "{text}"
     );
     // Labels the replicas do have pass: the pod's own, and the template's.
-    for ok in [r#", group_by = ["namespace"]"#, r#", group_by = ["pool"]"#] {
+    for ok in [r#", group_by = ["namespace"]"#, r#", group_by = ["node"]"#] {
         assert!(loaded(&block("pods", "", ok)).is_ok(), "{ok}");
     }
+    // `pool` is an InferencePool's replicas' label, not a Service's pods'.
+    assert!(loaded(&block("pods", "", r#", group_by = ["pool"]"#)).is_err());
     // file_sd labels are the file's: unknown until read, so not refused.
     assert!(loaded(&block("file", "", r#", group_by = ["version"]"#)).is_ok());
 }
@@ -89,4 +91,64 @@ fn check_says_what_the_group_is_for_the_source() {
     };
     assert!(describe("pods").contains("controller revision"));
     assert!(describe("file").contains("one group: file_sd names no version"));
+}
+
+/// Labels inferprobe or discovery sets cannot be copied from a pod nor grouped by: the
+/// first would give a series a name twice (or say the wrong replica), the second makes
+/// one group of everything (issue 33, item 1).
+#[test]
+fn labels_inferprobe_sets_are_refused_in_pod_labels_and_group_by() {
+    for (extra, canary, key, why) in [
+        (
+            r#"pod_labels = ["group"]"#,
+            "",
+            "pod_labels.group",
+            "inferprobe sets itself",
+        ),
+        (
+            r#"pod_labels = ["result"]"#,
+            "",
+            "pod_labels.result",
+            "inferprobe sets itself",
+        ),
+        (
+            r#"pod_labels = ["pod"]"#,
+            "",
+            "pod_labels.pod",
+            "which replica",
+        ),
+        (
+            r#"pod_labels = ["node"]"#,
+            "",
+            "pod_labels.node",
+            "which replica",
+        ),
+        (
+            "",
+            r#", group_by = ["model"]"#,
+            "canary.group_by",
+            "group \"\"",
+        ),
+        (
+            "",
+            r#", group_by = ["result"]"#,
+            "canary.group_by",
+            "group \"\"",
+        ),
+    ] {
+        let text = loaded(&block("pods", extra, canary))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains(key) && text.contains(why),
+            "{extra}{canary}: {text}"
+        );
+    }
+    let text = loaded(&block("file", "", r#", group_by = ["group"]"#))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("group_by") && text.contains("`group`"),
+        "{text}"
+    );
 }

@@ -136,6 +136,7 @@ fn environment_overrides_file_and_flags_override_environment() {
         let flags = Overrides {
             listen: Some("127.0.0.1:7000".into()),
             seed: Some(5),
+            ..Overrides::default()
         };
         let config = load(Some(&jail.directory().join("config.toml")), &flags).unwrap();
         assert_eq!(config.listen.to_string(), "127.0.0.1:7000");

@@ -1,0 +1,111 @@
+//! `inferprobe check`: validate a configuration as the daemon would load it, and say what
+//! it will do that an operator would otherwise learn from a page (or from none): which SLO
+//! each target's alerts burn against, what each canary compares, and whether a file_sd
+//! file already there holds a label that would be renamed. Exit 0 when valid, 64 naming
+//! the key when not (docs/operating.md, "Exit codes").
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::config::{self, Config, EXIT_CONFIG, Overrides, Source};
+use crate::endpoint::Target;
+
+pub fn check(path: &Path, skip_secrets: bool) -> u8 {
+    let overrides = Overrides {
+        skip_secrets,
+        ..Overrides::default()
+    };
+    let loaded = match config::load(Some(path), &overrides) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("{}: {e}", path.display());
+            return EXIT_CONFIG as u8;
+        }
+    };
+    if let Err(e) = file_sd(&loaded) {
+        eprintln!("{}: {e}", path.display());
+        return EXIT_CONFIG as u8;
+    }
+    let blocks = match loaded.discovery.len() {
+        0 => String::new(),
+        n => format!(", {n} discovery block(s)"),
+    };
+    println!(
+        "{}: ok, {} target(s){blocks}",
+        path.display(),
+        loaded.targets.len()
+    );
+    let examples = loaded
+        .discovery
+        .iter()
+        .filter_map(|d| Some((Arc::new(d.example().ok()?), Some(d.source.kind()))));
+    let configured = loaded.targets.iter().map(|t| (Arc::clone(t), None));
+    for (target, source) in configured.chain(examples) {
+        println!("  {}: {}", target.name, slo(&target));
+        if let Some(canary) = &target.canary {
+            println!(
+                "  {}: {}",
+                target.name,
+                crate::canary::describe(canary, target.backend, source)
+            );
+            for warning in crate::canary::warnings(canary) {
+                eprintln!("warning: {}: {warning}", target.name);
+            }
+        }
+    }
+    if skip_secrets {
+        println!(
+            "secrets were not read (--no-secrets): `inferprobe run` reads them and refuses to start without them"
+        );
+    }
+    0
+}
+
+/// What the shipped rules alert on for `target` (docs/alerts.md).
+fn slo(target: &Target) -> String {
+    let Some(slo) = &target.slo else {
+        return "no slo: no budget-burn alert (InferprobeTargetDown still pages on an outage)"
+            .into();
+    };
+    let mut burned = vec!["availability".to_owned()];
+    for (name, threshold) in [
+        ("ttft", slo.ttft),
+        ("tpot", slo.tpot),
+        ("itl", slo.itl),
+        ("e2el", slo.e2el),
+    ] {
+        if let Some(t) = threshold {
+            burned.push(format!("{name} ≤ {}", humantime::format_duration(t)));
+        }
+    }
+    format!(
+        "slo objective {}%: budget-burn alerts on {}",
+        slo.objective * 100.0,
+        burned.join(", ")
+    )
+}
+
+/// Each file_sd file already present, read as the daemon will read it: one that does not
+/// parse, or holds a label the daemon would rename (`exported_group`), names its key.
+fn file_sd(config: &Config) -> Result<(), String> {
+    for block in &config.discovery {
+        let Source::File { path, .. } = &block.source else {
+            continue;
+        };
+        let Ok(bytes) = crate::files::read_file(path, crate::discovery::file::MAX_FILE_BYTES)
+        else {
+            continue; // Not written yet: the daemon waits for it.
+        };
+        let at = format!("invalid file_sd file at `{}.path`", block.key);
+        let parsed = crate::discovery::file::parse(path, &bytes, "http")
+            .map_err(|e| format!("{at}: {e}"))?;
+        if let Some(label) = parsed.renamed.first() {
+            return Err(format!(
+                "{at}: {}: label `{label}` is one inferprobe sets itself; the daemon would \
+                 export it as `exported_{label}`: rename it in the file",
+                path.display()
+            ));
+        }
+    }
+    Ok(())
+}

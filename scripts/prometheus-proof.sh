@@ -134,7 +134,7 @@ name = "chat"
 backend = "openai-chat"
 url = "http://127.0.0.1:$sim_port"
 model = "sim-chat"
-slo = { ttft = "80ms", tpot = "10ms", objective = 0.95 }
+slo = { ttft = "80ms", tpot = "10ms", itl = "20ms", e2el = "2s", objective = 0.95 }
 canary = { interval = "1s", max_tokens = 8, structured = true }
 
 [[targets]]
@@ -159,7 +159,7 @@ refresh = "2s"
 backend = "openai-chat"
 model = "sim-replica"
 rate = 3
-slo = { ttft = "80ms", tpot = "10ms", objective = 0.95 }
+slo = { ttft = "80ms", tpot = "10ms", itl = "20ms", e2el = "2s", objective = 0.95 }
 # Every replica is checked for correct answers too (the simulators' toy model answers),
 # and for usable JSON answers and tool calls (the built-in structured prompts).
 canary = { interval = "1s", max_tokens = 16, structured = true }

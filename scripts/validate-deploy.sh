@@ -79,11 +79,15 @@ render() {
     kustomize build "$dir" >"$work/$name.yaml" 2>"$work/kustomize.err"; then
     echo "kustomize build ($name): $(grep -c '^kind:' "$work/$name.yaml") objects"
   else
-    if [ -s "$work/kustomize.err" ]; then
+    if grep -q 'unknown field "components"' "$work/kustomize.err" 2>/dev/null; then
+      # Debian's kubectl (1.20) embeds a kustomize older than Components (kustomize 3.7).
+      echo "this kubectl's kustomize predates Components: rendering $name in Python"
+    elif [ -s "$work/kustomize.err" ]; then
       cat "$work/kustomize.err" >&2
       fail "kustomize could not render $name"
+    else
+      echo "no kubectl or kustomize here: rendering $name (listed files, generated ConfigMap) in Python"
     fi
-    echo "no kubectl or kustomize here: rendering $name (listed files, generated ConfigMap) in Python"
     "$py" scripts/validate_deploy.py render "$K8S" $component >"$work/$name.yaml"
   fi
 }

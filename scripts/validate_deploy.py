@@ -223,8 +223,9 @@ def cmd_render(k8s, component=None):
             with open(src_path, encoding="utf-8") as f:
                 data[key or os.path.basename(src)] = f.read()
         meta = {"name": g["name"]}
-        if (g.get("options") or {}).get("labels"):
-            meta["labels"] = g["options"]["labels"]
+        labels = (g.get("options") or {}).get("labels") or (k.get("generatorOptions") or {}).get("labels")
+        if labels:
+            meta["labels"] = labels
         objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
     for o in objects:
         if ns and o.get("kind") not in CLUSTER_SCOPED:

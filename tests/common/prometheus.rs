@@ -40,6 +40,16 @@ impl Prometheus {
     /// Prometheus scraping `daemon` every second; `None` (the test skips) where the binary
     /// is missing on a developer's machine, a panic where CI requires it.
     pub async fn start(daemon: SocketAddr) -> Option<Self> {
+        Self::start_with(&format!(
+            "  - job_name: inferprobe\n    honor_labels: true\n\
+             \x20   static_configs:\n      - targets: ['{daemon}']\n"
+        ))
+        .await
+    }
+
+    /// Prometheus with these `scrape_configs` entries (YAML list items, indented two
+    /// spaces), evaluating every second.
+    pub async fn start_with(scrape_configs: &str) -> Option<Self> {
         let bin = binary();
         if !bin.exists() {
             assert!(
@@ -56,8 +66,7 @@ impl Prometheus {
             &config,
             format!(
                 "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-                 scrape_configs:\n  - job_name: inferprobe\n    honor_labels: true\n\
-                 \x20   static_configs:\n      - targets: ['{daemon}']\n"
+                 scrape_configs:\n{scrape_configs}"
             ),
         )
         .unwrap();

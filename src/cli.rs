@@ -156,7 +156,13 @@ pub async fn execute(command: Command) -> u8 {
                     return 1;
                 }
             };
-            tracing::info!(%listen, "simulator serving /v1/completions and /v1/chat/completions");
+            let endpoints: Vec<String> = sim::ENDPOINTS
+                .iter()
+                .map(|(method, path)| format!("{method} {path}"))
+                .collect();
+            // The bound address: `--listen 127.0.0.1:0` picks a port the line must name.
+            let listen = listener.local_addr().unwrap_or(listen);
+            tracing::info!(%listen, endpoints = %endpoints.join(", "), "simulator serving");
             let stop = CancellationToken::new();
             let graceful = shutdown.graceful().clone();
             let stopper = stop.clone();

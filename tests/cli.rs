@@ -143,10 +143,173 @@ fn run_refuses_a_bad_config_with_64() {
     );
 }
 
+/// One rule for the exit code, flags included (docs/operating.md, "Exit codes"; issue 33,
+/// item 7): clap's own 2 for a bad flag is mapped to 64, help and version are 0.
 #[test]
 fn bad_flags_are_usage_errors() {
-    let out = inferprobe(&["run", "--log-level", "[[["]);
+    let cases: [(&[&str], i32); 9] = [
+        (&["run", "--log-level", "[[["], 64),
+        (&["simulate", "--fault", "reset=2"], 64),
+        (&["run", "--bogus"], 64),
+        (&["check"], 64),
+        (&["frobnicate"], 64),
+        (&[], 64),
+        (&["--help"], 0),
+        (&["check", "--help"], 0),
+        (&["--version"], 0),
+    ];
+    for (args, code) in cases {
+        let out = inferprobe(args);
+        assert_eq!(out.status.code(), Some(code), "inferprobe {args:?}");
+    }
+}
+
+/// Every `inferprobe check` command the repository documents (a config file's header, a
+/// shell block of README.md or docs/) exits 0 as written, with no secret in the
+/// environment: a laptop, CI (issue 33, item 6).
+#[test]
+fn every_documented_check_command_runs_as_written_without_secrets() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<std::path::PathBuf> = ["config", "config/kubernetes", "examples", "docs"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(root.join(dir)).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml" || e == "md"))
+        .collect();
+    files.push(root.join("README.md"));
+    let mut commands = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let toml = file.extension().is_some_and(|e| e == "toml");
+        let mut in_sh = false;
+        for line in text.lines() {
+            if line.starts_with("```") {
+                in_sh = line == "```sh" && !in_sh;
+                continue;
+            }
+            let line = if toml {
+                line.trim_start_matches('#').trim()
+            } else if in_sh {
+                line.trim()
+            } else {
+                continue;
+            };
+            let line = line.split(" # ").next().unwrap_or("").trim();
+            let Some(at) = line.find("inferprobe check ") else {
+                continue;
+            };
+            // The tail after a `:` in prose ("Validate with: inferprobe check …").
+            let prefix = line[..at].rsplit(": ").next().unwrap_or("");
+            commands.push((file.clone(), format!("{prefix}{}", &line[at..])));
+        }
+    }
+    assert!(commands.len() >= 8, "{commands:#?}");
+    for (file, command) in &commands {
+        let mut words = command.split_whitespace();
+        let mut run = Command::new(env!("CARGO_BIN_EXE_inferprobe"));
+        run.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .current_dir(root);
+        for word in words.by_ref() {
+            match word.split_once('=') {
+                Some((var, value)) if var.chars().all(|c| c.is_ascii_uppercase() || c == '_') => {
+                    run.env(var, value);
+                }
+                _ => break, // `inferprobe`
+            }
+        }
+        let out = run.args(words).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}: `{command}` exits {:?}: {}",
+            file.display(),
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// `--no-secrets` reads no secret but checks how each is given, and only `check` has it:
+/// the daemon refuses to start without its secrets.
+#[test]
+fn no_secrets_checks_their_form_and_run_has_no_such_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = "[[targets]]\nname = \"t\"\nurl = \"http://127.0.0.1:1\"\nmodel = \"m\"\n";
+    let absent = write(
+        dir.path(),
+        "absent.toml",
+        &format!(
+            "{target}api_key_file = \"/nonexistent/key\"\n[tracing]\notlp_endpoint = \"http://127.0.0.1:4318/v1/traces\"\nheaders_env = \"NOT_SET_ANYWHERE\"\n"
+        ),
+    );
+    let out = inferprobe(&["check", "--no-secrets", "--config", &absent]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("secrets were not read"), "{stdout}");
+    let out = inferprobe(&["check", "--config", &absent]);
     assert_eq!(out.status.code(), Some(64));
-    let out = inferprobe(&["simulate", "--fault", "reset=2"]);
-    assert_eq!(out.status.code(), Some(2), "clap's usage error");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("targets[0].api_key_file"));
+    // Both ways of giving one key is still wrong without reading either.
+    let both = write(
+        dir.path(),
+        "both.toml",
+        &format!("{target}api_key_file = \"/k\"\napi_key_env = \"K\"\n"),
+    );
+    let out = inferprobe(&["check", "--no-secrets", "--config", &both]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not both"));
+    let out = inferprobe(&["run", "--no-secrets", "--config", &absent]);
+    assert_eq!(out.status.code(), Some(64), "run has no --no-secrets");
+}
+
+/// `check` refuses a file_sd file it can read whose labels the daemon would rename, and
+/// says what each target's alerts burn against.
+#[test]
+fn check_reads_a_file_sd_file_and_says_each_targets_slo() {
+    let dir = tempfile::tempdir().unwrap();
+    let sd = write(
+        dir.path(),
+        "sd.json",
+        r#"[{"targets": ["127.0.0.1:8000"], "labels": {"group": "blue"}}]"#,
+    );
+    let config = write(
+        dir.path(),
+        "c.toml",
+        &format!(
+            "[[targets]]\nname = \"with\"\nurl = \"http://127.0.0.1:1\"\nmodel = \"m\"\nslo = {{ itl = \"100ms\" }}\n[[targets]]\nname = \"without\"\nurl = \"http://127.0.0.1:1\"\nmodel = \"m\"\n[[discovery]]\nname = \"pool\"\nsource = \"file\"\npath = \"{sd}\"\n[discovery.template]\nmodel = \"m\"\n"
+        ),
+    );
+    let out = inferprobe(&["check", "--config", &config]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains("discovery[0].path")
+            && stderr.contains("`group`")
+            && stderr.contains("exported_group"),
+        "{stderr}"
+    );
+    std::fs::write(
+        &sd,
+        r#"[{"targets": ["127.0.0.1:8000"], "labels": {"zone": "a"}}]"#,
+    )
+    .unwrap();
+    let out = inferprobe(&["check", "--config", &config]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("with: slo objective 99%: budget-burn alerts on availability, itl ≤ 100ms"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("without: no slo: no budget-burn alert"),
+        "{stdout}"
+    );
 }

@@ -233,3 +233,58 @@ fn strip_nulls(value: &mut Value) {
         _ => {}
     }
 }
+
+/// Fill `shown` (a target of `/config`) with the values `target` runs with where the file
+/// left them to the built-in defaults: the timeouts, limits, rate and the rest a user
+/// would otherwise have to look up (tests/docs_truths.rs holds them to
+/// docs/configuration.md's defaults). Values written in the file are already there.
+pub(super) fn fill_defaults(shown: &mut Value, target: &crate::endpoint::Target) {
+    let Value::Object(map) = shown else { return };
+    let duration = |d: std::time::Duration| Value::from(humantime::format_duration(d).to_string());
+    let effective = [
+        ("backend", Value::from(target.backend.as_str())),
+        ("rate", Value::from(target.rate)),
+        ("burstiness", Value::from(target.burstiness)),
+        ("max_concurrency", Value::from(target.max_concurrency)),
+        ("output_tokens", Value::from(target.prompts.output_tokens)),
+        ("range_ratio", Value::from(target.prompts.range_ratio)),
+        ("ignore_eos", Value::from(target.ignore_eos)),
+        ("include_usage", Value::from(target.include_usage)),
+        (
+            "continuous_usage_stats",
+            Value::from(target.continuous_usage_stats),
+        ),
+        (
+            "request_id_prefix",
+            Value::from(target.request_id_prefix.as_str()),
+        ),
+        ("connect_timeout", duration(target.timeouts.connect)),
+        ("ttft_timeout", duration(target.timeouts.ttft)),
+        ("stall_timeout", duration(target.timeouts.stall)),
+        ("request_timeout", duration(target.timeouts.request)),
+        (
+            "max_event_bytes",
+            Value::from(target.limits.max_event_bytes),
+        ),
+        (
+            "max_response_bytes",
+            Value::from(target.limits.max_response_bytes),
+        ),
+        ("max_events", Value::from(target.limits.max_events)),
+        ("trace_context", Value::from(target.trace_context)),
+        (
+            "connection",
+            Value::from(match target.connection {
+                crate::endpoint::ConnectionMode::Reuse => "reuse",
+                crate::endpoint::ConnectionMode::Fresh => "fresh",
+            }),
+        ),
+    ];
+    for (key, value) in effective {
+        // A fleet_rate target's rate is its share of the fleet, set when the fleet is known.
+        if key == "rate" && target.fleet_rate.is_some() {
+            continue;
+        }
+        map.entry(key).or_insert(value);
+    }
+}

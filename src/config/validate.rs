@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::discovery::TargetFactory;
 use super::fields::{check_labels, duration, in_range};
-use super::operations::{env_labels, redacted};
+use super::operations::{env_labels, fill_defaults, redacted};
 use super::prompts::Loaded;
 use super::target::validate_target;
 use super::{Config, ConfigError, RawConfig, RawTarget};
@@ -113,6 +113,21 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
         }
     }
     let tracing = super::tracing::tracing(&raw.tracing, raw.skip_secrets)?;
+    let mut shown = redacted(raw, &merged);
+    for (i, target) in targets.iter().enumerate() {
+        if let Some(t) = shown.get_mut("targets").and_then(|t| t.get_mut(i)) {
+            fill_defaults(t, target);
+        }
+    }
+    for (i, block) in discovery.iter().enumerate() {
+        let template = shown
+            .get_mut("discovery")
+            .and_then(|d| d.get_mut(i))
+            .and_then(|b| b.get_mut("template"));
+        if let (Some(t), Ok(example)) = (template, block.example()) {
+            fill_defaults(t, &example);
+        }
+    }
     Ok(Config {
         tracing,
         listen,
@@ -120,7 +135,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
         shutdown_grace,
         watch,
         status_page_probes,
-        redacted: redacted(raw, &merged),
+        redacted: shown,
         files: merged.iter().flat_map(read_files).collect(),
         targets,
         kubernetes,

@@ -37,9 +37,13 @@ pub struct SimConfig {
     /// Do not send the role-only first chat chunk.
     #[arg(long = "no-role-chunk", action = clap::ArgAction::SetFalse)]
     pub role_chunk: bool,
-    /// Inject a fault with a probability, e.g. `--fault reset=0.05` (repeatable). Faults:
-    /// http_429 http_500 http_401 error_event reset stall ttft_stall malformed_json no_done empty.
-    #[arg(long = "fault", value_name = "NAME=P", value_parser = faults::parse_fault_spec)]
+    // The help lists every fault there is, from `Fault::ALL` (a doc comment listed 10 of 17).
+    #[arg(
+        long = "fault",
+        value_name = "NAME=P",
+        value_parser = faults::parse_fault_spec,
+        help = faults::help()
+    )]
     pub faults: Vec<(Fault, f64)>,
     /// How long `stall` and `ttft_stall` pause.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]

@@ -120,6 +120,15 @@ impl FromStr for Fault {
     }
 }
 
+/// `--fault`'s help: every fault's name.
+pub fn help() -> String {
+    let names: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
+    format!(
+        "Inject a fault with a probability, e.g. `--fault reset=0.05` (repeatable). Faults: {}",
+        names.join(" ")
+    )
+}
+
 /// `name=probability`, as given to `--fault`.
 pub fn parse_fault_spec(spec: &str) -> Result<(Fault, f64), String> {
     let (name, p) = spec

@@ -44,6 +44,7 @@ use timeline::{Timeline, wall_ns};
 pub use config::{Prefill, SimConfig};
 pub use faults::{FAULT_HEADER, Fault};
 pub use plan::{Action, Step, stream_plan, stream_steps};
+pub use request::ENDPOINTS;
 pub use request::{Dialect, SimRequest};
 
 type Body = UnsyncBoxBody<Bytes, std::io::Error>;

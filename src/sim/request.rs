@@ -24,6 +24,21 @@ pub enum Dialect {
     Embeddings,
 }
 
+/// Every endpoint the simulator serves (method, path), for its start-up line and
+/// docs/simulator.md; a test routes each POST one, so the list cannot drift from [`Dialect::route`].
+pub const ENDPOINTS: [(&str, &str); 10] = [
+    ("POST", "/v1/completions"),
+    ("POST", "/v1/chat/completions"),
+    ("POST", "/v1/messages"),
+    ("POST", "/v1/responses"),
+    ("POST", "/v1/embeddings"),
+    ("POST", "/v1/audio/transcriptions"),
+    ("POST", "/generate_stream"),
+    ("POST", "/v2/models/<model>/generate_stream"),
+    ("GET", "/v1/models"),
+    ("GET", "/health"),
+];
+
 impl Dialect {
     /// The dialect served at `path`, if any.
     pub fn route(method: &Method, path: &str) -> Option<Self> {

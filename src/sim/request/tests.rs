@@ -108,3 +108,13 @@ fn parses_a_multipart_transcription_request() {
     assert!(req.stream && req.include_usage && !req.continuous_usage);
     assert!(parse(Dialect::Audio, "multipart/form-data", &body).is_err());
 }
+
+#[test]
+fn every_listed_endpoint_is_served() {
+    for (method, path) in super::ENDPOINTS {
+        if method == "POST" {
+            let path = path.replace("<model>", "m");
+            assert!(Dialect::route(&Method::POST, &path).is_some(), "{path}");
+        }
+    }
+}

@@ -107,22 +107,20 @@ fn more_than_one_choice_is_refused() {
 
 #[test]
 fn labels_the_exporter_sets_are_reserved() {
-    for name in [
-        "slo",
-        "le",
-        "category",
-        "reason",
-        "target",
-        "request_id",
-        "group",
-        "result",
-        "capability",
-    ] {
+    for name in inferprobe::metrics::labels::RESERVED {
         let err = error(&format!(
             "url = \"http://h\"\nlabels = {{ {name} = \"x\" }}"
         ));
         assert_eq!(err.key, format!("targets[0].labels.{name}"));
         assert!(err.reason.contains("sets itself"), "{err}");
+    }
+    // Exemplar labels are a set of their own: a series label of the same name clashes
+    // with nothing.
+    for name in ["request_id", "trace_id"] {
+        let ok = load_str(&target(&format!(
+            "url = \"http://h\"\nlabels = {{ {name} = \"x\" }}"
+        )));
+        assert!(ok.is_ok(), "{name}");
     }
     let global = format!("[labels]\nslo = \"gold\"\n{}", target("url = \"http://h\""));
     let err = load_str(&global).unwrap_err();

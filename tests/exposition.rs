@@ -2,7 +2,6 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{start_daemon, start_sim};
@@ -96,38 +95,9 @@ async fn promtool_check_metrics_reports_nothing() {
         "label values are escaped"
     );
 
-    let promtool = std::env::var("PROMTOOL").unwrap_or_else(|_| "promtool".into());
-    let child = Command::new(&promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(child) => child,
-        Err(e) if std::env::var_os("INFERPROBE_REQUIRE_PROMTOOL").is_none() => {
-            eprintln!("SKIPPED: {promtool} not runnable ({e}); .ci/run installs it");
-            return;
-        }
-        Err(e) => panic!("{promtool}: {e}"),
-    };
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && report.trim().is_empty(),
-        "promtool: {report}"
-    );
+    if let Some(report) = common::prometheus::promtool_check_metrics(&text) {
+        assert!(report.trim().is_empty(), "promtool: {report}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::canary::sim;
@@ -48,39 +47,6 @@ fn names(line: &str) -> (Vec<String>, Vec<String>) {
         parts.next().unwrap_or_default(),
         parts.next().unwrap_or_default(),
     )
-}
-
-fn promtool_check_metrics(text: &str) -> Option<String> {
-    let promtool = std::env::var("PROMTOOL").unwrap_or_else(|_| "promtool".into());
-    let child = Command::new(&promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(child) => child,
-        Err(e) if std::env::var_os("INFERPROBE_REQUIRE_PROMTOOL").is_none() => {
-            eprintln!("SKIPPED: {promtool} not runnable ({e}); .ci/run installs it");
-            return None;
-        }
-        Err(e) => panic!("{promtool}: {e}"),
-    };
-    use std::io::Write;
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(text.as_bytes()).unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(if out.status.success() {
-        report
-    } else {
-        format!("failed: {report}")
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -250,7 +216,7 @@ async fn every_family_at_once_passes_the_strict_parsers() {
     let reserved: BTreeSet<String> = RESERVED.iter().map(|s| (*s).to_owned()).collect();
     assert_eq!(written, reserved, "labels written beside a target's own");
 
-    if let Some(report) = promtool_check_metrics(&scrape.text) {
+    if let Some(report) = common::prometheus::promtool_check_metrics(&scrape.text) {
         assert!(report.trim().is_empty(), "promtool check metrics: {report}");
     }
     // A real Prometheus scrapes it as the shipped PodMonitor does (OpenMetrics first):

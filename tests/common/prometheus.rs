@@ -150,3 +150,39 @@ impl Prometheus {
         }
     }
 }
+
+/// `promtool check metrics` on an exposition: its report (empty when clean), prefixed
+/// "failed: " when it exits non-zero; `None` (the test skips) where promtool is missing on
+/// a developer's machine, a panic where CI requires it.
+pub fn promtool_check_metrics(text: &str) -> Option<String> {
+    use std::io::Write;
+    let promtool = std::env::var("PROMTOOL").unwrap_or_else(|_| "promtool".into());
+    let child = Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) if std::env::var_os("INFERPROBE_REQUIRE_PROMTOOL").is_none() => {
+            eprintln!("SKIPPED: {promtool} not runnable ({e}); .ci/run installs it");
+            return None;
+        }
+        Err(e) => panic!("{promtool}: {e}"),
+    };
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(text.as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(if out.status.success() {
+        report
+    } else {
+        format!("failed: {report}")
+    })
+}

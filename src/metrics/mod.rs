@@ -9,6 +9,7 @@ mod canary;
 mod expose;
 mod family;
 pub mod labels;
+pub mod native;
 mod process;
 mod register;
 mod runtime;

@@ -84,7 +84,7 @@ impl NativeBuckets {
     /// Count `value`. Latencies are never negative; a negative or NaN value (which the
     /// probe never records) lands in the zero bucket rather than being lost from the count.
     pub fn observe(&mut self, value: f64) {
-        if !(value > self.zero_threshold) {
+        if value.is_nan() || value <= self.zero_threshold {
             self.zero_count += 1;
             return;
         }

@@ -51,7 +51,7 @@ pub struct State {
     reloads: Option<mpsc::Sender<ReloadRequest>>,
     ready: AtomicBool,
     /// The latest encoding per format and when it began (see [`exposition`]).
-    expositions: Mutex<[Option<(Instant, Bytes)>; 2]>,
+    expositions: Mutex<[Option<(Instant, Bytes)>; 3]>,
 }
 
 impl State {
@@ -292,6 +292,7 @@ async fn exposition(state: &State, format: Format) -> Result<Bytes, std::fmt::Er
     let slot = match format {
         Format::OpenMetrics => 0,
         Format::Text => 1,
+        Format::Protobuf => 2,
     };
     let cached = || state.expositions.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((began, body)) = &cached()[slot] {

@@ -338,7 +338,8 @@ pub async fn run(args: &BenchArgs, plan: Plan, shutdown: &Shutdown) -> anyhow::R
     let configured_rate = plan.traffic.rate.is_finite().then_some(plan.traffic.rate);
     let text = summary.render(args.max_concurrency, configured_rate);
     let json = result::json(args, &plan, &summary, &results);
-    let metrics = metrics.encode(&registry, Format::Text)?;
+    let metrics =
+        String::from_utf8(metrics.encode(&registry, Format::Text)?).map_err(|_| std::fmt::Error)?;
     Ok(BenchReport {
         summary,
         text,

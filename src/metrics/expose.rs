@@ -7,10 +7,17 @@
 
 use prometheus_client::registry::Registry;
 
+use super::TargetLabels;
+use super::native::NativeBuckets;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     OpenMetrics,
     Text,
+    /// The Prometheus protobuf format, length-delimited `MetricFamily` messages: the only
+    /// one that carries native histograms. Prometheus asks for it first when native
+    /// histograms are on (2.x `--enable-feature=native-histograms`, 3.x `scrape_protocols`).
+    Protobuf,
 }
 
 impl Format {
@@ -18,6 +25,7 @@ impl Format {
     /// can parse it; anything that does not mention it gets the classic format.
     pub fn negotiate(accept: Option<&str>) -> Self {
         match accept {
+            Some(accept) if accept.starts_with(PROTOBUF) => Self::Protobuf,
             Some(accept) if accept.contains("application/openmetrics-text") => Self::OpenMetrics,
             _ => Self::Text,
         }
@@ -27,17 +35,75 @@ impl Format {
         match self {
             Self::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
             Self::Text => "text/plain; version=0.0.4; charset=utf-8",
+            Self::Protobuf => {
+                "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"
+            }
         }
     }
 }
 
-pub fn encode(registry: &Registry, format: Format) -> Result<String, std::fmt::Error> {
+/// What an `Accept` header starts with when the scraper prefers protobuf.
+const PROTOBUF: &str = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily";
+
+/// The native buckets of a latency family's series, by family name and labels.
+pub type NativeOf<'a> = &'a dyn Fn(&str, &TargetLabels) -> Option<NativeBuckets>;
+
+pub fn encode(
+    registry: &Registry,
+    format: Format,
+    native: NativeOf<'_>,
+) -> Result<Vec<u8>, std::fmt::Error> {
+    if format == Format::Protobuf {
+        return encode_protobuf(registry, native);
+    }
     let mut open_metrics = String::with_capacity(16 * 1024);
     prometheus_client::encoding::text::encode(&mut open_metrics, registry)?;
     Ok(match format {
-        Format::OpenMetrics => open_metrics,
         Format::Text => to_text_format(&open_metrics),
-    })
+        _ => open_metrics,
+    }
+    .into_bytes())
+}
+
+/// prometheus-client's protobuf encoding, with each latency series' native buckets added
+/// to its classic ones (and their exemplars) in the same histogram message.
+fn encode_protobuf(registry: &Registry, native: NativeOf<'_>) -> Result<Vec<u8>, std::fmt::Error> {
+    use prometheus_client::encoding::prometheus_protobuf::{encode, prometheus_data_model};
+    use prost::Message;
+    let mut families = encode(registry)?;
+    for family in &mut families {
+        for metric in &mut family.metric {
+            let Some(histogram) = metric.histogram.as_mut() else {
+                continue;
+            };
+            let labels = TargetLabels::new(
+                metric
+                    .label
+                    .iter()
+                    .map(|l| (l.name.clone(), l.value.clone()))
+                    .collect(),
+            );
+            let Some(buckets) = native(&family.name, &labels) else {
+                continue;
+            };
+            let (spans, deltas) = buckets.spans_and_deltas();
+            histogram.schema = buckets.schema();
+            histogram.zero_threshold = buckets.zero_threshold();
+            histogram.zero_count = buckets.zero_count();
+            histogram.positive_span = spans
+                .into_iter()
+                .map(|(offset, length)| prometheus_data_model::BucketSpan { offset, length })
+                .collect();
+            histogram.positive_delta = deltas;
+        }
+    }
+    let mut out = Vec::with_capacity(64 * 1024);
+    for family in families {
+        family
+            .encode_length_delimited(&mut out)
+            .map_err(|_| std::fmt::Error)?;
+    }
+    Ok(out)
 }
 
 fn to_text_format(open_metrics: &str) -> String {

@@ -48,6 +48,11 @@ impl<S: Clone + Ord, M: Clone> LabeledFamily<S, M> {
         members.entry(labels).or_insert_with(metric).clone()
     }
 
+    pub fn get(&self, labels: &S) -> Option<M> {
+        let members = self.members.read().unwrap_or_else(|e| e.into_inner());
+        members.get(labels).cloned()
+    }
+
     pub fn remove(&self, labels: &S) -> bool {
         let mut members = self.members.write().unwrap_or_else(|e| e.into_inner());
         members.remove(labels).is_some()

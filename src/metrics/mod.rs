@@ -9,6 +9,7 @@ mod canary;
 mod expose;
 mod family;
 pub mod labels;
+mod latency;
 pub mod native;
 mod process;
 mod register;
@@ -22,7 +23,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
@@ -33,6 +33,7 @@ use crate::error::ErrorCategory;
 pub use canary::{CanaryVerdict, CheckResult, InvalidReason};
 pub use expose::Format;
 pub use family::{LabeledFamily, TargetLabels};
+use latency::LatencyHistogram;
 pub use runtime::RuntimeCollector;
 pub use target::{InFlight, ProbeId, TargetMetrics, is_good};
 use values::with_bound;
@@ -62,7 +63,6 @@ pub struct DiscoveryMetrics {
 
 /// The exemplar attached to latency observations: which probe produced it.
 type Exemplar = Vec<(&'static str, Arc<String>)>;
-type LatencyHistogram = HistogramWithExemplars<Exemplar>;
 type F64Gauge = Gauge<f64, AtomicU64>;
 /// A target's labels plus one more, e.g. `category="dns"`.
 type WithLabel<V> = (TargetLabels, [(&'static str, V); 1]);
@@ -115,9 +115,19 @@ pub struct Metrics {
 impl Metrics {
     /// The exposition of `registry` (on which these metrics are registered), consistent
     /// with respect to probe recordings.
-    pub fn encode(&self, registry: &Registry, format: Format) -> Result<String, std::fmt::Error> {
+    pub fn encode(&self, registry: &Registry, format: Format) -> Result<Vec<u8>, std::fmt::Error> {
         let _exclusive = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
-        expose::encode(registry, format)
+        let native = |family: &str, labels: &TargetLabels| {
+            let family = match family {
+                "inferprobe_time_to_first_token_seconds" => &self.ttft,
+                "inferprobe_time_per_output_token_seconds" => &self.tpot,
+                "inferprobe_inter_token_latency_seconds" => &self.itl,
+                "inferprobe_e2e_request_latency_seconds" => &self.e2el,
+                _ => return None,
+            };
+            family.get(labels).map(|h| h.native())
+        };
+        expose::encode(registry, format, &native)
     }
 
     pub fn config_loaded(&self, ok: bool) {

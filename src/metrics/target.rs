@@ -156,17 +156,17 @@ impl TargetMetrics {
             Ok(m) => {
                 let exemplar = || Some(id.exemplar());
                 if let Some(ttft) = m.ttft {
-                    self.ttft.observe(ttft.as_secs_f64(), exemplar(), None);
+                    self.ttft.observe(ttft.as_secs_f64(), exemplar());
                 }
                 if let Some(tpot) = m.tpot {
-                    self.tpot.observe(tpot.as_secs_f64(), exemplar(), None);
+                    self.tpot.observe(tpot.as_secs_f64(), exemplar());
                 }
                 for &(gap, count) in &m.itl {
                     for _ in 0..count {
-                        self.itl.observe(gap.as_secs_f64(), exemplar(), None);
+                        self.itl.observe(gap.as_secs_f64(), exemplar());
                     }
                 }
-                self.e2el.observe(m.e2el.as_secs_f64(), exemplar(), None);
+                self.e2el.observe(m.e2el.as_secs_f64(), exemplar());
                 if let Some(count) = m.output_tokens {
                     self.output_tokens.observe(count.value() as f64);
                     self.output_tokens_total.inc_by(count.value());

@@ -21,7 +21,7 @@ fn target(name: &str) -> Arc<Target> {
 }
 
 fn exposition(registry: &Registry, format: Format) -> String {
-    expose::encode(registry, format).unwrap()
+    String::from_utf8(expose::encode(registry, format, &|_, _| None).unwrap()).unwrap()
 }
 
 fn measurement() -> Measurement {
@@ -133,9 +133,19 @@ fn exemplars_carry_the_request_id_in_openmetrics_only() {
     let t = metrics.target(&target("t"));
     t.record(&Arc::new("inferprobe-abc".into()), &Ok(measurement()));
     let om = exposition(&registry, Format::OpenMetrics);
-    assert!(om.contains(&format!(
-        "inferprobe_time_to_first_token_seconds_bucket{{le=\"0.25\",{LABELS}}} 1 # {{request_id=\"inferprobe-abc\"}} 0.15\n"
-    )));
+    // The exemplar is timestamped (a native histogram's exemplars need one).
+    let line = om
+        .lines()
+        .find(|l| l.starts_with("inferprobe_time_to_first_token_seconds_bucket{le=\"0.25\""))
+        .unwrap();
+    let (head, at) = line.rsplit_once(' ').unwrap();
+    assert_eq!(
+        head,
+        format!(
+            "inferprobe_time_to_first_token_seconds_bucket{{le=\"0.25\",{LABELS}}} 1 # {{request_id=\"inferprobe-abc\"}} 0.15"
+        )
+    );
+    assert!(at.parse::<f64>().is_ok_and(|t| t > 1.7e9), "{line}");
     assert!(om.ends_with("# EOF\n"));
     let text = exposition(&registry, Format::Text);
     assert!(!text.contains("request_id"));

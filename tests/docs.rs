@@ -251,8 +251,10 @@ fn fields<T: serde::de::DeserializeOwned>() -> BTreeSet<String> {
         .err()
         .expect("an unknown field is refused")
         .to_string();
+    // "expected one of `a`, `b`", or "expected `a`" for a type of one field.
     let list = error
         .split_once("expected one of ")
+        .or_else(|| error.split_once("expected "))
         .map_or("", |(_, list)| list);
     list.split(", ")
         .map(|f| {
@@ -319,6 +321,7 @@ fn every_configuration_key_is_documented_and_every_documented_key_accepted() {
         fields::<RawDiscovery>(),
         fields::<RawKubernetes>(),
         fields::<RawTracing>(),
+        fields::<inferprobe::config::RawMetrics>(),
     ] {
         assert!(!set.is_empty(), "serde listed no fields");
         accepted.extend(set);

@@ -35,8 +35,8 @@ pub use discovery::{
 };
 pub use fields::RESERVED_LABELS;
 pub use raw::{
-    RawCanary, RawConfig, RawDiscovery, RawDuration, RawKubernetes, RawMedia, RawPort, RawSlo,
-    RawTarget, RawTracing, RawValidation,
+    RawCanary, RawConfig, RawDiscovery, RawDuration, RawKubernetes, RawMedia, RawMetrics, RawPort,
+    RawSlo, RawTarget, RawTracing, RawValidation,
 };
 pub use validate::validate;
 
@@ -73,6 +73,8 @@ pub struct Config {
     pub discovery: Vec<Arc<Discovery>>,
     /// Where probe spans go (OTLP), if anywhere.
     pub tracing: Option<crate::otlp::TracingExport>,
+    /// Which buckets the latency histograms carry in a protobuf scrape.
+    pub histograms: crate::metrics::HistogramMode,
 }
 
 /// A configuration problem: which key, what is wrong, and where the value came from.

@@ -42,6 +42,16 @@ pub struct RawConfig {
     /// OTLP export of one span per probe.
     #[serde(default)]
     pub tracing: RawTracing,
+    /// How /metrics exposes the latency histograms.
+    #[serde(default)]
+    pub metrics: RawMetrics,
+}
+
+/// `[metrics]`: `histograms`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawMetrics {
+    pub histograms: Option<String>,
 }
 
 /// `[tracing]`: `otlp_endpoint`, `protocol`, `headers_file`/`headers_env`, `sampling_ratio`,

@@ -113,6 +113,17 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
         }
     }
     let tracing = super::tracing::tracing(&raw.tracing, raw.skip_secrets)?;
+    let histograms = match raw.metrics.histograms.as_deref() {
+        None | Some("both") => crate::metrics::HistogramMode::Both,
+        Some("classic") => crate::metrics::HistogramMode::Classic,
+        Some("native") => crate::metrics::HistogramMode::Native,
+        Some(other) => {
+            return Err(ConfigError::new(
+                "metrics.histograms",
+                format!("`{other}` is not classic, native or both"),
+            ));
+        }
+    };
     let mut shown = redacted(raw, &merged);
     for (i, target) in targets.iter().enumerate() {
         if let Some(t) = shown.get_mut("targets").and_then(|t| t.get_mut(i)) {
@@ -130,6 +141,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
     }
     Ok(Config {
         tracing,
+        histograms,
         listen,
         seed: raw.seed,
         shutdown_grace,

@@ -91,6 +91,7 @@ async fn serve(
 ) -> anyhow::Result<DrainReport> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
+    metrics.set_histograms(config.histograms);
     registry.register_collector(Box::new(RuntimeCollector::new(
         tokio::runtime::Handle::current(),
     )));

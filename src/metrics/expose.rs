@@ -7,8 +7,8 @@
 
 use prometheus_client::registry::Registry;
 
-use super::TargetLabels;
 use super::native::NativeBuckets;
+use super::{HistogramMode, TargetLabels};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -51,10 +51,11 @@ pub type NativeOf<'a> = &'a dyn Fn(&str, &TargetLabels) -> Option<NativeBuckets>
 pub fn encode(
     registry: &Registry,
     format: Format,
+    mode: HistogramMode,
     native: NativeOf<'_>,
 ) -> Result<Vec<u8>, std::fmt::Error> {
     if format == Format::Protobuf {
-        return encode_protobuf(registry, native);
+        return encode_protobuf(registry, mode, native);
     }
     let mut open_metrics = String::with_capacity(16 * 1024);
     prometheus_client::encoding::text::encode(&mut open_metrics, registry)?;
@@ -67,7 +68,14 @@ pub fn encode(
 
 /// prometheus-client's protobuf encoding, with each latency series' native buckets added
 /// to its classic ones (and their exemplars) in the same histogram message.
-fn encode_protobuf(registry: &Registry, native: NativeOf<'_>) -> Result<Vec<u8>, std::fmt::Error> {
+/// In `native` mode the classic buckets go and their exemplars move to the histogram's own
+/// exemplar list (read by Prometheus 2.50 and later); in `both`, Prometheus reads a native
+/// histogram's exemplars from its classic buckets.
+fn encode_protobuf(
+    registry: &Registry,
+    mode: HistogramMode,
+    native: NativeOf<'_>,
+) -> Result<Vec<u8>, std::fmt::Error> {
     use prometheus_client::encoding::prometheus_protobuf::{encode, prometheus_data_model};
     use prost::Message;
     let mut families = encode(registry)?;
@@ -83,9 +91,16 @@ fn encode_protobuf(registry: &Registry, native: NativeOf<'_>) -> Result<Vec<u8>,
                     .map(|l| (l.name.clone(), l.value.clone()))
                     .collect(),
             );
+            if mode == HistogramMode::Classic {
+                continue;
+            }
             let Some(buckets) = native(&family.name, &labels) else {
                 continue;
             };
+            if mode == HistogramMode::Native {
+                let classic = std::mem::take(&mut histogram.bucket);
+                histogram.exemplars = classic.into_iter().filter_map(|b| b.exemplar).collect();
+            }
             let (spans, deltas) = buckets.spans_and_deltas();
             histogram.schema = buckets.schema();
             histogram.zero_threshold = buckets.zero_threshold();

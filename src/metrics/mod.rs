@@ -110,9 +110,26 @@ pub struct Metrics {
     /// sees each probe entirely or not at all: `requests_total` = successes + errors and
     /// ITL count = Σ per-probe observations hold in every single scrape.
     snapshot: Arc<RwLock<()>>,
+    histograms: Arc<Mutex<HistogramMode>>,
+}
+
+/// Which buckets a protobuf scrape's latency histograms carry (`[metrics] histograms`).
+/// Text and OpenMetrics scrapes always carry the classic buckets and their exemplars: those
+/// formats have no native histograms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HistogramMode {
+    Classic,
+    Native,
+    #[default]
+    Both,
 }
 
 impl Metrics {
+    /// Which buckets a protobuf scrape carries; set from the configuration at start.
+    pub fn set_histograms(&self, mode: HistogramMode) {
+        *self.histograms.lock().unwrap_or_else(|e| e.into_inner()) = mode;
+    }
+
     /// The exposition of `registry` (on which these metrics are registered), consistent
     /// with respect to probe recordings.
     pub fn encode(&self, registry: &Registry, format: Format) -> Result<Vec<u8>, std::fmt::Error> {
@@ -127,7 +144,8 @@ impl Metrics {
             };
             family.get(labels).map(|h| h.native())
         };
-        expose::encode(registry, format, &native)
+        let mode = *self.histograms.lock().unwrap_or_else(|e| e.into_inner());
+        expose::encode(registry, format, mode, &native)
     }
 
     pub fn config_loaded(&self, ok: bool) {

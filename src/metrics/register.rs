@@ -46,6 +46,7 @@ impl Metrics {
             canary: Default::default(),
             spans: Default::default(),
             snapshot: Arc::default(),
+            histograms: Arc::default(),
         };
         m.canary.register(r);
         r.register(

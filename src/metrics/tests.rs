@@ -21,7 +21,10 @@ fn target(name: &str) -> Arc<Target> {
 }
 
 fn exposition(registry: &Registry, format: Format) -> String {
-    String::from_utf8(expose::encode(registry, format, &|_, _| None).unwrap()).unwrap()
+    String::from_utf8(
+        expose::encode(registry, format, super::HistogramMode::Both, &|_, _| None).unwrap(),
+    )
+    .unwrap()
 }
 
 fn measurement() -> Measurement {
@@ -303,4 +306,47 @@ fn a_buffered_stream_is_counted() {
         )),
         "{text}"
     );
+}
+
+/// A protobuf scrape in each `[metrics] histograms` mode: the classic buckets with their
+/// exemplars, native buckets, or both in one series (issue 34, work in progress).
+#[test]
+fn protobuf_scrapes_carry_the_buckets_the_mode_asks_for() {
+    use prometheus_client::encoding::prometheus_protobuf::prometheus_data_model::MetricFamily;
+    use prost::Message;
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let t = metrics.target(&target("t"));
+    t.record(&Arc::new("inferprobe-abc".into()), &Ok(measurement()));
+    for mode in [
+        HistogramMode::Classic,
+        HistogramMode::Native,
+        HistogramMode::Both,
+    ] {
+        metrics.set_histograms(mode);
+        let bytes = metrics.encode(&registry, Format::Protobuf).unwrap();
+        let mut buf = bytes.as_slice();
+        let mut ttft = None;
+        while !buf.is_empty() {
+            let family = MetricFamily::decode_length_delimited(&mut buf).unwrap();
+            if family.name == "inferprobe_time_to_first_token_seconds" {
+                ttft = family.metric.into_iter().next().and_then(|m| m.histogram);
+            }
+        }
+        let h = ttft.expect("the TTFT histogram");
+        assert_eq!(h.sample_count, 1, "{mode:?}");
+        let native = !h.positive_span.is_empty();
+        let classic = !h.bucket.is_empty();
+        assert_eq!(native, mode != HistogramMode::Classic, "{mode:?}");
+        assert_eq!(classic, mode != HistogramMode::Native, "{mode:?}");
+        // The probe's exemplar is there in every mode: on a classic bucket, or the
+        // histogram's own list when there are none.
+        let exemplars =
+            h.bucket.iter().filter_map(|b| b.exemplar.as_ref()).count() + h.exemplars.len();
+        assert_eq!(exemplars, 1, "{mode:?}");
+        if native {
+            assert_eq!(h.schema, 3);
+            assert_eq!(h.positive_delta, [1]);
+        }
+    }
 }

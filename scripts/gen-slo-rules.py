@@ -62,31 +62,19 @@ def sli_group():
             "          /",
             f"          sum by (cluster, target) (rate(inferprobe_requests_total[{w}]))",
         ]
-    for slo, histogram, _, _ in LATENCIES:
-        out.append(
-            f"      # {slo}: the share of observations over the threshold (the bucket whose `le` is"
-        )
-        out.append(
-            "      # the threshold's `bound`); a target without this threshold has no series."
-        )
+    for slo, _, _, _ in LATENCIES:
+        out += [
+            f"      # {slo}: the share of observations over the threshold, from the SLI counters the",
+            "      # daemon keeps per threshold (exact, and the same whether the histograms are",
+            "      # classic or native: docs/metrics.md); a target without this threshold has none.",
+        ]
         for w in WINDOWS:
             out += [
                 f"      - record: inferprobe:sli_{slo}_slow:ratio_rate{w}",
                 "        expr: |",
-                "          1 - (",
-                "            sum by (cluster, target) (",
-                f"              rate({histogram}_bucket[{w}])",
-                "              * on (cluster, target, le) group_left ()",
-                "              label_replace(",
-                "                max by (cluster, target, bound) (",
-                f'                  inferprobe_slo_threshold_seconds{{slo="{slo}"}}',
-                "                ) > bool 0,",
-                '                "le", "$1", "bound", "(.*)"',
-                "              )",
-                "            )",
-                "            /",
-                f"            sum by (cluster, target) (rate({histogram}_count[{w}]))",
-                "          )",
+                f'          sum by (cluster, target) (rate(inferprobe_slo_slow_observations_total{{slo="{slo}"}}[{w}]))',
+                "          /",
+                f'          sum by (cluster, target) (rate(inferprobe_slo_observations_total{{slo="{slo}"}}[{w}]))',
             ]
     out += [
         "      # What is left of the 30-day error budget (1 = untouched, 0 = spent, < 0 = overspent).",

@@ -24,7 +24,7 @@ pub const GROUP: &str = "group";
 pub const RESULT: &str = "result";
 /// What a structured check asked of the server (`json`, `named_tool`, …).
 pub const CAPABILITY: &str = "capability";
-/// Which threshold an `inferprobe_slo_threshold_seconds` series is.
+/// Which threshold an `inferprobe_slo_threshold_seconds` or SLI counter series is.
 pub const SLO: &str = "slo";
 /// A histogram bucket's upper bound (prometheus-client writes it).
 pub const LE: &str = "le";

@@ -14,6 +14,7 @@ pub mod native;
 mod process;
 mod register;
 mod runtime;
+mod sli;
 mod target;
 mod values;
 
@@ -99,6 +100,8 @@ pub struct Metrics {
     fleet_size: Gauge,
     slo_objective: LabeledFamily<TargetLabels, F64Gauge>,
     slo_threshold: LabeledFamily<SloLabels, F64Gauge>,
+    slo_observations: LabeledFamily<WithLabel<&'static str>, Counter>,
+    slo_slow: LabeledFamily<WithLabel<&'static str>, Counter>,
     /// The SLO each target's histograms were built with: a changed threshold changes the
     /// buckets, so the series must be rebuilt rather than reattached.
     slos: Arc<Mutex<HashMap<TargetLabels, Option<Slo>>>>,
@@ -219,8 +222,25 @@ impl Metrics {
                 }
             }
         }
+        let sli = |name: &'static str, limit: Option<std::time::Duration>| {
+            let key = || (l(), [(labels::SLO, name)]);
+            limit.map(|limit| {
+                sli::Sli::new(
+                    limit,
+                    self.slo_observations.get_or_insert(key(), Counter::default),
+                    self.slo_slow.get_or_insert(key(), Counter::default),
+                )
+            })
+        };
+        let slis = sli::Slis {
+            ttft: sli("ttft", threshold(|s| s.ttft)),
+            tpot: sli("tpot", threshold(|s| s.tpot)),
+            itl: sli("itl", threshold(|s| s.itl)),
+            e2el: sli("e2el", threshold(|s| s.e2el)),
+        };
         TargetMetrics {
             slo,
+            slis,
             requests: self.requests.get_or_insert(l(), Counter::default),
             errors: ErrorCategory::ALL.map(|c| {
                 self.errors
@@ -365,6 +385,8 @@ impl Metrics {
         self.target_rate.remove(labels);
         self.slo_objective.remove(labels);
         self.slo_threshold.retain(|(l, _)| l != labels);
+        self.slo_observations.retain(|(l, _)| l != labels);
+        self.slo_slow.retain(|(l, _)| l != labels);
         self.canary.remove(labels);
     }
 }

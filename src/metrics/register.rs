@@ -40,6 +40,8 @@ impl Metrics {
             fleet_size: Gauge::default(),
             slo_objective: LabeledFamily::default(),
             slo_threshold: LabeledFamily::default(),
+            slo_observations: LabeledFamily::default(),
+            slo_slow: LabeledFamily::default(),
             slos: Arc::default(),
             config_reload_successful: Gauge::default(),
             config_reload_success_time: F64Gauge::default(),
@@ -197,6 +199,16 @@ impl Metrics {
             "An SLO latency threshold; `le` is the matching histogram bucket bound",
             Unit::Seconds,
             m.slo_threshold.clone(),
+        );
+        r.register(
+            "slo_observations",
+            "Observations of a latency an SLO sets a threshold on (`slo`: ttft, tpot, e2el per successful probe; itl per gap), counted whatever buckets the histograms carry",
+            m.slo_observations.clone(),
+        );
+        r.register(
+            "slo_slow_observations",
+            "Of inferprobe_slo_observations_total, those over the threshold (the SLO rules' slow share; exact, not read from buckets)",
+            m.slo_slow.clone(),
         );
         let build_info = LabeledFamily::<TargetLabels, Gauge>::default();
         build_info

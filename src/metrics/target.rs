@@ -9,6 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 
 use super::canary::{CanarySeries, CanaryVerdict};
+use super::sli::Slis;
 use super::{Exemplar, F64Gauge, LatencyHistogram, SkipReason, TargetLabels, unix_now};
 use crate::endpoint::Slo;
 use crate::error::{ErrorCategory, ProbeError};
@@ -64,6 +65,7 @@ impl ProbeId {
 pub struct TargetMetrics {
     pub(super) labels: TargetLabels,
     pub(super) slo: Option<Slo>,
+    pub(super) slis: Slis,
     pub(super) requests: Counter,
     pub(super) errors: [Counter; ErrorCategory::ALL.len()],
     pub(super) skipped: [Counter; SkipReason::ALL.len()],
@@ -157,16 +159,20 @@ impl TargetMetrics {
                 let exemplar = || Some(id.exemplar());
                 if let Some(ttft) = m.ttft {
                     self.ttft.observe(ttft.as_secs_f64(), exemplar());
+                    Slis::count(&self.slis.ttft, ttft, 1);
                 }
                 if let Some(tpot) = m.tpot {
                     self.tpot.observe(tpot.as_secs_f64(), exemplar());
+                    Slis::count(&self.slis.tpot, tpot, 1);
                 }
                 for &(gap, count) in &m.itl {
                     for _ in 0..count {
                         self.itl.observe(gap.as_secs_f64(), exemplar());
                     }
+                    Slis::count(&self.slis.itl, gap, u64::from(count));
                 }
                 self.e2el.observe(m.e2el.as_secs_f64(), exemplar());
+                Slis::count(&self.slis.e2el, m.e2el, 1);
                 if let Some(count) = m.output_tokens {
                     self.output_tokens.observe(count.value() as f64);
                     self.output_tokens_total.inc_by(count.value());

@@ -350,3 +350,65 @@ fn protobuf_scrapes_carry_the_buckets_the_mode_asks_for() {
         }
     }
 }
+
+/// The SLI counters say what the classic bucket at each threshold says (issue 34): every
+/// observation counted, those over the threshold slow, the ITL per gap; a threshold the SLO
+/// does not set has no counters.
+#[test]
+fn sli_counters_agree_with_the_threshold_bucket() {
+    let raw = RawConfig {
+        targets: vec![RawTarget {
+            name: Some("t".into()),
+            url: Some("http://127.0.0.1:1".into()),
+            model: Some("m".into()),
+            slo: Some(crate::config::RawSlo {
+                ttft: Some(crate::config::RawDuration::Text("200ms".into())),
+                itl: Some(crate::config::RawDuration::Text("20ms".into())),
+                ..Default::default()
+            }),
+            ..RawTarget::default()
+        }],
+        ..RawConfig::default()
+    };
+    let target = Arc::clone(&validate(&raw).unwrap().targets[0]);
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let t = metrics.target(&target);
+    let slow = Measurement {
+        ttft: Some(Duration::from_millis(300)),
+        ..measurement()
+    };
+    t.record(&Arc::new("r1".into()), &Ok(measurement()));
+    t.record(&Arc::new("r2".into()), &Ok(slow));
+    t.record(&Arc::new("r3".into()), &Err(ProbeError::EmptyResponse));
+    let text = exposition(&registry, Format::Text);
+    let value = |prefix: &str| -> f64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in\n{text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let labels = r#"target="t",model="m",backend="openai-chat""#;
+    let series =
+        |name: &str, slo: &str| format!("inferprobe_{name}_total{{{labels},slo=\"{slo}\"}}");
+    assert_eq!(value(&series("slo_observations", "ttft")), 2.0);
+    assert_eq!(value(&series("slo_slow_observations", "ttft")), 1.0);
+    // Two probes of 3 gaps of 10 ms and one of 40 ms: 8 gaps, 2 over 20 ms.
+    assert_eq!(value(&series("slo_observations", "itl")), 8.0);
+    assert_eq!(value(&series("slo_slow_observations", "itl")), 2.0);
+    for (histogram, slo, bound) in [
+        ("time_to_first_token", "ttft", "0.2"),
+        ("inter_token_latency", "itl", "0.02"),
+    ] {
+        let within = value(&format!(
+            "inferprobe_{histogram}_seconds_bucket{{le=\"{bound}\",{labels}}}"
+        ));
+        let count = value(&format!("inferprobe_{histogram}_seconds_count{{{labels}}}"));
+        let observed = value(&series("slo_observations", slo));
+        let slow = value(&series("slo_slow_observations", slo));
+        assert_eq!((count, count - within), (observed, slow), "{slo}");
+    }
+    assert!(!text.contains("slo=\"tpot\""), "{text}");
+    assert!(!text.contains("slo=\"e2el\""), "{text}");
+}

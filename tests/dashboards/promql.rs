@@ -148,7 +148,8 @@ mod tests {
         assert_eq!(refs.ranges, vec!["$__rate_interval".to_owned()]);
         assert_eq!(refs.bare_matchers, 0);
         assert!(is_exported("inferprobe_time_to_first_token_seconds_bucket"));
-        assert!(!is_exported("inferprobe_time_to_first_token_seconds"));
+        assert!(is_exported("inferprobe_time_to_first_token_seconds"));
+        assert!(!is_exported("inferprobe_request_output_tokens"));
         assert!(!is_exported("inferprobe_requests"));
         assert!(recording_rules().contains("inferprobe:error_budget_remaining:ratio"));
     }

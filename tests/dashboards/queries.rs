@@ -153,7 +153,9 @@ fn dashboards_cover_latency_errors_slos_nodes_and_replicas() {
             let quantile = format!(
                 "histogram_quantile({q}, sum by (cluster, le, target) (rate({metric}_bucket{{"
             );
-            f.check(has(&overview, &[&quantile]), || {
+            let native =
+                format!("histogram_quantile({q}, sum by (cluster, target) (rate({metric}{{");
+            f.check(has(&overview, &[&native, &quantile]), || {
                 format!("overview: no p{q} of {metric}")
             });
         }
@@ -264,7 +266,7 @@ fn dashboards_cover_latency_errors_slos_nodes_and_replicas() {
     let worst = all_panels(target).into_iter().find(|p| {
         p["type"] == "table"
             && p["targets"][0]["expr"].as_str().is_some_and(|e| {
-                e.starts_with("sort_desc(histogram_quantile(0.9")
+                e.starts_with("sort_desc((histogram_quantile(0.9")
                     && e.contains("inferprobe_time_to_first_token_seconds_bucket{")
                     && ["pod", "node"].iter().all(|l| grouped_by(e, l))
                     && e.contains("[$__range]")
@@ -302,5 +304,64 @@ fn dashboards_cover_latency_errors_slos_nodes_and_replicas() {
             format!("overview: no {needle}")
         });
     }
+    f.assert_none();
+}
+
+/// Every query over a latency histogram reads it in every `[metrics] histograms` mode
+/// (issue 34): the native series first, then `or` the classic buckets, with the same
+/// matchers. A Prometheus that keeps only the native histogram (native mode; `both` on
+/// Prometheus 2.x) has no `_bucket`, `_sum` or `_count` series, and one that scrapes text
+/// has no native one. `scripts/prometheus-proof.sh` runs them on both.
+#[test]
+fn every_latency_query_reads_native_and_classic_histograms() {
+    let mut f = Failures::default();
+    let mut seen = 0;
+    for d in dashboards() {
+        for (panel, expr) in exprs(&d.json) {
+            let selectors = promql_refs(&expr).selectors;
+            for metric in LATENCY_HISTOGRAMS {
+                let matchers = |name: &str| -> Vec<Option<String>> {
+                    selectors
+                        .iter()
+                        .filter(|(n, _)| n == name)
+                        .map(|(_, m)| m.clone())
+                        .collect()
+                };
+                let native = matchers(metric);
+                let classic: Vec<_> = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .flat_map(|suffix| matchers(&format!("{metric}{suffix}")))
+                    .collect();
+                if native.is_empty() && classic.is_empty() {
+                    continue;
+                }
+                seen += 1;
+                let same = |a: &[Option<String>], b: &[Option<String>]| {
+                    a.iter().all(|m| b.contains(m)) && b.iter().all(|m| a.contains(m))
+                };
+                f.check(
+                    !native.is_empty() && !classic.is_empty() && same(&native, &classic),
+                    || {
+                        format!(
+                            "{} {panel}: `{metric}` not read both ways in {expr:?}",
+                            d.file
+                        )
+                    },
+                );
+                let first_native = expr.find(&format!("{metric}{{"));
+                let first_classic = expr.find(&format!("{metric}_"));
+                f.check(
+                    expr.contains(" or ") && first_native < first_classic,
+                    || {
+                        format!(
+                            "{} {panel}: native first, then `or` classic: {expr:?}",
+                            d.file
+                        )
+                    },
+                );
+            }
+        }
+    }
+    assert!(seen >= 40, "only {seen} latency queries");
     f.assert_none();
 }

@@ -21,13 +21,26 @@
 # what it should: InferprobeReplicaOutlier the slow replica, InferprobeDiscoveryDown the
 # failing block (their `for` is not waited for).
 #
+# PROOF_HISTOGRAMS=native (or classic, both) sets the daemons' `[metrics] histograms` and
+# runs Prometheus with `--enable-feature=native-histograms,exemplar-storage`, so it scrapes
+# the protobuf exposition: in native mode it then stores the latency histograms as native
+# histograms only, and every query and rule must work on those (issue 34). Unset, the
+# daemons run with the default and Prometheus scrapes text, as a Prometheus without the
+# feature does.
+#
 # Everything listens on 127.0.0.1 only, is bounded in time, and is stopped on exit.
 # Usage (from anywhere, as root on a bare Debian machine to install Prometheus):
 #   bash scripts/prometheus-proof.sh          PROOF_VERBOSE=1 prints every check
+#   PROOF_HISTOGRAMS=native bash scripts/prometheus-proof.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 wait_seconds=${PROOF_WAIT_SECONDS:-90}
+histograms=${PROOF_HISTOGRAMS:-}
+case "$histograms" in
+  "" | classic | native | both) ;;
+  *) echo "PROOF_HISTOGRAMS=$histograms: classic, native or both" >&2; exit 64 ;;
+esac
 
 # --- (a) Debian's prometheus (prometheus + promtool) and python3, if missing ------------
 missing=()
@@ -180,6 +193,9 @@ EOF
 }
 for node in a b; do
   config "$node" >"$tmp/inferprobe-$node.toml"
+  if [ -n "$histograms" ]; then
+    printf '\n[metrics]\nhistograms = "%s"\n' "$histograms" >>"$tmp/inferprobe-$node.toml"
+  fi
   NODE_NAME=proof-node-$node POD_NAME=proof-probe-$node "$bin" check \
     --config "$tmp/inferprobe-$node.toml" >/dev/null
 done
@@ -231,9 +247,11 @@ scrape_configs:
 EOF
 promtool check rules config/prometheus/recording-rules.yml config/prometheus/alerting-rules.yml >/dev/null
 promtool check config "$tmp/prometheus.yml" >/dev/null
+features=()
+[ -n "$histograms" ] && features=(--enable-feature=native-histograms,exemplar-storage)
 "$prometheus" --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" \
   --storage.tsdb.retention.time=1d --web.listen-address="127.0.0.1:$prom_port" \
-  --log.level=warn >"$tmp/prometheus.log" 2>&1 &
+  "${features[@]}" --log.level=warn >"$tmp/prometheus.log" 2>&1 &
 pids+=($!)
 
 # --- (d) + (e) wait for data, then run every expression --------------------------------
@@ -381,7 +399,9 @@ def problem(answer, by_node, by_pod=False):
     result = answer["data"]["result"]
     if answer["data"]["resultType"] == "vector" and not result:
         return "no series"
-    values = [s["value"][1] for s in result] if answer["data"]["resultType"] == "vector" else []
+    # A native histogram sample (a heatmap's sum of rates) is judged by its count.
+    values = [s["value"][1] if "value" in s else s["histogram"][1]["count"] for s in result] \
+        if answer["data"]["resultType"] == "vector" else []
     if values and all(v == "NaN" for v in values):
         return "only NaN"
     if by_node:
@@ -399,7 +419,8 @@ def problem(answer, by_node, by_pod=False):
 # rule has produced its series, bounded.
 ready = [
     ('count(up{job="inferprobe"} == 1)', 2),
-    ("count(count by (node) (rate(inferprobe_time_to_first_token_seconds_count[1m]) > 0))", 2),
+    ("count(count by (node) ((histogram_count(rate(inferprobe_time_to_first_token_seconds[1m]))"
+     " or rate(inferprobe_time_to_first_token_seconds_count[1m])) > 0))", 2),
     ("count(count by (target) (rate(inferprobe_request_errors_total[1m]) > 0))", 4),
     ('count(count by (pod) (rate(inferprobe_request_errors_total{target="replicas"}[1m]) > 0))',
      len(REPLICAS)),
@@ -425,6 +446,23 @@ while True:
     time.sleep(2)
 print(f"data after {time.monotonic() - start:.0f}s: both nodes and every replica scraped, "
       "every recording rule evaluated")
+
+# What Prometheus stored of the latency histograms: in native mode the native histogram
+# alone, on every node, so every query and rule below ran on native series.
+LATENCY = ["inferprobe_time_to_first_token_seconds", "inferprobe_time_per_output_token_seconds",
+           "inferprobe_inter_token_latency_seconds", "inferprobe_e2e_request_latency_seconds"]
+mode = os.environ.get("PROOF_HISTOGRAMS", "")
+for name in LATENCY:
+    native = query(f"count by (node) (histogram_count({name}))")["data"]["result"]
+    classic = query(f"count by (node) ({name}_bucket)")["data"]["result"]
+    stored = {"native": len(native), "classic": len(classic)}
+    want = {"native": 2, "classic": 0} if mode == "native" else None
+    if mode in ("", "classic"):
+        want = {"native": 0, "classic": 2}
+    if want is not None and stored != want:
+        sys.exit(f"FAIL: {name}: nodes with native / classic series {stored}, want {want}")
+print(f"latency histograms stored as {'native' if stored['native'] else 'classic'} series "
+      f"([metrics] histograms = {mode or 'default'}, {'protobuf' if mode else 'text'} scrape)")
 
 # Every rule of both rules files evaluates without error in Prometheus itself.
 groups = get("/api/v1/rules")["data"]["groups"]
@@ -464,7 +502,7 @@ for what, expr, by_node, by_pod in checks:
     if why is None:
         if verbose:
             result = answer["data"]["result"]
-            values = ", ".join(s["value"][1][:8] for s in result[:3])
+            values = ", ".join((s["value"][1] if "value" in s else "histogram")[:9] for s in result[:3])
             print(f"ok  {len(result):3d} series  {what}: {values}")
         continue
     failures += 1

@@ -50,6 +50,21 @@ impl Prometheus {
     /// Prometheus with these `scrape_configs` entries (YAML list items, indented two
     /// spaces), evaluating every second.
     pub async fn start_with(scrape_configs: &str) -> Option<Self> {
+        Self::start_with_flags(scrape_configs, &[]).await
+    }
+
+    /// As [`Self::start_with`], with native histograms on: Prometheus 2.x asks for the
+    /// protobuf exposition only behind `--enable-feature=native-histograms` (and keeps
+    /// exemplars only with `exemplar-storage`).
+    pub async fn start_native(scrape_configs: &str) -> Option<Self> {
+        Self::start_with_flags(
+            scrape_configs,
+            &["--enable-feature=native-histograms,exemplar-storage"],
+        )
+        .await
+    }
+
+    async fn start_with_flags(scrape_configs: &str, flags: &[&str]) -> Option<Self> {
         let bin = binary();
         if !bin.exists() {
             assert!(
@@ -83,6 +98,7 @@ impl Prometheus {
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--log.level=warn")
+            .args(flags)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -113,11 +129,19 @@ impl Prometheus {
     /// An instant query now: the vector's values in Prometheus's order (a scalar as one);
     /// `Err` with Prometheus's answer when the query fails.
     pub async fn query(&self, expr: &str) -> Result<Vec<f64>, String> {
-        let url = reqwest::Url::parse_with_params(
-            &format!("{}/api/v1/query", self.url),
-            [("query", expr)],
-        )
-        .map_err(|e| e.to_string())?;
+        self.query_params(&[("query", expr)]).await
+    }
+
+    /// An instant query at `at` (Unix seconds): several queries at one instant read the
+    /// same scrape.
+    pub async fn query_at(&self, expr: &str, at: f64) -> Result<Vec<f64>, String> {
+        self.query_params(&[("query", expr), ("time", &format!("{at:.3}"))])
+            .await
+    }
+
+    async fn query_params(&self, params: &[(&str, &str)]) -> Result<Vec<f64>, String> {
+        let url = reqwest::Url::parse_with_params(&format!("{}/api/v1/query", self.url), params)
+            .map_err(|e| e.to_string())?;
         let response = reqwest::Client::new()
             .get(url)
             .send()

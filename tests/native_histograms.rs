@@ -1,0 +1,268 @@
+//! Native histograms as a real Prometheus reads them (issue 34, item 3): Debian's
+//! Prometheus with `--enable-feature=native-histograms` scrapes the in-process daemon (it
+//! asks for the protobuf exposition), and its `histogram_quantile` over the native series
+//! is judged at 1 ms, 10 ms, 100 ms and 1 s to first token.
+//!
+//! Two truths. The simulator's injected TTFT: the probe's clock starts before the
+//! server's, so no measured TTFT is below it, and above it the measurement carries the
+//! client's own overhead (milliseconds on a busy 2-core machine, so the 1 ms and 10 ms
+//! scales are judged against the second truth only). And every probe's exact TTFT, from
+//! its OTLP span (`gen_ai.response.time_to_first_chunk`) in the test's collector: the
+//! first n spans to end are the n probes the histogram Prometheus read had counted. A
+//! native bucket at schema 3 spans a factor of 2^(1/8), so the estimate lies in the bucket
+//! of the true quantile: within a factor of 1.0905 of it. The classic buckets' estimate
+//! of the same probes is printed beside it (docs/performance.md has the figures).
+
+mod common;
+
+use std::time::Duration;
+
+use common::prometheus::Prometheus;
+use common::{otlp, start_daemon, start_sim};
+use inferprobe::metrics::TTFT_BUCKETS;
+use inferprobe::sim::SimConfig;
+
+/// (target name, injected TTFT)
+const SCALES: [(&str, Duration); 4] = [
+    ("ttft-1ms", Duration::from_millis(1)),
+    ("ttft-10ms", Duration::from_millis(10)),
+    ("ttft-100ms", Duration::from_millis(100)),
+    ("ttft-1s", Duration::from_secs(1)),
+];
+const BUCKET_FACTOR: f64 = 1.090_507_732_665_257_7; // 2^(1/8)
+const PROBES: usize = 40;
+
+fn config(urls: &[String], mode: &str, collector: &str) -> String {
+    let mut toml = format!(
+        r#"
+        seed = 1
+        [metrics]
+        histograms = "{mode}"
+        [tracing]
+        otlp_endpoint = "{collector}"
+        sampling_ratio = 1.0
+        [defaults]
+        model = "m"
+        backend = "openai-chat"
+        rate = 5
+        max_concurrency = 8
+        input_tokens = 8
+        output_tokens = 2
+        "#
+    );
+    for ((name, _), url) in SCALES.iter().zip(urls) {
+        toml.push_str(&format!(
+            "[[targets]]\nname = \"{name}\"\nurl = \"{url}\"\n"
+        ));
+    }
+    toml
+}
+
+/// The observation a quantile's rank falls on, as `histogram_quantile` ranks them.
+fn rank(q: f64, n: usize) -> usize {
+    ((q * n as f64).ceil() as usize).clamp(1, n) - 1
+}
+
+/// What `histogram_quantile` makes of these values in classic buckets with these upper
+/// bounds: linear interpolation inside the bucket the rank falls in.
+fn classic_quantile(q: f64, sorted: &[f64], bounds: &[f64]) -> f64 {
+    let target = q * sorted.len() as f64;
+    let mut below = 0usize;
+    let mut lower = 0.0;
+    for &upper in bounds {
+        let within = sorted.iter().filter(|&&v| v <= upper).count();
+        if within as f64 >= target {
+            let in_bucket = (within - below) as f64;
+            return lower + (upper - lower) * (target - below as f64) / in_bucket;
+        }
+        (below, lower) = (within, upper);
+    }
+    lower
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_quantiles_agree_with_the_exact_latencies_at_every_scale() {
+    let mut sims = Vec::new();
+    for (_, ttft) in SCALES {
+        let sim = SimConfig {
+            ttft,
+            itl: Duration::from_millis(1),
+            jitter: 0.2,
+            seed: Some(7),
+            ..SimConfig::default()
+        };
+        sims.push(start_sim(sim).await);
+    }
+    let urls: Vec<String> = sims.iter().map(|s| s.url()).collect();
+    let collector = otlp::start(Duration::ZERO).await;
+    let daemon = start_daemon(&config(&urls, "native", &collector.url)).await;
+    let scrape = format!(
+        "  - job_name: inferprobe\n    honor_labels: true\n\
+         \x20   static_configs:\n      - targets: ['{}']\n",
+        daemon.addr
+    );
+    let Some(prometheus) = Prometheus::start_native(&scrape).await else {
+        return;
+    };
+    for (name, _) in SCALES {
+        let count =
+            format!("histogram_count(inferprobe_time_to_first_token_seconds{{target=\"{name}\"}})");
+        prometheus
+            .wait_for(&format!("{count} >= {PROBES}"), Duration::from_secs(90))
+            .await;
+    }
+    // Native mode: the protobuf scrape carried the native histogram alone.
+    let classic = prometheus
+        .query("count(inferprobe_time_to_first_token_seconds_bucket) or count(inferprobe_time_to_first_token_seconds_count)")
+        .await
+        .unwrap();
+    assert!(
+        classic.is_empty(),
+        "classic series in native mode: {classic:?}"
+    );
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    for (name, injected) in SCALES {
+        let injected = injected.as_secs_f64();
+        let selector = format!("inferprobe_time_to_first_token_seconds{{target=\"{name}\"}}");
+        let one = |v: Vec<f64>| -> f64 {
+            let [x] = v[..] else { panic!("{name}: {v:?}") };
+            x
+        };
+        let n = one(prometheus
+            .query_at(&format!("histogram_count({selector})"), at)
+            .await
+            .unwrap()) as usize;
+        // The spans of the probes that histogram counted: the first n to end.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        let exact = loop {
+            let mut spans: Vec<_> = collector
+                .spans()
+                .into_iter()
+                .filter(|s| otlp::attribute(s, "inferprobe.target").as_deref() == Some(name))
+                .filter(|s| otlp::attribute(s, "inferprobe.canary").is_none())
+                .collect();
+            if spans.len() >= n {
+                spans.sort_by_key(|s| s.end_time_unix_nano);
+                let mut ttfts: Vec<f64> = spans[..n]
+                    .iter()
+                    .map(|s| {
+                        otlp::attribute(s, "gen_ai.response.time_to_first_chunk")
+                            .and_then(|t| t.parse().ok())
+                            .unwrap_or_else(|| panic!("{name}: a span without its TTFT"))
+                    })
+                    .collect();
+                ttfts.sort_by(f64::total_cmp);
+                break ttfts;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{name}: {} spans of {n}",
+                spans.len()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert!(
+            exact[0] >= injected * 0.8,
+            "{name}: a TTFT of {} s",
+            exact[0]
+        );
+        for q in [0.5, 0.9] {
+            let native = one(prometheus
+                .query_at(&format!("histogram_quantile({q}, {selector})"), at)
+                .await
+                .unwrap());
+            let truth = exact[rank(q, n)];
+            let classic = classic_quantile(q, &exact, TTFT_BUCKETS);
+            eprintln!(
+                "{name} p{}: exact {truth:.5} s, native {native:.5} s ({:+.1}%), classic {classic:.5} s ({:+.1}%) over {n} probes",
+                q * 100.0,
+                (native / truth - 1.0) * 100.0,
+                (classic / truth - 1.0) * 100.0,
+            );
+            // A probe that ended at the same instant as the nth may stand in for it: one
+            // rank either side.
+            let low = exact[rank(q, n).saturating_sub(1)] / BUCKET_FACTOR;
+            let high = exact[(rank(q, n) + 1).min(n - 1)] * BUCKET_FACTOR;
+            assert!(
+                (low..=high).contains(&native),
+                "{name}: native p{q} {native} s outside [{low}, {high}] (exact {truth} s)"
+            );
+        }
+        // Against the injected latency where the client's overhead is small beside it.
+        if injected >= 0.1 {
+            let p50 = exact[rank(0.5, n)];
+            assert!(
+                p50 >= injected * 0.8 && p50 <= injected * 1.2 + 0.02,
+                "{name}: exact p50 {p50} s for an injected {injected} s ±20%"
+            );
+        }
+    }
+    daemon.stop().await;
+}
+
+/// `both` (the default) on a Prometheus with native histograms on: it keeps the native
+/// histogram (Prometheus 2.x and 3.x drop the classic buckets of a histogram that has
+/// native ones unless `scrape_classic_histograms` / `always_scrape_classic_histograms` is
+/// set), and the probes' exemplars ride on it: Prometheus 2.42 takes a native histogram's
+/// exemplar from its classic buckets', which `both` carries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_keeps_the_native_histogram_and_its_exemplars() {
+    let sim = start_sim(SimConfig::default()).await;
+    let collector = otlp::start(Duration::ZERO).await;
+    let daemon = start_daemon(&config(&[sim.url()], "both", &collector.url)).await;
+    let scrape = format!(
+        "  - job_name: inferprobe\n    honor_labels: true\n\
+         \x20   static_configs:\n      - targets: ['{}']\n",
+        daemon.addr
+    );
+    let Some(prometheus) = Prometheus::start_native(&scrape).await else {
+        return;
+    };
+    let selector = "inferprobe_time_to_first_token_seconds{target=\"ttft-1ms\"}";
+    prometheus
+        .wait_for(
+            &format!("histogram_count({selector}) >= 5"),
+            Duration::from_secs(60),
+        )
+        .await;
+    let classic = prometheus
+        .query("count(inferprobe_time_to_first_token_seconds_bucket)")
+        .await
+        .unwrap();
+    assert!(
+        classic.is_empty(),
+        "Prometheus kept the classic buckets too: {classic:?}"
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let url = reqwest::Url::parse_with_params(
+        &format!("{}/api/v1/query_exemplars", prometheus.url),
+        [
+            ("query", selector),
+            ("start", &format!("{:.3}", now - 120.0)),
+            ("end", &format!("{now:.3}")),
+        ],
+    )
+    .unwrap();
+    let body: serde_json::Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+    let exemplars: Vec<&serde_json::Value> = body["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|series| series["exemplars"].as_array().into_iter().flatten())
+        .collect();
+    assert!(!exemplars.is_empty(), "no exemplars: {body}");
+    for exemplar in exemplars {
+        let id = exemplar["labels"]["request_id"]
+            .as_str()
+            .unwrap_or_default();
+        let trace = exemplar["labels"]["trace_id"].as_str().unwrap_or_default();
+        assert!(!id.is_empty() && trace.len() == 32, "{exemplar}");
+    }
+    daemon.stop().await;
+}

@@ -266,3 +266,77 @@ async fn both_keeps_the_native_histogram_and_its_exemplars() {
     }
     daemon.stop().await;
 }
+
+const PROTOBUF_ACCEPT: &str = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3";
+
+/// The TTFT histogram of a protobuf scrape: (classic buckets, native spans, schema).
+async fn protobuf_ttft(daemon: &common::Daemon) -> (usize, usize, i32) {
+    use prometheus_client::encoding::prometheus_protobuf::prometheus_data_model::MetricFamily;
+    use prost::Message;
+    let response = daemon.get("/metrics", Some(PROTOBUF_ACCEPT)).await;
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        content_type.starts_with("application/vnd.google.protobuf"),
+        "{content_type}"
+    );
+    let mut body = &response.bytes().await.unwrap()[..];
+    while !body.is_empty() {
+        let family = MetricFamily::decode_length_delimited(&mut body).unwrap();
+        if family.name == "inferprobe_time_to_first_token_seconds" {
+            let h = family.metric[0].histogram.clone().unwrap();
+            return (h.bucket.len(), h.positive_span.len(), h.schema);
+        }
+    }
+    panic!("no TTFT family in the protobuf scrape");
+}
+
+/// `[metrics] histograms` applies on reload, and a text scrape keeps its classic buckets
+/// whatever the mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_switches_what_a_protobuf_scrape_carries() {
+    let sim = start_sim(SimConfig::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("inferprobe.toml");
+    let write = |mode: &str| {
+        let toml = format!(
+            "[metrics]\nhistograms = \"{mode}\"\n[[targets]]\nname = \"t\"\nurl = \"{}\"\n\
+             model = \"m\"\nbackend = \"openai-chat\"\nrate = 10\noutput_tokens = 2\n",
+            sim.url()
+        );
+        std::fs::write(&path, toml).unwrap();
+    };
+    write("classic");
+    let daemon = common::start_reloadable(&path).await;
+    daemon
+        .wait_for(Duration::from_secs(30), |s| s.successes("t") >= 2.0)
+        .await;
+    let (classic, spans, _) = protobuf_ttft(&daemon).await;
+    assert!(
+        classic > 0 && spans == 0,
+        "classic mode: {classic} buckets, {spans} spans"
+    );
+    write("native");
+    assert_eq!(daemon.reload().await.0, 200);
+    let (classic, spans, schema) = protobuf_ttft(&daemon).await;
+    assert!(
+        classic == 0 && spans > 0,
+        "native mode: {classic} buckets, {spans} spans"
+    );
+    assert_eq!(schema, 3);
+    let text = daemon.scrape().await.text;
+    assert!(
+        text.contains("inferprobe_time_to_first_token_seconds_bucket{"),
+        "{text}"
+    );
+    write("both");
+    assert_eq!(daemon.reload().await.0, 200);
+    let (classic, spans, _) = protobuf_ttft(&daemon).await;
+    assert!(
+        classic > 0 && spans > 0,
+        "both: {classic} buckets, {spans} spans"
+    );
+    daemon.stop().await;
+}

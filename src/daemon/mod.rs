@@ -235,6 +235,7 @@ fn reload(
                     tracing::warn!(old = %listen, new = %config.listen, "a new listen address applies after a restart");
                 }
                 tracing::info!(%changes, "configuration reloaded");
+                metrics.set_histograms(config.histograms);
                 state.set_config(targets.view());
                 Ok(config)
             }

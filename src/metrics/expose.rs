@@ -21,14 +21,53 @@ pub enum Format {
 }
 
 impl Format {
-    /// Pick the format from an `Accept` header. Prometheus lists OpenMetrics first when it
-    /// can parse it; anything that does not mention it gets the classic format.
+    /// Pick the format from an `Accept` header: of the media ranges it lists, the one with
+    /// the highest `q` that names a format we write (the first of equals), as HTTP content
+    /// negotiation does. Prometheus 2.x with native histograms lists protobuf first
+    /// (q=0.7 above OpenMetrics' 0.6); 3.x weighs its `scrape_protocols` in the order given.
+    /// Protobuf counts only as the delimited `MetricFamily` stream Prometheus asks for.
+    /// Without a match (curl, promtool, `*/*`) the classic text format.
     pub fn negotiate(accept: Option<&str>) -> Self {
-        match accept {
-            Some(accept) if accept.starts_with(PROTOBUF) => Self::Protobuf,
-            Some(accept) if accept.contains("application/openmetrics-text") => Self::OpenMetrics,
-            _ => Self::Text,
+        let mut best: Option<(f64, Self)> = None;
+        for range in accept.unwrap_or_default().split(',') {
+            let mut parts = range.split(';').map(str::trim);
+            let media = parts.next().unwrap_or_default().to_ascii_lowercase();
+            let mut q = 1.0;
+            let (mut proto, mut encoding) = (None, None);
+            for param in parts {
+                let Some((name, value)) = param.split_once('=') else {
+                    continue;
+                };
+                let value = value.trim().trim_matches('"');
+                match name.trim().to_ascii_lowercase().as_str() {
+                    "q" => {
+                        q = value
+                            .parse()
+                            .ok()
+                            .filter(|q: &f64| (0.0..=1.0).contains(q))
+                            .unwrap_or(0.0)
+                    }
+                    "proto" => proto = Some(value.to_owned()),
+                    "encoding" => encoding = Some(value.to_owned()),
+                    _ => {}
+                }
+            }
+            let format = match media.as_str() {
+                "application/vnd.google.protobuf"
+                    if proto.as_deref() == Some("io.prometheus.client.MetricFamily")
+                        && encoding.as_deref().is_none_or(|e| e == "delimited") =>
+                {
+                    Self::Protobuf
+                }
+                "application/openmetrics-text" => Self::OpenMetrics,
+                "text/plain" => Self::Text,
+                _ => continue,
+            };
+            if q > 0.0 && best.is_none_or(|(b, _)| q > b) {
+                best = Some((q, format));
+            }
         }
+        best.map_or(Self::Text, |(_, format)| format)
     }
 
     pub fn content_type(self) -> &'static str {
@@ -41,9 +80,6 @@ impl Format {
         }
     }
 }
-
-/// What an `Accept` header starts with when the scraper prefers protobuf.
-const PROTOBUF: &str = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily";
 
 /// The native buckets of a latency family's series, by family name and labels.
 pub type NativeOf<'a> = &'a dyn Fn(&str, &TargetLabels) -> Option<NativeBuckets>;
@@ -182,6 +218,23 @@ mod tests {
         assert_eq!(Format::negotiate(Some(prometheus)), Format::OpenMetrics);
         assert_eq!(Format::negotiate(Some("*/*")), Format::Text);
         assert_eq!(Format::negotiate(None), Format::Text);
+        // Prometheus with native histograms: protobuf first.
+        let native = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,application/openmetrics-text;version=1.0.0;q=0.6,text/plain;version=0.0.4;q=0.3,*/*;q=0.1";
+        assert_eq!(Format::negotiate(Some(native)), Format::Protobuf);
+        // The weight decides, not the order; spaces and case do not matter.
+        let weighed = "application/openmetrics-text; version=1.0.0; q=0.5, Application/Vnd.Google.Protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited; q=0.9";
+        assert_eq!(Format::negotiate(Some(weighed)), Format::Protobuf);
+        let text_first = "text/plain;version=0.0.4;q=0.9,application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.2";
+        assert_eq!(Format::negotiate(Some(text_first)), Format::Text);
+        // Protobuf we do not write (another message, text encoding) or refused (q=0).
+        for other in [
+            "application/vnd.google.protobuf;proto=other.Message;encoding=delimited",
+            "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text",
+            "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;q=0,text/plain;q=0.1",
+            "application/vnd.google.protobuf;q=bad;proto=io.prometheus.client.MetricFamily",
+        ] {
+            assert_eq!(Format::negotiate(Some(other)), Format::Text, "{other}");
+        }
     }
 
     #[test]

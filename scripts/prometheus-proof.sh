@@ -447,12 +447,14 @@ while True:
 print(f"data after {time.monotonic() - start:.0f}s: both nodes and every replica scraped, "
       "every recording rule evaluated")
 
-# What Prometheus stored of the latency histograms: in native mode the native histogram
+# What Prometheus stored of the per-target histograms: in native mode the native histogram
 # alone, on every node, so every query and rule below ran on native series.
-LATENCY = ["inferprobe_time_to_first_token_seconds", "inferprobe_time_per_output_token_seconds",
-           "inferprobe_inter_token_latency_seconds", "inferprobe_e2e_request_latency_seconds"]
+HISTOGRAMS = ["inferprobe_time_to_first_token_seconds", "inferprobe_time_per_output_token_seconds",
+              "inferprobe_inter_token_latency_seconds", "inferprobe_e2e_request_latency_seconds",
+              "inferprobe_request_output_tokens", "inferprobe_request_prompt_tokens",
+              "inferprobe_schedule_lag_seconds"]
 mode = os.environ.get("PROOF_HISTOGRAMS", "")
-for name in LATENCY:
+for name in HISTOGRAMS:
     native = query(f"count by (node) (histogram_count({name}))")["data"]["result"]
     classic = query(f"count by (node) ({name}_bucket)")["data"]["result"]
     stored = {"native": len(native), "classic": len(classic)}
@@ -461,7 +463,7 @@ for name in LATENCY:
         want = {"native": 0, "classic": 2}
     if want is not None and stored != want:
         sys.exit(f"FAIL: {name}: nodes with native / classic series {stored}, want {want}")
-print(f"latency histograms stored as {'native' if stored['native'] else 'classic'} series "
+print(f"per-target histograms stored as {'native' if stored['native'] else 'classic'} series "
       f"([metrics] histograms = {mode or 'default'}, {'protobuf' if mode else 'text'} scrape)")
 
 # Every rule of both rules files evaluates without error in Prometheus itself.

@@ -77,8 +77,8 @@ fn recording_rules() -> HashSet<String> {
 
 fn is_exported(name: &str) -> bool {
     EXPORTED_SERIES.contains(&name)
-        // A latency histogram's native series, under its own name (a protobuf scrape).
-        || LATENCY_HISTOGRAMS.contains(&name)
+        // A histogram's native series, under its own name (a protobuf scrape).
+        || NATIVE_HISTOGRAMS.contains(&name)
         || ["_bucket", "_sum", "_count"].iter().any(|suffix| {
             name.strip_suffix(suffix)
                 .is_some_and(|base| EXPORTED_HISTOGRAMS.contains(&base))

@@ -150,7 +150,19 @@ fn exported(text: &str) -> BTreeSet<String> {
 fn documented_metrics() -> BTreeSet<String> {
     let text = read("docs/metrics.md");
     let mut names = BTreeSet::new();
-    for line in text.lines().filter(|l| l.starts_with("| `")) {
+    // Rows of the tables headed `| metric |` (not, say, the histogram modes' table).
+    let mut in_metrics_table = false;
+    for line in text.lines() {
+        if !line.starts_with('|') {
+            in_metrics_table = false;
+            continue;
+        }
+        if line.starts_with("| metric |") {
+            in_metrics_table = true;
+        }
+        if !in_metrics_table || !line.starts_with("| `") {
+            continue;
+        }
         let cell = line.split('|').nth(1).unwrap_or("");
         for name in cell.split('`').skip(1).step_by(2) {
             let name = name.split('{').next().unwrap_or("").trim();

@@ -73,7 +73,7 @@ pub struct Config {
     pub discovery: Vec<Arc<Discovery>>,
     /// Where probe spans go (OTLP), if anywhere.
     pub tracing: Option<crate::otlp::TracingExport>,
-    /// Which buckets the latency histograms carry in a protobuf scrape.
+    /// Which buckets the per-target histograms carry in a protobuf scrape.
     pub histograms: crate::metrics::HistogramMode,
 }
 

@@ -42,7 +42,7 @@ pub struct RawConfig {
     /// OTLP export of one span per probe.
     #[serde(default)]
     pub tracing: RawTracing,
-    /// How /metrics exposes the latency histograms.
+    /// How /metrics exposes the per-target histograms.
     #[serde(default)]
     pub metrics: RawMetrics,
 }

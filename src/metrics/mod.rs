@@ -6,10 +6,10 @@
 //! category), so `rate()` and absence alerts work before the first failure.
 
 mod canary;
+mod dual;
 mod expose;
 mod family;
 pub mod labels;
-mod latency;
 pub mod native;
 mod process;
 mod register;
@@ -25,16 +25,16 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
 
 use crate::endpoint::{Slo, Target};
 use crate::error::ErrorCategory;
 
 pub use canary::{CanaryVerdict, CheckResult, InvalidReason};
+use dual::DualHistogram;
 pub use expose::Format;
 pub use family::{LabeledFamily, TargetLabels};
-use latency::LatencyHistogram;
 pub use runtime::RuntimeCollector;
 pub use target::{InFlight, ProbeId, TargetMetrics, is_good};
 use values::with_bound;
@@ -79,17 +79,17 @@ pub struct Metrics {
     errors: LabeledFamily<WithLabel<ErrorCategory>, Counter>,
     skipped: LabeledFamily<WithLabel<SkipReason>, Counter>,
     in_flight: LabeledFamily<TargetLabels, Gauge>,
-    ttft: LabeledFamily<TargetLabels, LatencyHistogram>,
-    tpot: LabeledFamily<TargetLabels, LatencyHistogram>,
-    itl: LabeledFamily<TargetLabels, LatencyHistogram>,
-    e2el: LabeledFamily<TargetLabels, LatencyHistogram>,
-    output_tokens: LabeledFamily<TargetLabels, Histogram>,
-    prompt_tokens: LabeledFamily<TargetLabels, Histogram>,
+    ttft: LabeledFamily<TargetLabels, DualHistogram>,
+    tpot: LabeledFamily<TargetLabels, DualHistogram>,
+    itl: LabeledFamily<TargetLabels, DualHistogram>,
+    e2el: LabeledFamily<TargetLabels, DualHistogram>,
+    output_tokens: LabeledFamily<TargetLabels, DualHistogram>,
+    prompt_tokens: LabeledFamily<TargetLabels, DualHistogram>,
     output_tokens_total: LabeledFamily<TargetLabels, Counter>,
     prompt_tokens_total: LabeledFamily<TargetLabels, Counter>,
     good_requests: LabeledFamily<TargetLabels, Counter>,
     last_success: LabeledFamily<TargetLabels, F64Gauge>,
-    schedule_lag: LabeledFamily<TargetLabels, Histogram>,
+    schedule_lag: LabeledFamily<TargetLabels, DualHistogram>,
     connections: LabeledFamily<TargetLabels, Counter>,
     retries: LabeledFamily<TargetLabels, Counter>,
     buffered: LabeledFamily<TargetLabels, Counter>,
@@ -116,7 +116,7 @@ pub struct Metrics {
     histograms: Arc<Mutex<HistogramMode>>,
 }
 
-/// Which buckets a protobuf scrape's latency histograms carry (`[metrics] histograms`).
+/// Which buckets a protobuf scrape's per-target histograms carry (`[metrics] histograms`).
 /// Text and OpenMetrics scrapes always carry the classic buckets and their exemplars: those
 /// formats have no native histograms.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -143,6 +143,9 @@ impl Metrics {
                 "inferprobe_time_per_output_token_seconds" => &self.tpot,
                 "inferprobe_inter_token_latency_seconds" => &self.itl,
                 "inferprobe_e2e_request_latency_seconds" => &self.e2el,
+                "inferprobe_request_output_tokens" => &self.output_tokens,
+                "inferprobe_request_prompt_tokens" => &self.prompt_tokens,
+                "inferprobe_schedule_lag_seconds" => &self.schedule_lag,
                 _ => return None,
             };
             family.get(labels).map(|h| h.native())
@@ -194,9 +197,9 @@ impl Metrics {
         let l = || labels.clone();
         let threshold = |f: fn(&Slo) -> Option<std::time::Duration>| slo.as_ref().and_then(f);
         let latency = |defaults: &'static [f64], bound: Option<std::time::Duration>| {
-            move || LatencyHistogram::new(with_bound(defaults, bound).into_iter())
+            move || DualHistogram::new(with_bound(defaults, bound).into_iter())
         };
-        let counts = || Histogram::new(TOKEN_COUNT_BUCKETS.iter().copied());
+        let counts = || DualHistogram::new(TOKEN_COUNT_BUCKETS.iter().copied());
         if let Some(slo) = &slo {
             self.slo_objective
                 .get_or_insert(l(), F64Gauge::default)
@@ -273,9 +276,9 @@ impl Metrics {
                 .get_or_insert(l(), Counter::default),
             good_requests: self.good_requests.get_or_insert(l(), Counter::default),
             last_success: self.last_success.get_or_insert(l(), F64Gauge::default),
-            schedule_lag: self
-                .schedule_lag
-                .get_or_insert(l(), || Histogram::new(exponential_buckets(0.0001, 4.0, 10))),
+            schedule_lag: self.schedule_lag.get_or_insert(l(), || {
+                DualHistogram::new(exponential_buckets(0.0001, 4.0, 10))
+            }),
             connections: self.connections.get_or_insert(l(), Counter::default),
             retries: self.retries.get_or_insert(l(), Counter::default),
             buffered: self.buffered.get_or_insert(l(), Counter::default),
@@ -365,10 +368,15 @@ impl Metrics {
         self.errors.retain(|(l, _)| l != labels);
         self.skipped.retain(|(l, _)| l != labels);
         self.in_flight.remove(labels);
-        for family in [&self.ttft, &self.tpot, &self.itl, &self.e2el] {
-            family.remove(labels);
-        }
-        for family in [&self.output_tokens, &self.prompt_tokens, &self.schedule_lag] {
+        for family in [
+            &self.ttft,
+            &self.tpot,
+            &self.itl,
+            &self.e2el,
+            &self.output_tokens,
+            &self.prompt_tokens,
+            &self.schedule_lag,
+        ] {
             family.remove(labels);
         }
         for family in [

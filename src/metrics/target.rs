@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 
 use super::canary::{CanarySeries, CanaryVerdict};
 use super::sli::Slis;
-use super::{Exemplar, F64Gauge, LatencyHistogram, SkipReason, TargetLabels, unix_now};
+use super::{DualHistogram, Exemplar, F64Gauge, SkipReason, TargetLabels, unix_now};
 use crate::endpoint::Slo;
 use crate::error::{ErrorCategory, ProbeError};
 use crate::record::Measurement;
@@ -70,17 +69,17 @@ pub struct TargetMetrics {
     pub(super) errors: [Counter; ErrorCategory::ALL.len()],
     pub(super) skipped: [Counter; SkipReason::ALL.len()],
     pub(super) in_flight: Gauge,
-    pub(super) ttft: LatencyHistogram,
-    pub(super) tpot: LatencyHistogram,
-    pub(super) itl: LatencyHistogram,
-    pub(super) e2el: LatencyHistogram,
-    pub(super) output_tokens: Histogram,
-    pub(super) prompt_tokens: Histogram,
+    pub(super) ttft: DualHistogram,
+    pub(super) tpot: DualHistogram,
+    pub(super) itl: DualHistogram,
+    pub(super) e2el: DualHistogram,
+    pub(super) output_tokens: DualHistogram,
+    pub(super) prompt_tokens: DualHistogram,
     pub(super) output_tokens_total: Counter,
     pub(super) prompt_tokens_total: Counter,
     pub(super) good_requests: Counter,
     pub(super) last_success: F64Gauge,
-    pub(super) schedule_lag: Histogram,
+    pub(super) schedule_lag: DualHistogram,
     pub(super) connections: Counter,
     pub(super) retries: Counter,
     pub(super) buffered: Counter,
@@ -174,11 +173,11 @@ impl TargetMetrics {
                 self.e2el.observe(m.e2el.as_secs_f64(), exemplar());
                 Slis::count(&self.slis.e2el, m.e2el, 1);
                 if let Some(count) = m.output_tokens {
-                    self.output_tokens.observe(count.value() as f64);
+                    self.output_tokens.observe(count.value() as f64, None);
                     self.output_tokens_total.inc_by(count.value());
                 }
                 if let Some(prompt) = m.prompt_tokens {
-                    self.prompt_tokens.observe(prompt as f64);
+                    self.prompt_tokens.observe(prompt as f64, None);
                     self.prompt_tokens_total.inc_by(prompt);
                 }
                 if self.slo.as_ref().is_none_or(|slo| is_good(slo, m)) {
@@ -279,7 +278,7 @@ impl TargetMetrics {
     }
 
     pub fn schedule_lag(&self, lag: Duration) {
-        self.schedule_lag.observe(lag.as_secs_f64());
+        self.schedule_lag.observe(lag.as_secs_f64(), None);
     }
 
     /// The counter of new connections (each pool miss), for the HTTP client to bump.

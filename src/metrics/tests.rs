@@ -309,7 +309,7 @@ fn a_buffered_stream_is_counted() {
 }
 
 /// A protobuf scrape in each `[metrics] histograms` mode: the classic buckets with their
-/// exemplars, native buckets, or both in one series (issue 34, work in progress).
+/// exemplars, native buckets, or both in one series (docs/metrics.md, "Native histograms").
 #[test]
 fn protobuf_scrapes_carry_the_buckets_the_mode_asks_for() {
     use prometheus_client::encoding::prometheus_protobuf::prometheus_data_model::MetricFamily;

@@ -149,7 +149,7 @@ mod tests {
         assert_eq!(refs.bare_matchers, 0);
         assert!(is_exported("inferprobe_time_to_first_token_seconds_bucket"));
         assert!(is_exported("inferprobe_time_to_first_token_seconds"));
-        assert!(!is_exported("inferprobe_request_output_tokens"));
+        assert!(!is_exported("inferprobe_canary_logprob_drift"));
         assert!(!is_exported("inferprobe_requests"));
         assert!(recording_rules().contains("inferprobe:error_budget_remaining:ratio"));
     }

@@ -48,6 +48,18 @@ pub(super) const LATENCY_HISTOGRAMS: [&str; 4] = [
     "inferprobe_e2e_request_latency_seconds",
 ];
 
+/// The histograms that carry native buckets beside their classic ones (a protobuf scrape):
+/// every per-target histogram. The canary's stay classic.
+pub(super) const NATIVE_HISTOGRAMS: [&str; 7] = [
+    "inferprobe_time_to_first_token_seconds",
+    "inferprobe_time_per_output_token_seconds",
+    "inferprobe_inter_token_latency_seconds",
+    "inferprobe_e2e_request_latency_seconds",
+    "inferprobe_request_output_tokens",
+    "inferprobe_request_prompt_tokens",
+    "inferprobe_schedule_lag_seconds",
+];
+
 /// The only datasource reference a panel or query may carry.
 pub(super) const DATASOURCE_UID: &str = "${datasource}";
 

@@ -1,7 +1,8 @@
-//! A latency histogram: classic buckets with exemplars (what the text and OpenMetrics
-//! expositions carry, exactly as before) and, beside them, native buckets
-//! ([`super::native`]) that the Prometheus protobuf exposition adds to the same series
-//! (issue 34, work in progress on this branch).
+//! A histogram of two shapes: classic buckets with exemplars (what the text and OpenMetrics
+//! expositions carry) and, beside them, native buckets ([`super::native`]) that the
+//! Prometheus protobuf exposition adds to the same series (`[metrics] histograms` decides
+//! which a protobuf scrape carries; docs/metrics.md). Every per-target histogram is one:
+//! the latencies (with the probe's exemplar), token counts and schedule lag (without).
 
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -14,12 +15,12 @@ use super::Exemplar;
 use super::native::NativeBuckets;
 
 #[derive(Clone, Debug)]
-pub struct LatencyHistogram {
+pub struct DualHistogram {
     classic: HistogramWithExemplars<Exemplar>,
     native: Arc<Mutex<NativeBuckets>>,
 }
 
-impl LatencyHistogram {
+impl DualHistogram {
     pub fn new(buckets: impl Iterator<Item = f64>) -> Self {
         Self {
             classic: HistogramWithExemplars::new(buckets),
@@ -47,11 +48,11 @@ impl LatencyHistogram {
     }
 }
 
-impl TypedMetric for LatencyHistogram {
+impl TypedMetric for DualHistogram {
     const TYPE: MetricType = MetricType::Histogram;
 }
 
-impl EncodeMetric for LatencyHistogram {
+impl EncodeMetric for DualHistogram {
     fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
         self.classic.encode(encoder)
     }

@@ -36,6 +36,22 @@ def http_get(port, path, headers=None, timeout=10.0):
         conn.close()
 
 
+def scrape_repeatedly(port, accept, n):
+    """`n` back-to-back GETs of /metrics over one keep-alive connection: the seconds each
+    took, and the last body."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    times, body = [], b""
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            conn.request("GET", "/metrics", headers={"Accept": accept})
+            body = conn.getresponse().read()
+            times.append(time.perf_counter() - t0)
+    finally:
+        conn.close()
+    return times, body
+
+
 def wait_until_up(port, path, proc, what, seconds=20.0):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

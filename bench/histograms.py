@@ -16,7 +16,6 @@ Prints a Markdown table (docs/performance.md has the figures of a run). Release 
 """
 
 import argparse
-import http.client
 import json
 import subprocess
 import tempfile
@@ -25,7 +24,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from harness import daemon, free_port, machine, pct, simulator, wait_until_up
+from harness import daemon, free_port, machine, pct, scrape_repeatedly, simulator
 
 ACCEPT = {
     "OpenMetrics": "application/openmetrics-text;version=1.0.0",
@@ -53,14 +52,7 @@ def config(port, sim_port, n, mode):
 
 
 def scrape_times(port, accept, n):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    times, body = [], b""
-    for _ in range(n):
-        t0 = time.perf_counter()
-        conn.request("GET", "/metrics", headers={"Accept": accept})
-        body = conn.getresponse().read()
-        times.append(time.perf_counter() - t0)
-    conn.close()
+    times, body = scrape_repeatedly(port, accept, n)
     return {"p50": pct(times, 50), "p99": pct(times, 99), "bytes": len(body)}
 
 

@@ -19,7 +19,6 @@ target/bench-quick/RESULTS.md instead.
 
 import argparse
 import datetime
-import http.client
 import json
 import statistics
 import sys
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import peers
 from harness import (BIN, ROOT, Proc, daemon, read_timeline, free_port, http_get, machine, metric_sum, mib,
-                     ms, pct, simulator, wait_until_up)
+                     ms, pct, scrape_repeatedly, simulator, wait_until_up)
 
 
 # ---------------------------------------------------------------------------- fidelity
@@ -215,14 +214,7 @@ def footprint(work, n, seconds, scrape_times):
     if scrape_times:
         for fmt, accept in (("OpenMetrics", "application/openmetrics-text;version=1.0.0"),
                             ("text 0.0.4", "text/plain")):
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-            times = []
-            for _ in range(scrape_times):
-                t0 = time.perf_counter()
-                conn.request("GET", "/metrics", headers={"Accept": accept})
-                body = conn.getresponse().read()
-                times.append(time.perf_counter() - t0)
-            conn.close()
+            times, body = scrape_repeatedly(port, accept, scrape_times)
             series = sum(1 for l in body.decode().splitlines() if l and not l.startswith("#"))
             row.setdefault("scrapes", []).append(
                 {"format": fmt, "p50": pct(times, 50), "p99": pct(times, 99), "max": max(times),

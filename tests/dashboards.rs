@@ -81,7 +81,7 @@ fn is_exported(name: &str) -> bool {
         || NATIVE_HISTOGRAMS.contains(&name)
         || ["_bucket", "_sum", "_count"].iter().any(|suffix| {
             name.strip_suffix(suffix)
-                .is_some_and(|base| EXPORTED_HISTOGRAMS.contains(&base))
+                .is_some_and(is_exported_histogram)
         })
 }
 

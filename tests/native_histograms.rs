@@ -58,6 +58,23 @@ fn config(urls: &[String], mode: &str, collector: &str) -> String {
     toml
 }
 
+/// Prometheus with native histograms on, scraping the daemon every second.
+async fn scraping(daemon: &common::Daemon) -> Option<Prometheus> {
+    let scrape = format!(
+        "  - job_name: inferprobe\n    honor_labels: true\n\
+         \x20   static_configs:\n      - targets: ['{}']\n",
+        daemon.addr
+    );
+    Prometheus::start_native(&scrape).await
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
 /// The observation a quantile's rank falls on, as `histogram_quantile` ranks them.
 fn rank(q: f64, n: usize) -> usize {
     ((q * n as f64).ceil() as usize).clamp(1, n) - 1
@@ -96,12 +113,7 @@ async fn native_quantiles_agree_with_the_exact_latencies_at_every_scale() {
     let urls: Vec<String> = sims.iter().map(|s| s.url()).collect();
     let collector = otlp::start(Duration::ZERO).await;
     let daemon = start_daemon(&config(&urls, "native", &collector.url)).await;
-    let scrape = format!(
-        "  - job_name: inferprobe\n    honor_labels: true\n\
-         \x20   static_configs:\n      - targets: ['{}']\n",
-        daemon.addr
-    );
-    let Some(prometheus) = Prometheus::start_native(&scrape).await else {
+    let Some(prometheus) = scraping(&daemon).await else {
         return;
     };
     for (name, _) in SCALES {
@@ -120,10 +132,7 @@ async fn native_quantiles_agree_with_the_exact_latencies_at_every_scale() {
         classic.is_empty(),
         "classic series in native mode: {classic:?}"
     );
-    let at = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64();
+    let at = unix_now();
     for (name, injected) in SCALES {
         let injected = injected.as_secs_f64();
         let selector = format!("inferprobe_time_to_first_token_seconds{{target=\"{name}\"}}");
@@ -213,12 +222,7 @@ async fn both_keeps_the_native_histogram_and_its_exemplars() {
     let sim = start_sim(SimConfig::default()).await;
     let collector = otlp::start(Duration::ZERO).await;
     let daemon = start_daemon(&config(&[sim.url()], "both", &collector.url)).await;
-    let scrape = format!(
-        "  - job_name: inferprobe\n    honor_labels: true\n\
-         \x20   static_configs:\n      - targets: ['{}']\n",
-        daemon.addr
-    );
-    let Some(prometheus) = Prometheus::start_native(&scrape).await else {
+    let Some(prometheus) = scraping(&daemon).await else {
         return;
     };
     let selector = "inferprobe_time_to_first_token_seconds{target=\"ttft-1ms\"}";
@@ -236,10 +240,7 @@ async fn both_keeps_the_native_histogram_and_its_exemplars() {
         classic.is_empty(),
         "Prometheus kept the classic buckets too: {classic:?}"
     );
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64();
+    let now = unix_now();
     let url = reqwest::Url::parse_with_params(
         &format!("{}/api/v1/query_exemplars", prometheus.url),
         [

@@ -27,10 +27,9 @@ pub(super) const EXPORTED_SERIES: &[&str] = &[
     "inferprobe_fleet_size",
 ];
 
-/// Histograms the daemon exports; each has `_bucket`, `_sum` and `_count` series.
-pub(super) const EXPORTED_HISTOGRAMS: &[&str] = &[
-    "inferprobe_canary_divergence_position",
-    "inferprobe_canary_logprob_drift",
+/// The histograms that carry native buckets beside their classic ones (a protobuf scrape):
+/// every per-target histogram, the four latency ones first.
+pub(super) const NATIVE_HISTOGRAMS: [&str; 7] = [
     "inferprobe_time_to_first_token_seconds",
     "inferprobe_time_per_output_token_seconds",
     "inferprobe_inter_token_latency_seconds",
@@ -42,23 +41,22 @@ pub(super) const EXPORTED_HISTOGRAMS: &[&str] = &[
 
 /// The four latency histograms every dashboard shows.
 pub(super) const LATENCY_HISTOGRAMS: [&str; 4] = [
-    "inferprobe_time_to_first_token_seconds",
-    "inferprobe_time_per_output_token_seconds",
-    "inferprobe_inter_token_latency_seconds",
-    "inferprobe_e2e_request_latency_seconds",
+    NATIVE_HISTOGRAMS[0],
+    NATIVE_HISTOGRAMS[1],
+    NATIVE_HISTOGRAMS[2],
+    NATIVE_HISTOGRAMS[3],
 ];
 
-/// The histograms that carry native buckets beside their classic ones (a protobuf scrape):
-/// every per-target histogram. The canary's stay classic.
-pub(super) const NATIVE_HISTOGRAMS: [&str; 7] = [
-    "inferprobe_time_to_first_token_seconds",
-    "inferprobe_time_per_output_token_seconds",
-    "inferprobe_inter_token_latency_seconds",
-    "inferprobe_e2e_request_latency_seconds",
-    "inferprobe_request_output_tokens",
-    "inferprobe_request_prompt_tokens",
-    "inferprobe_schedule_lag_seconds",
+/// The canary's histograms: classic only.
+const CANARY_HISTOGRAMS: [&str; 2] = [
+    "inferprobe_canary_divergence_position",
+    "inferprobe_canary_logprob_drift",
 ];
+
+/// Histograms the daemon exports; each has `_bucket`, `_sum` and `_count` series.
+pub(super) fn is_exported_histogram(name: &str) -> bool {
+    NATIVE_HISTOGRAMS.contains(&name) || CANARY_HISTOGRAMS.contains(&name)
+}
 
 /// The only datasource reference a panel or query may carry.
 pub(super) const DATASOURCE_UID: &str = "${datasource}";

@@ -43,6 +43,10 @@ pub struct Chunk {
     /// Cumulative `usage.completion_tokens`, when the event carries usage.
     pub completion_tokens: Option<u64>,
     pub prompt_tokens: Option<u64>,
+    /// Of the prompt, the tokens the server served from its prefix cache, when usage says
+    /// (`prompt_tokens_details.cached_tokens`, Anthropic's `cache_read_input_tokens`,
+    /// Responses' `input_tokens_details.cached_tokens`).
+    pub cached_prompt_tokens: Option<u64>,
     /// A `finish_reason` was set: the generation ended normally.
     pub finished: bool,
     /// The part of `completion_tokens` that was reasoning, when usage breaks it out
@@ -115,6 +119,9 @@ pub struct Measurement {
     /// `None` when the response has no output tokens (embeddings).
     pub output_tokens: Option<TokenCount>,
     pub prompt_tokens: Option<u64>,
+    /// Prompt tokens served from the server's prefix cache, when the server says (usage, or
+    /// llama.cpp's `timings.cache_n`); `None` when it says nothing, never a made-up 0.
+    pub cached_prompt_tokens: Option<u64>,
 }
 
 impl Measurement {
@@ -149,6 +156,7 @@ pub struct RequestRecord {
     first_token_at: Option<Instant>,
     observations: Vec<Observation>,
     prompt_tokens: Option<u64>,
+    cached_prompt_tokens: Option<u64>,
     /// Highest `usage.completion_tokens` seen so far.
     usage_so_far: u64,
     reasoning_tokens: Option<u64>,
@@ -175,6 +183,7 @@ impl RequestRecord {
             first_token_at: None,
             observations: Vec::new(),
             prompt_tokens: None,
+            cached_prompt_tokens: None,
             usage_so_far: 0,
             reasoning_tokens: None,
             eos_event: false,
@@ -186,6 +195,9 @@ impl RequestRecord {
         self.finished |= chunk.finished;
         if chunk.prompt_tokens.is_some() {
             self.prompt_tokens = chunk.prompt_tokens;
+        }
+        if chunk.cached_prompt_tokens.is_some() {
+            self.cached_prompt_tokens = chunk.cached_prompt_tokens;
         }
         if chunk.reasoning_tokens.is_some() {
             self.reasoning_tokens = chunk.reasoning_tokens;
@@ -287,6 +299,7 @@ impl RequestRecord {
             e2el: end - self.start,
             output_tokens: Some(output_tokens),
             prompt_tokens: self.prompt_tokens,
+            cached_prompt_tokens: self.cached_prompt_tokens(),
         })
     }
 
@@ -339,7 +352,24 @@ impl RequestRecord {
             e2el: end - self.start,
             output_tokens,
             prompt_tokens: whole.prompt_tokens.or(self.prompt_tokens),
+            cached_prompt_tokens: whole
+                .cached_prompt_tokens
+                .or_else(|| self.cached_prompt_tokens()),
         })
+    }
+
+    /// What usage said was cached, else llama.cpp's own account (`timings.cache_n`); never
+    /// more than the prompt (a server's slip must not count more cached tokens than it read).
+    fn cached_prompt_tokens(&self) -> Option<u64> {
+        let cached = self.cached_prompt_tokens.or_else(|| {
+            self.response
+                .server_timings
+                .and_then(|timings| timings.cache_n)
+        })?;
+        Some(
+            self.prompt_tokens
+                .map_or(cached, |prompt| cached.min(prompt)),
+        )
     }
 }
 

@@ -214,6 +214,26 @@ fn transcripts_are_measured_as_designed() {
     }
 }
 
+/// Cached prompt tokens as the real servers reported them (issue 35, item 1): llama.cpp's
+/// usage `prompt_tokens_details.cached_tokens`, or its `timings.cache_n` when it sent no
+/// usage; vLLM without `--enable-prompt-tokens-details` reports nothing, so nothing is read.
+#[test]
+fn cached_prompt_tokens_of_real_servers() {
+    let cases = [
+        ("llama-server/chat-usage", Some(0)),
+        ("llama-server/chat-nousage", Some(11)),
+        ("llama-server/completions-usage", Some(0)),
+        ("llama-server/completions-nousage", Some(3)),
+        ("vllm/chat-usage", None),
+        ("vllm/completions-usage", None),
+        ("vllm/chat-continuous-usage", None),
+    ];
+    for (name, cached) in cases {
+        let m = measure_transcript(name);
+        assert_eq!(m.cached_prompt_tokens, cached, "{name}");
+    }
+}
+
 fn tokenizer() -> TokenCounter {
     TokenCounter::load(&fixtures().join("tokenizer/tiny-bpe.json")).unwrap()
 }

@@ -170,6 +170,10 @@ impl StreamParser for MessagesParser {
                 let usage = message.and_then(|m| m.get("usage"));
                 StreamEvent::Chunk(Chunk {
                     prompt_tokens: prompt_tokens(usage)?,
+                    // Read from the prompt cache (an explicit `cache_control` breakpoint).
+                    cached_prompt_tokens: usage
+                        .and_then(|u| u.get("cache_read_input_tokens"))
+                        .and_then(Value::as_u64),
                     ..none
                 })
             }

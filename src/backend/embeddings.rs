@@ -64,6 +64,7 @@ impl Backend for Embeddings {
         Ok(WholeBody {
             has_output: dimensions > 0,
             output_tokens: None,
+            cached_prompt_tokens: None,
             prompt_tokens: count_field(
                 usage.and_then(|u| u.get("prompt_tokens")),
                 "prompt_tokens",

@@ -177,6 +177,10 @@ struct WireUsage {
     completion_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens_details: Option<WireUsageDetails>,
+    /// OpenAI, vLLM (`--enable-prompt-tokens-details`), SGLang: the prompt's cached part.
+    /// Lenient: a value that is not a count is ignored, not a failed probe.
+    #[serde(default)]
+    prompt_tokens_details: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -346,6 +350,12 @@ impl StreamParser for OpenAiStreamParser {
             empty_delta,
             completion_tokens: chunk.usage.as_ref().and_then(|u| u.completion_tokens),
             prompt_tokens: chunk.usage.as_ref().and_then(|u| u.prompt_tokens),
+            cached_prompt_tokens: chunk
+                .usage
+                .as_ref()
+                .and_then(|u| u.prompt_tokens_details.as_ref())
+                .and_then(|d| d.get("cached_tokens"))
+                .and_then(Value::as_u64),
             finished,
             reasoning_tokens: chunk
                 .usage

@@ -158,6 +158,10 @@ impl StreamParser for ResponsesParser {
                         usage.and_then(|u| u.get("input_tokens")),
                         "input_tokens",
                     )?,
+                    cached_prompt_tokens: usage
+                        .and_then(|u| u.get("input_tokens_details"))
+                        .and_then(|d| d.get("cached_tokens"))
+                        .and_then(Value::as_u64),
                     reasoning_tokens: count_field(
                         usage
                             .and_then(|u| u.get("output_tokens_details"))

@@ -87,6 +87,9 @@ pub struct Metrics {
     prompt_tokens: LabeledFamily<TargetLabels, DualHistogram>,
     output_tokens_total: LabeledFamily<TargetLabels, Counter>,
     prompt_tokens_total: LabeledFamily<TargetLabels, Counter>,
+    /// Made on a target's first report: a server that never reports cached tokens has no
+    /// series, not a 0 that would read as "the cache never hit".
+    prompt_cached_tokens: LabeledFamily<TargetLabels, Counter>,
     good_requests: LabeledFamily<TargetLabels, Counter>,
     last_success: LabeledFamily<TargetLabels, F64Gauge>,
     schedule_lag: LabeledFamily<TargetLabels, DualHistogram>,
@@ -274,6 +277,7 @@ impl Metrics {
             prompt_tokens_total: self
                 .prompt_tokens_total
                 .get_or_insert(l(), Counter::default),
+            prompt_cached_tokens: target::Lazy::new(self.prompt_cached_tokens.clone()),
             good_requests: self.good_requests.get_or_insert(l(), Counter::default),
             last_success: self.last_success.get_or_insert(l(), F64Gauge::default),
             schedule_lag: self.schedule_lag.get_or_insert(l(), || {
@@ -382,6 +386,7 @@ impl Metrics {
         for family in [
             &self.output_tokens_total,
             &self.prompt_tokens_total,
+            &self.prompt_cached_tokens,
             &self.good_requests,
             &self.connections,
             &self.retries,

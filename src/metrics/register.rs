@@ -27,6 +27,7 @@ impl Metrics {
             prompt_tokens: LabeledFamily::default(),
             output_tokens_total: LabeledFamily::default(),
             prompt_tokens_total: LabeledFamily::default(),
+            prompt_cached_tokens: LabeledFamily::default(),
             good_requests: LabeledFamily::default(),
             last_success: LabeledFamily::default(),
             schedule_lag: LabeledFamily::default(),
@@ -130,6 +131,11 @@ impl Metrics {
             "prompt_tokens",
             "Prompt tokens of successful probes, as reported by the server's usage",
             m.prompt_tokens_total.clone(),
+        );
+        r.register(
+            "prompt_cached_tokens",
+            "Of prompt_tokens_total, the tokens the server served from its prefix cache, as its usage reports them (OpenAI-style prompt_tokens_details.cached_tokens, Anthropic cache_read_input_tokens, llama.cpp timings.cache_n); no series for a target whose server never reported them",
+            m.prompt_cached_tokens.clone(),
         );
         r.register(
             "good_requests",

@@ -9,7 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 
 use super::canary::{CanarySeries, CanaryVerdict};
 use super::sli::Slis;
-use super::{DualHistogram, Exemplar, F64Gauge, SkipReason, TargetLabels, unix_now};
+use super::{DualHistogram, Exemplar, F64Gauge, LabeledFamily, SkipReason, TargetLabels, unix_now};
 use crate::endpoint::Slo;
 use crate::error::{ErrorCategory, ProbeError};
 use crate::record::Measurement;
@@ -77,6 +77,7 @@ pub struct TargetMetrics {
     pub(super) prompt_tokens: DualHistogram,
     pub(super) output_tokens_total: Counter,
     pub(super) prompt_tokens_total: Counter,
+    pub(super) prompt_cached_tokens: Lazy,
     pub(super) good_requests: Counter,
     pub(super) last_success: F64Gauge,
     pub(super) schedule_lag: DualHistogram,
@@ -180,6 +181,9 @@ impl TargetMetrics {
                     self.prompt_tokens.observe(prompt as f64, None);
                     self.prompt_tokens_total.inc_by(prompt);
                 }
+                if let Some(cached) = m.cached_prompt_tokens {
+                    self.prompt_cached_tokens.get(&self.labels).inc_by(cached);
+                }
                 if self.slo.as_ref().is_none_or(|slo| is_good(slo, m)) {
                     self.good_requests.inc();
                 }
@@ -233,6 +237,9 @@ impl TargetMetrics {
                 }
                 if let Some(prompt) = m.prompt_tokens {
                     self.prompt_tokens_total.inc_by(prompt);
+                }
+                if let Some(cached) = m.cached_prompt_tokens {
+                    self.prompt_cached_tokens.get(&self.labels).inc_by(cached);
                 }
                 if self.slo.as_ref().is_none_or(|slo| is_good(slo, m)) {
                     self.good_requests.inc();
@@ -290,6 +297,27 @@ impl TargetMetrics {
     pub fn in_flight(&self) -> InFlight {
         self.in_flight.inc();
         InFlight(self.in_flight.clone())
+    }
+}
+
+/// A target's counter made on first use (in its family, under its labels), then kept.
+#[derive(Clone, Debug)]
+pub struct Lazy {
+    family: LabeledFamily<TargetLabels, Counter>,
+    counter: Arc<std::sync::OnceLock<Counter>>,
+}
+
+impl Lazy {
+    pub(super) fn new(family: LabeledFamily<TargetLabels, Counter>) -> Self {
+        Self {
+            family,
+            counter: Arc::default(),
+        }
+    }
+
+    fn get(&self, labels: &TargetLabels) -> &Counter {
+        self.counter
+            .get_or_init(|| self.family.get_or_insert(labels.clone(), Counter::default))
     }
 }
 

@@ -40,6 +40,7 @@ fn measurement() -> Measurement {
         e2el: Duration::from_millis(400),
         output_tokens: Some(TokenCount::Usage(5)),
         prompt_tokens: Some(12),
+        cached_prompt_tokens: None,
     }
 }
 
@@ -411,4 +412,41 @@ fn sli_counters_agree_with_the_threshold_bucket() {
     }
     assert!(!text.contains("slo=\"tpot\""), "{text}");
     assert!(!text.contains("slo=\"e2el\""), "{text}");
+}
+
+/// Cached prompt tokens (issue 35, item 1): no series until the server reports them, then
+/// every report counted, canary checks' too; a reported 0 makes the series.
+#[test]
+fn cached_prompt_tokens_have_no_series_until_reported() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let t = metrics.target(&target("t"));
+    let series = format!("inferprobe_prompt_cached_tokens_total{{{LABELS}}}");
+    t.record(&Arc::new("r1".into()), &Ok(measurement()));
+    let text = exposition(&registry, Format::Text);
+    assert!(
+        !text.contains("inferprobe_prompt_cached_tokens_total{"),
+        "{text}"
+    );
+    let reported = |cached| Measurement {
+        cached_prompt_tokens: Some(cached),
+        ..measurement()
+    };
+    t.record(&Arc::new("r2".into()), &Ok(reported(0)));
+    let text = exposition(&registry, Format::Text);
+    assert!(text.contains(&format!("{series} 0\n")), "{text}");
+    t.record(&Arc::new("r3".into()), &Ok(reported(8)));
+    let text = exposition(&registry, Format::Text);
+    assert!(text.contains(&format!("{series} 8\n")), "{text}");
+    // A second handle on the same target (a reload) adds to the same series.
+    let again = metrics.target(&target("t"));
+    again.record(&Arc::new("r4".into()), &Ok(reported(4)));
+    let text = exposition(&registry, Format::Text);
+    assert!(text.contains(&format!("{series} 12\n")), "{text}");
+    metrics.remove_target(t.labels());
+    let text = exposition(&registry, Format::Text);
+    assert!(
+        !text.contains("inferprobe_prompt_cached_tokens_total{"),
+        "{text}"
+    );
 }

@@ -145,4 +145,5 @@ pub struct WholeBody {
     pub has_output: bool,
     pub output_tokens: Option<u64>,
     pub prompt_tokens: Option<u64>,
+    pub cached_prompt_tokens: Option<u64>,
 }

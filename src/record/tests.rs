@@ -217,6 +217,7 @@ fn whole_bodies_have_no_ttft_and_count_tokens() {
         has_output: true,
         output_tokens: Some(12),
         prompt_tokens: Some(5),
+        cached_prompt_tokens: None,
     });
     let m = r.measure(None).unwrap();
     assert_eq!((m.ttft, m.tpot, m.e2el), (None, None, MS * 40));

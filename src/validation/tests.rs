@@ -41,6 +41,7 @@ fn measurement(tokens: Option<TokenCount>) -> Measurement {
         e2el: Duration::from_millis(2),
         output_tokens: tokens,
         prompt_tokens: None,
+        cached_prompt_tokens: None,
     }
 }
 

@@ -138,6 +138,7 @@ fn llama_cpp_timings_are_kept() {
 }
 
 mod audio_embeddings;
+mod cached;
 mod dialects;
 mod hosted;
 mod native;

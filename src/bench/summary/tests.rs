@@ -20,6 +20,7 @@ fn success(start_ms: u64, ttft_ms: u64, itl_ms: u64, tokens: u64) -> RequestResu
             e2el: MS * (ttft_ms + itl_ms * (tokens - 1)) as u32,
             output_tokens: Some(TokenCount::Usage(tokens)),
             prompt_tokens: Some(10),
+            cached_prompt_tokens: None,
         }),
         error: String::new(),
         input_tokens: 9,

@@ -182,14 +182,17 @@ fn documented_metrics() -> BTreeSet<String> {
 
 /// A rollout's comparisons with its baseline group, and a node-local pool's votes: no
 /// series until a discovered pool has them (Kubernetes, two versions); cached prompt
-/// tokens: none until a server reports them.
+/// tokens: none until a server reports them (the daemon here is scraped before a probe).
 const ONLY_WHEN_USED: [(&str, &str); 3] = [
     (
         "inferprobe_canary_baseline_checks",
         "tests/canary_groups.rs",
     ),
     ("inferprobe_canary_votes", "tests/canary_groups.rs"),
-    ("inferprobe_prompt_cached_tokens", "src/metrics/tests.rs"),
+    (
+        "inferprobe_prompt_cached_tokens",
+        "tests/sim_prefix_cache.rs",
+    ),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -261,6 +261,7 @@ async fn per_image_prefill_shows_in_ttft() {
         prefill: Box::new(Prefill {
             per_image: PER_IMAGE,
             per_megapixel: PER_MEGAPIXEL,
+            ..Prefill::default()
         }),
         ..SimConfig::default()
     })

@@ -118,9 +118,24 @@ fn at_least_one(text: &str) -> Result<std::num::NonZeroU32, String> {
     Ok(std::num::NonZeroU32::MIN.saturating_add(n.saturating_sub(1)))
 }
 
-/// Prefill time for a request's media, on top of `--ttft`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
+/// What lengthens the prefill beyond `--ttft`: a request's media, and the prompt tokens
+/// its prefix cache did not serve.
+#[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
 pub struct Prefill {
+    /// Time to first token added per prompt token not served from the prefix cache (the
+    /// prefill a cache hit saves).
+    #[arg(
+        long = "prefill-per-token",
+        value_name = "DURATION",
+        default_value = "0s",
+        value_parser = humantime::parse_duration
+    )]
+    pub per_token: Duration,
+    /// Prefix cache size in blocks of 16 prompt words, least recently used evicted first;
+    /// its hits are reported as usage's cached tokens. 0: no prefix cache, and no cached
+    /// tokens reported (as vLLM without `--enable-prompt-tokens-details`).
+    #[arg(long = "prefix-cache-blocks", value_name = "BLOCKS", default_value_t = DEFAULT_PREFIX_CACHE_BLOCKS)]
+    pub prefix_cache_blocks: usize,
     /// Time to first token added per image or video in the request (the vision encoder's
     /// share of prefill).
     #[arg(
@@ -139,6 +154,21 @@ pub struct Prefill {
     )]
     pub per_megapixel: Duration,
 }
+
+impl Default for Prefill {
+    /// As the flags' defaults.
+    fn default() -> Self {
+        Self {
+            per_token: Duration::ZERO,
+            prefix_cache_blocks: DEFAULT_PREFIX_CACHE_BLOCKS,
+            per_image: Duration::ZERO,
+            per_megapixel: Duration::ZERO,
+        }
+    }
+}
+
+/// `--prefix-cache-blocks`' default: 64k prompt words, plenty for probes.
+const DEFAULT_PREFIX_CACHE_BLOCKS: usize = 4096;
 
 impl Default for SimConfig {
     fn default() -> Self {

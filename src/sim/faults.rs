@@ -51,10 +51,15 @@ pub enum Fault {
     SchemaRejected,
     /// Structured: the valid answer, one character per chunk (it must still validate).
     SplitArguments,
+    /// The prefix cache is not used for this request: nothing served from it, nothing
+    /// added (prefix caching turned off, as `--no-enable-prefix-caching`).
+    CacheDisabled,
+    /// The prefix cache is emptied before this request (memory pressure, a restart).
+    CacheEvicts,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 17] = [
+    pub const ALL: [Fault; 19] = [
         Self::Http429,
         Self::Http500,
         Self::Http401,
@@ -72,6 +77,8 @@ impl Fault {
         Self::WhitespaceLoop,
         Self::SchemaRejected,
         Self::SplitArguments,
+        Self::CacheDisabled,
+        Self::CacheEvicts,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -93,6 +100,8 @@ impl Fault {
             Self::WhitespaceLoop => "whitespace_loop",
             Self::SchemaRejected => "schema_rejected",
             Self::SplitArguments => "split_arguments",
+            Self::CacheDisabled => "cache_disabled",
+            Self::CacheEvicts => "cache_evicts",
         }
     }
 }

@@ -15,7 +15,6 @@ mod media;
 pub mod model;
 mod parts;
 mod plan;
-#[allow(dead_code)] // wired into the request path next (issue 35, item 5)
 mod prefix_cache;
 mod render;
 mod request;
@@ -64,6 +63,7 @@ struct Shared {
     traces: Mutex<std::collections::VecDeque<Value>>,
     /// What it served, under vLLM's metric names, for `GET /metrics`.
     served: server_metrics::ServerMetrics,
+    prefix_cache: Mutex<prefix_cache::PrefixCache>,
 }
 
 /// Requests whose trace context `/sim/traces` remembers.
@@ -73,6 +73,24 @@ impl Shared {
     /// The lock is never held across an await.
     fn with_rng<T>(&self, f: impl FnOnce(&mut StdRng) -> T) -> T {
         f(&mut self.rng.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// What the prefix cache serves of `request`'s prompt (`None`: no cache), after a
+    /// cache fault: `cache_disabled` neither reads nor fills it, `cache_evicts` empties it
+    /// first.
+    fn prefix(&self, request: &request::SimRequest, fault: Option<Fault>) -> Option<u64> {
+        if self.config.prefill.prefix_cache_blocks == 0 {
+            return None;
+        }
+        if fault == Some(Fault::CacheDisabled) {
+            return Some(0);
+        }
+        let mut cache = self.prefix_cache.lock().unwrap_or_else(|e| e.into_inner());
+        if fault == Some(Fault::CacheEvicts) {
+            cache.clear();
+        }
+        let served = cache.serve(request.prompt.split_whitespace());
+        Some(served.min(request.prompt_tokens.saturating_sub(1)))
     }
 }
 
@@ -96,6 +114,7 @@ pub async fn serve(
         .as_deref()
         .map(timeline::open)
         .transpose()?;
+    let prefix_cache = prefix_cache::PrefixCache::new(config.prefill.prefix_cache_blocks);
     let shared = Arc::new(Shared {
         config,
         rng: Mutex::new(rng),
@@ -104,6 +123,7 @@ pub async fn serve(
         ledger: media::Ledger::default(),
         traces: Mutex::default(),
         served: server_metrics::ServerMetrics::default(),
+        prefix_cache: Mutex::new(prefix_cache),
     });
     let options = crate::server::ServeOptions {
         close_grace: Duration::from_secs(1),
@@ -264,6 +284,18 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
         }
         shared.ledger.record(request_id.as_deref(), &loaded);
     }
+    // The prefix cache's faults change what it serves, not the response: after them the
+    // request goes on as a healthy one.
+    let fault = match fault {
+        Some(cache @ (Fault::CacheDisabled | Fault::CacheEvicts)) => {
+            request.cached_tokens = shared.prefix(&request, Some(cache));
+            None
+        }
+        other => {
+            request.cached_tokens = shared.prefix(&request, None);
+            other
+        }
+    };
     if fault.is_none() {
         let served = server_metrics::Served {
             ttft: plan::first_token(&request, &shared.config),

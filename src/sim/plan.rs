@@ -64,7 +64,15 @@ pub fn first_token(req: &SimRequest, config: &SimConfig) -> Duration {
     let per_pixel =
         Duration::try_from_secs_f64(config.prefill.per_megapixel.as_secs_f64() * megapixels)
             .unwrap_or(MAX_MEDIA_PREFILL);
-    config.ttft + thinking + per_item.saturating_add(per_pixel).min(MAX_MEDIA_PREFILL)
+    let uncached = req
+        .prompt_tokens
+        .saturating_sub(req.cached_tokens.unwrap_or(0));
+    let per_token = config
+        .prefill
+        .per_token
+        .saturating_mul(u32::try_from(uncached).unwrap_or(u32::MAX))
+        .min(MAX_MEDIA_PREFILL);
+    config.ttft + thinking + per_token + per_item.saturating_add(per_pixel).min(MAX_MEDIA_PREFILL)
 }
 
 fn text(from: u64, count: u64) -> String {
@@ -289,7 +297,10 @@ pub fn stream_steps(
 /// A non-streamed response: its delay and JSON body (completions, chat, embeddings).
 pub fn whole_response(req: &SimRequest, config: &SimConfig) -> (Duration, Value) {
     let n = output_tokens(req, config);
-    let usage = json!({ "prompt_tokens": req.prompt_tokens, "completion_tokens": n, "total_tokens": req.prompt_tokens + n });
+    let mut usage = json!({ "prompt_tokens": req.prompt_tokens, "completion_tokens": n, "total_tokens": req.prompt_tokens + n });
+    if let Some(cached) = req.cached_tokens {
+        usage["prompt_tokens_details"] = json!({ "cached_tokens": cached });
+    }
     if req.dialect == Dialect::Embeddings {
         let dims = config.embedding_dimensions as usize;
         let vector: Vec<f64> = (0..dims).map(|i| ((i as f64) * 0.37).sin()).collect();

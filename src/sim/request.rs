@@ -82,6 +82,9 @@ pub struct SimRequest {
     pub logprobs: Option<u32>,
     /// A JSON answer or tools asked for: answered by [`super::structured`].
     pub structure: Option<super::structured::SimStructure>,
+    /// Of the prompt, the tokens the prefix cache served; `None` without a prefix cache
+    /// (and then usage says nothing about caching).
+    pub cached_tokens: Option<u64>,
 }
 
 /// Where `dialect` asks for a JSON answer.
@@ -203,6 +206,7 @@ pub fn parse(
         greedy: greedy(Some(&json)),
         logprobs: logprobs(&json),
         structure: super::structured::parse(format_at(dialect), &json),
+        cached_tokens: None,
     };
     request.greedy |= request.logprobs.is_some();
     let prompt_key = match dialect {
@@ -295,6 +299,7 @@ fn parse_audio(content_type: &str, body: &[u8]) -> Result<SimRequest, String> {
         greedy: false,
         logprobs: None,
         structure: None,
+        cached_tokens: None,
     })
 }
 

@@ -25,6 +25,7 @@ fn request(chat: bool, max_tokens: u64, continuous: bool) -> SimRequest {
         greedy: false,
         logprobs: None,
         structure: None,
+        cached_tokens: None,
     }
 }
 
@@ -306,6 +307,7 @@ fn media_lengthen_the_time_to_first_token() {
         prefill: Box::new(Prefill {
             per_image: MS * 300,
             per_megapixel: MS * 100,
+            ..Prefill::default()
         }),
         ..config()
     };
@@ -336,4 +338,32 @@ fn media_lengthen_the_time_to_first_token() {
         first_token(&absurd, &config),
         MS * 100 + Duration::from_secs(24 * 3600)
     );
+}
+
+/// The prefill of the prompt tokens the prefix cache did not serve (issue 35, item 5).
+#[test]
+fn uncached_prompt_tokens_lengthen_the_time_to_first_token() {
+    let config = SimConfig {
+        prefill: Box::new(Prefill {
+            per_token: MS,
+            ..Prefill::default()
+        }),
+        ..config()
+    };
+    let cold = SimRequest {
+        prompt_tokens: 200,
+        cached_tokens: Some(0),
+        ..request(true, 2, false)
+    };
+    let warm = SimRequest {
+        cached_tokens: Some(192),
+        ..cold.clone()
+    };
+    let unreported = SimRequest {
+        cached_tokens: None,
+        ..cold.clone()
+    };
+    assert_eq!(first_token(&cold, &config), MS * 300);
+    assert_eq!(first_token(&warm, &config), MS * 108);
+    assert_eq!(first_token(&unreported, &config), MS * 300);
 }

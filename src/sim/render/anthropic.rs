@@ -10,9 +10,18 @@ pub struct Anthropic;
 
 impl Render for Anthropic {
     fn preamble(&self, ctx: &Ctx) -> Vec<String> {
+        // `input_tokens` counts what was not read from the cache; the prompt is the sum.
+        let cached = ctx.req.cached_tokens;
+        let mut usage = json!({
+            "input_tokens": ctx.req.prompt_tokens - cached.unwrap_or(0), "output_tokens": 1,
+        });
+        if let Some(cached) = cached {
+            usage["cache_read_input_tokens"] = json!(cached);
+            usage["cache_creation_input_tokens"] = json!(0);
+        }
         let message = json!({
             "id": ctx.id, "type": "message", "role": "assistant", "model": ctx.req.model, "content": [],
-            "stop_reason": null, "usage": { "input_tokens": ctx.req.prompt_tokens, "output_tokens": 1 },
+            "stop_reason": null, "usage": usage,
         });
         vec![
             event(

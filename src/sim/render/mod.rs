@@ -41,6 +41,10 @@ impl Ctx {
         if hidden > 0 {
             usage["completion_tokens_details"] = json!({ "reasoning_tokens": hidden });
         }
+        // As vLLM with `--enable-prompt-tokens-details`.
+        if let Some(cached) = self.req.cached_tokens {
+            usage["prompt_tokens_details"] = json!({ "cached_tokens": cached });
+        }
         usage
     }
 }

@@ -1,0 +1,131 @@
+//! The simulator's prefix cache (issue 35, item 5), as a client sees it over HTTP: the
+//! second of two prompts sharing a long prefix reports the prefix's whole blocks as cached
+//! and gets its first token sooner by the prefill they saved; the cache faults make it miss.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{start_daemon, start_sim};
+use inferprobe::sim::SimConfig;
+use serde_json::{Value, json};
+
+/// 200 words shared by both prompts; the nonce first makes them new to the cache.
+fn prompt(nonce: &str, ending: &str) -> String {
+    let shared: Vec<String> = (0..200).map(|i| format!("w{i}")).collect();
+    format!("{nonce} {} {ending}", shared.join(" "))
+}
+
+/// (cached tokens as usage reports them, time to the first byte of the body)
+async fn ask(url: &str, text: &str, fault: Option<&str>) -> (Option<u64>, Duration) {
+    let client = reqwest::Client::new();
+    let mut request = client
+        .post(format!("{url}/v1/chat/completions"))
+        .json(&json!({
+            "model": "m", "max_tokens": 2, "stream": false,
+            "messages": [{ "role": "user", "content": text }],
+        }));
+    if let Some(fault) = fault {
+        request = request.header("x-inferprobe-fault", fault);
+    }
+    let start = Instant::now();
+    let body: Value = request.send().await.unwrap().json().await.unwrap();
+    let elapsed = start.elapsed();
+    let cached = body["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
+    (cached, elapsed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warmed_prefix_is_served_from_the_cache_and_saves_its_prefill() {
+    let mut config = SimConfig {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(1),
+        ..SimConfig::default()
+    };
+    config.prefill.per_token = Duration::from_millis(1);
+    let sim = start_sim(config).await;
+    let url = sim.url();
+    let (cold, cold_time) = ask(&url, &prompt("n1", "first question"), None).await;
+    let (warm, warm_time) = ask(&url, &prompt("n1", "second one"), None).await;
+    assert_eq!(cold, Some(0));
+    // The nonce and 200 shared words: 201 words, 12 whole blocks of 16.
+    assert_eq!(warm, Some(192));
+    // 192 tokens' prefill (192 ms) saved; on a busy machine the cold one is still slower
+    // by most of it.
+    assert!(
+        cold_time > warm_time + Duration::from_millis(120),
+        "cold {cold_time:?}, warm {warm_time:?}"
+    );
+    // Another nonce shares nothing.
+    assert_eq!(ask(&url, &prompt("n2", "x"), None).await.0, Some(0));
+    // Faults: disabled reads nothing; evicted empties the cache first.
+    assert_eq!(
+        ask(&url, &prompt("n2", "y"), Some("cache_disabled"))
+            .await
+            .0,
+        Some(0)
+    );
+    assert_eq!(
+        ask(&url, &prompt("n2", "z"), Some("cache_evicts")).await.0,
+        Some(0)
+    );
+    assert_eq!(ask(&url, &prompt("n2", "w"), None).await.0, Some(192));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_cache_usage_says_nothing_about_caching() {
+    let mut config = SimConfig::default();
+    config.prefill.prefix_cache_blocks = 0;
+    let sim = start_sim(config).await;
+    let url = sim.url();
+    ask(&url, &prompt("n1", "a"), None).await;
+    assert_eq!(ask(&url, &prompt("n1", "b"), None).await.0, None);
+}
+
+/// The daemon reads what the simulator reports (item 1, end to end). Workload probes start
+/// with a nonce, so the cache never serves them: 0 cached tokens, reported by every probe.
+/// A configured `shared_prefix_tokens` goes before the nonce on purpose, and its whole
+/// blocks are served to every probe after the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workload_probes_hit_only_their_configured_shared_prefix() {
+    let sim = start_sim(SimConfig::default()).await;
+    let daemon = start_daemon(&format!(
+        r#"
+        [defaults]
+        url = "{}"
+        model = "m"
+        backend = "openai-chat"
+        rate = 10
+        input_tokens = 64
+        output_tokens = 2
+        [[targets]]
+        name = "plain"
+        [[targets]]
+        name = "shared"
+        shared_prefix_tokens = 48
+        "#,
+        sim.url()
+    ))
+    .await;
+    let scrape = daemon
+        .wait_for(Duration::from_secs(30), |s| {
+            s.successes("plain") >= 5.0 && s.successes("shared") >= 5.0
+        })
+        .await;
+    daemon.stop().await;
+    let cached = |target: &str| -> u64 {
+        let prefix = format!("inferprobe_prompt_cached_tokens_total{{target=\"{target}\"");
+        let line = scrape
+            .text
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no cached tokens series for {target}:\n{}", scrape.text));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert_eq!(cached("plain"), 0);
+    let shared = cached("shared");
+    assert!(
+        shared >= 4 * 32 && shared % 16 == 0,
+        "shared prefix: {shared} cached tokens"
+    );
+}

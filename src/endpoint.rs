@@ -14,6 +14,7 @@ use crate::prompt::PromptSource;
 use crate::validation::Validation;
 
 pub mod canary;
+pub mod prefix_cache;
 pub use canary::CanarySpec;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -175,6 +176,8 @@ pub struct Target {
     pub tracestate: Option<String>,
     /// Correctness canary checks, next to the latency probes.
     pub canary: Option<std::sync::Arc<CanarySpec>>,
+    /// The prefix-cache check (docs/prefix-cache.md), off unless set.
+    pub prefix_cache: Option<prefix_cache::PrefixCacheSpec>,
     /// The controller revision of the pod behind a discovered target (see
     /// `discovery::kube::REVISION_LABELS`): the canary's default group. Never a label.
     pub revision: Option<String>,

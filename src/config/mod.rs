@@ -10,6 +10,7 @@ mod discovery;
 mod fields;
 mod media;
 mod operations;
+mod prefix_cache;
 mod prompts;
 mod raw;
 mod target;
@@ -36,7 +37,7 @@ pub use discovery::{
 pub use fields::RESERVED_LABELS;
 pub use raw::{
     RawCanary, RawConfig, RawDiscovery, RawDuration, RawKubernetes, RawMedia, RawMetrics, RawPort,
-    RawSlo, RawTarget, RawTracing, RawValidation,
+    RawPrefixCache, RawSlo, RawTarget, RawTracing, RawValidation,
 };
 pub use validate::validate;
 

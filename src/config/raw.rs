@@ -193,6 +193,8 @@ pub struct RawTarget {
     pub slo: Option<RawSlo>,
     /// Correctness canary checks next to the latency probes.
     pub canary: Option<RawCanary>,
+    /// The prefix-cache check: pairs sharing a fresh prefix, the second judged a hit or not.
+    pub prefix_cache: Option<RawPrefixCache>,
     /// Send a W3C `traceparent` header with every probe (default true).
     pub trace_context: Option<bool>,
     /// A W3C `tracestate` value sent with it, e.g. `vendor=value`.
@@ -260,6 +262,17 @@ pub struct RawCanary {
     /// `max_tokens` of the structured prompts (default 512): room for a reasoning model's
     /// thinking before the answer, which the text prompts' budget is not.
     pub structured_max_tokens: Option<u64>,
+}
+
+/// `prefix_cache = { interval, prefix_tokens, hit_share, speedup, objective }`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawPrefixCache {
+    pub interval: Option<RawDuration>,
+    pub prefix_tokens: Option<u64>,
+    pub hit_share: Option<f64>,
+    pub speedup: Option<f64>,
+    pub objective: Option<f64>,
 }
 
 /// Checks on every successful response (`validation` category when one fails).
@@ -339,6 +352,7 @@ impl RawTarget {
             videos,
             slo,
             canary,
+            prefix_cache,
             trace_context,
             tracestate,
             connection,

@@ -97,6 +97,11 @@ pub(super) fn validate_target(
         }
         None => (None, 0),
     };
+    let prefix_cache = t
+        .prefix_cache
+        .as_ref()
+        .map(|raw| super::prefix_cache::prefix_cache(&at, raw, backend))
+        .transpose()?;
     let trace_context = t.trace_context.unwrap_or(true);
     if let Some(state) = &t.tracestate {
         if !trace_context {
@@ -277,6 +282,7 @@ pub(super) fn validate_target(
         trace_context,
         tracestate: t.tracestate.clone(),
         canary,
+        prefix_cache,
         revision: None,
         created: None,
         connection,

@@ -50,6 +50,7 @@ pub mod logprobs;
 pub mod media;
 pub mod metrics;
 pub mod otlp;
+pub mod prefix_check;
 pub mod probe;
 pub mod prompt;
 pub mod record;

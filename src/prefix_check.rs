@@ -1,0 +1,178 @@
+//! The prefix-cache check (docs/prefix-cache.md; work in progress, issue 35): at its own
+//! interval, a pair of requests that share a prefix no earlier request had (a nonce, then
+//! `prefix_tokens` of words) and differ after it. The first warms the cache; the second is
+//! judged. A fresh prefix per pair is what lets a pair sent through a gateway say whether
+//! the second reached the replica that holds the first's prefix.
+//!
+//! The judgement, in order:
+//! - the server reported cached tokens for the second request: `hit` when they are at least
+//!   `hit_share` of the prefix, else `miss` (rule `usage`);
+//! - it reported nothing: `hit` when the second's TTFT is at most the first's divided by
+//!   `speedup` (rule `ttft`), else `unreported`. A server that caches but does not say so
+//!   is never a `miss`.
+//! - either request failed: `failed`, judged by nothing (its error is the probes' business).
+
+use crate::endpoint::prefix_cache::PrefixCacheSpec;
+use crate::prompt::synthetic;
+use crate::record::Measurement;
+
+/// What a check found, and by which rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Hit(Rule),
+    Miss,
+    Unreported,
+    Failed,
+}
+
+/// Which evidence judged a check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// The cached tokens the server reported.
+    Usage,
+    /// The warm request's TTFT against the cold one's.
+    Ttft,
+}
+
+impl Verdict {
+    /// The `result` label.
+    pub const fn result(self) -> &'static str {
+        match self {
+            Self::Hit(_) => "hit",
+            Self::Miss => "miss",
+            Self::Unreported => "unreported",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// The `rule` label: what judged it (`none` for a failed pair).
+    pub const fn rule(self) -> &'static str {
+        match self {
+            Self::Hit(Rule::Usage) | Self::Miss => "usage",
+            Self::Hit(Rule::Ttft) | Self::Unreported => "ttft",
+            Self::Failed => "none",
+        }
+    }
+
+    /// Every (result, rule) a check can produce: the series made at 0 at start.
+    pub const ALL: [Verdict; 5] = [
+        Self::Hit(Rule::Usage),
+        Self::Hit(Rule::Ttft),
+        Self::Miss,
+        Self::Unreported,
+        Self::Failed,
+    ];
+}
+
+/// Judge a pair: `cold` warmed the cache with a prefix of `prefix_tokens`, `warm` shared it.
+pub fn judge(
+    spec: &PrefixCacheSpec,
+    prefix_tokens: u32,
+    cold: Option<&Measurement>,
+    warm: Option<&Measurement>,
+) -> Verdict {
+    let (Some(cold), Some(warm)) = (cold, warm) else {
+        return Verdict::Failed;
+    };
+    if let Some(cached) = warm.cached_prompt_tokens {
+        return if cached as f64 >= spec.hit_share * f64::from(prefix_tokens) {
+            Verdict::Hit(Rule::Usage)
+        } else {
+            Verdict::Miss
+        };
+    }
+    match (cold.ttft, warm.ttft) {
+        (Some(cold), Some(warm)) if warm.as_secs_f64() * spec.speedup <= cold.as_secs_f64() => {
+            Verdict::Hit(Rule::Ttft)
+        }
+        _ => Verdict::Unreported,
+    }
+}
+
+/// The pair's two prompt texts: the nonce, the shared prefix, then a different question
+/// each (so the second is not the first sent again, which a response cache could answer).
+pub fn pair_texts(prefix: &str, nonce: u64) -> [String; 2] {
+    let head = format!("{} {prefix}", synthetic::nonce(nonce));
+    [
+        format!("{head} Question one: say yes."),
+        format!("{head} Question two: say no."),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::record::{TimedBy, TokenCount};
+
+    fn spec() -> PrefixCacheSpec {
+        PrefixCacheSpec {
+            interval: Duration::from_secs(60),
+            prefix_tokens: 1024,
+            hit_share: 0.5,
+            speedup: 1.5,
+            objective: None,
+        }
+    }
+
+    fn measured(ttft_ms: u64, cached: Option<u64>) -> Measurement {
+        Measurement {
+            ttft: Some(Duration::from_millis(ttft_ms)),
+            tpot: None,
+            itl: Vec::new(),
+            timed_by: TimedBy::Event,
+            buffered: false,
+            e2el: Duration::from_millis(ttft_ms + 5),
+            output_tokens: Some(TokenCount::Usage(1)),
+            prompt_tokens: Some(1040),
+            cached_prompt_tokens: cached,
+        }
+    }
+
+    #[test]
+    fn usage_judges_where_the_server_reports_it() {
+        let cold = measured(63, Some(0));
+        // vLLM: whole 16-token blocks of a 1,024-token prefix after an 8-token nonce.
+        let warm = measured(60, Some(1024));
+        assert_eq!(
+            judge(&spec(), 1024, Some(&cold), Some(&warm)),
+            Verdict::Hit(Rule::Usage)
+        );
+        // Reported and short: a miss, however fast (a warm GPU is not a cache hit).
+        let short = measured(10, Some(16));
+        assert_eq!(
+            judge(&spec(), 1024, Some(&cold), Some(&short)),
+            Verdict::Miss
+        );
+        assert_eq!(
+            judge(&spec(), 1024, Some(&cold), Some(&measured(10, Some(0)))),
+            Verdict::Miss
+        );
+    }
+
+    #[test]
+    fn ttft_judges_where_the_server_says_nothing_and_never_calls_a_miss() {
+        let cold = measured(63, None);
+        assert_eq!(
+            judge(&spec(), 1024, Some(&cold), Some(&measured(17, None))),
+            Verdict::Hit(Rule::Ttft)
+        );
+        // Not faster by 1.5×: cannot tell, so not a miss.
+        let unclear = judge(&spec(), 1024, Some(&cold), Some(&measured(50, None)));
+        assert_eq!(unclear, Verdict::Unreported);
+        assert_eq!((unclear.result(), unclear.rule()), ("unreported", "ttft"));
+        assert_eq!(judge(&spec(), 1024, None, Some(&cold)), Verdict::Failed);
+        assert_eq!(Verdict::Failed.rule(), "none");
+    }
+
+    #[test]
+    fn the_pair_shares_everything_but_its_question() {
+        let [a, b] = pair_texts("alpha beta gamma", 7);
+        let shared = a.split(" Question").next().unwrap();
+        assert!(b.starts_with(shared) && a != b, "{a} / {b}");
+        assert!(a.starts_with(&synthetic::nonce(7)));
+        let [c, _] = pair_texts("alpha beta gamma", 8);
+        assert_ne!(a.split_whitespace().next(), c.split_whitespace().next());
+    }
+}

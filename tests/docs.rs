@@ -213,6 +213,7 @@ async fn every_exported_metric_is_documented_and_every_documented_one_exported()
         rate = 0.001
         slo = {{ ttft = "1s", objective = 0.99 }}
         canary = {{ interval = "1h", structured = true }}
+        prefix_cache = {{ interval = "1h", objective = 0.9 }}
         [[discovery]]
         name = "pool"
         source = "file"

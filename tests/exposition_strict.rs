@@ -105,6 +105,7 @@ async fn every_family_at_once_passes_the_strict_parsers() {
         slo = {{ ttft = "1s", tpot = "100ms", itl = "100ms", e2el = "5s", objective = 0.99 }}
         max_concurrency = 1
         canary = {{ interval = "50ms", max_tokens = 64, prompts = "{structured}" }}
+        prefix_cache = {{ objective = 0.9 }}
         [[targets]]
         name = "completions"
         backend = "openai"

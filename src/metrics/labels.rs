@@ -24,6 +24,8 @@ pub const GROUP: &str = "group";
 pub const RESULT: &str = "result";
 /// What a structured check asked of the server (`json`, `named_tool`, …).
 pub const CAPABILITY: &str = "capability";
+/// What judged a prefix-cache check (`usage`, `ttft`, `none`).
+pub const RULE: &str = "rule";
 /// Which threshold an `inferprobe_slo_threshold_seconds` or SLI counter series is.
 pub const SLO: &str = "slo";
 /// A histogram bucket's upper bound (prometheus-client writes it).
@@ -34,6 +36,6 @@ pub const LE: &str = "le";
 pub const BOUND: &str = "bound";
 
 /// Every name above.
-pub const RESERVED: [&str; 11] = [
-    TARGET, MODEL, BACKEND, CATEGORY, REASON, GROUP, RESULT, CAPABILITY, SLO, LE, BOUND,
+pub const RESERVED: [&str; 12] = [
+    TARGET, MODEL, BACKEND, CATEGORY, REASON, GROUP, RESULT, CAPABILITY, RULE, SLO, LE, BOUND,
 ];

@@ -11,6 +11,7 @@ mod expose;
 mod family;
 pub mod labels;
 pub mod native;
+mod prefix;
 mod process;
 mod register;
 mod runtime;
@@ -35,6 +36,7 @@ pub use canary::{CanaryVerdict, CheckResult, InvalidReason};
 use dual::DualHistogram;
 pub use expose::Format;
 pub use family::{LabeledFamily, TargetLabels};
+pub use prefix::PrefixSeries;
 pub use runtime::RuntimeCollector;
 pub use target::{InFlight, ProbeId, TargetMetrics, is_good};
 use values::with_bound;
@@ -111,6 +113,7 @@ pub struct Metrics {
     config_reload_successful: Gauge,
     config_reload_success_time: F64Gauge,
     canary: canary::CanaryFamilies,
+    prefix: prefix::PrefixFamilies,
     spans: ExportMetrics,
     /// Recording a probe holds this shared; encoding holds it exclusively. So every scrape
     /// sees each probe entirely or not at all: `requests_total` = successes + errors and
@@ -149,6 +152,8 @@ impl Metrics {
                 "inferprobe_request_output_tokens" => &self.output_tokens,
                 "inferprobe_request_prompt_tokens" => &self.prompt_tokens,
                 "inferprobe_schedule_lag_seconds" => &self.schedule_lag,
+                "inferprobe_prefix_cache_cold_ttft_seconds" => &self.prefix.cold,
+                "inferprobe_prefix_cache_warm_ttft_seconds" => &self.prefix.warm,
                 _ => return None,
             };
             family.get(labels).map(|h| h.native())
@@ -298,6 +303,10 @@ impl Metrics {
                 self.canary
                     .series(&labels, group.as_deref().unwrap_or(""), &capabilities)
             }),
+            prefix_cache: target
+                .prefix_cache
+                .as_ref()
+                .map(|spec| self.prefix.series(&labels, spec.objective)),
             labels,
             snapshot: Arc::clone(&self.snapshot),
         }
@@ -401,6 +410,7 @@ impl Metrics {
         self.slo_observations.retain(|(l, _)| l != labels);
         self.slo_slow.retain(|(l, _)| l != labels);
         self.canary.remove(labels);
+        self.prefix.remove(labels);
     }
 }
 

@@ -47,11 +47,13 @@ impl Metrics {
             config_reload_successful: Gauge::default(),
             config_reload_success_time: F64Gauge::default(),
             canary: Default::default(),
+            prefix: Default::default(),
             spans: Default::default(),
             snapshot: Arc::default(),
             histograms: Arc::default(),
         };
         m.canary.register(r);
+        m.prefix.register(r);
         r.register(
             "trace_spans_exported",
             "Probe spans the OTLP exporter delivered to the collector",

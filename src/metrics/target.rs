@@ -87,6 +87,8 @@ pub struct TargetMetrics {
     pub(super) rate: F64Gauge,
     /// For targets with a correctness canary.
     pub(super) canary: Option<CanarySeries>,
+    /// For targets with a prefix-cache check.
+    pub(super) prefix_cache: Option<super::prefix::PrefixSeries>,
     pub(super) snapshot: Arc<RwLock<()>>,
 }
 
@@ -108,6 +110,11 @@ pub fn is_good(slo: &Slo, m: &Measurement) -> bool {
 impl TargetMetrics {
     pub fn labels(&self) -> &TargetLabels {
         &self.labels
+    }
+
+    /// The prefix-cache check's series (`None` without one).
+    pub fn prefix_cache(&self) -> Option<&super::prefix::PrefixSeries> {
+        self.prefix_cache.as_ref()
     }
 
     /// Record one finished probe, atomically with respect to scrapes. Blocks while a

@@ -1,0 +1,98 @@
+//! The prefix-cache check's series (docs/prefix-cache.md): its checks by result and by the
+//! rule that judged them, and the pair's cold and warm TTFT (the speed-up a user gets from
+//! the cache). The pair's requests reach none of the target's own series: a 1,024-token
+//! prefix is not the workload's shape, and its failures are not the workload's.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+use std::sync::atomic::AtomicU64;
+
+use super::{DualHistogram, LabeledFamily, TTFT_BUCKETS, TargetLabels, labels};
+use crate::prefix_check::Verdict;
+
+type CheckLabels = (TargetLabels, [(&'static str, &'static str); 2]);
+
+#[derive(Clone, Debug, Default)]
+pub(super) struct PrefixFamilies {
+    checks: LabeledFamily<CheckLabels, Counter>,
+    pub(super) cold: LabeledFamily<TargetLabels, DualHistogram>,
+    pub(super) warm: LabeledFamily<TargetLabels, DualHistogram>,
+    objective: LabeledFamily<TargetLabels, Gauge<f64, AtomicU64>>,
+}
+
+/// One target's.
+#[derive(Clone, Debug)]
+pub struct PrefixSeries {
+    checks: [Counter; Verdict::ALL.len()],
+    cold: DualHistogram,
+    warm: DualHistogram,
+}
+
+impl PrefixSeries {
+    /// Count a check; the pair's TTFTs when both requests got a first token.
+    pub fn record(&self, verdict: Verdict, ttfts: Option<(f64, f64)>) {
+        if let Some(i) = Verdict::ALL.iter().position(|v| *v == verdict) {
+            self.checks[i].inc();
+        }
+        if let Some((cold, warm)) = ttfts {
+            self.cold.observe(cold, None);
+            self.warm.observe(warm, None);
+        }
+    }
+}
+
+impl PrefixFamilies {
+    pub(super) fn register(&self, r: &mut Registry) {
+        r.register(
+            "prefix_cache_checks",
+            "Prefix-cache checks (a pair sharing a fresh prefix) by result: hit, miss, unreported (no cached tokens reported and no TTFT speed-up: cannot tell), failed; and by the rule that judged them: usage (reported cached tokens), ttft (the warm request's TTFT against the cold one's), none",
+            self.checks.clone(),
+        );
+        r.register_with_unit(
+            "prefix_cache_cold_ttft",
+            "TTFT of a prefix-cache check's first request: its whole prompt prefilled",
+            Unit::Seconds,
+            self.cold.clone(),
+        );
+        r.register_with_unit(
+            "prefix_cache_warm_ttft",
+            "TTFT of a prefix-cache check's second request, which shares the first's prefix",
+            Unit::Seconds,
+            self.warm.clone(),
+        );
+        r.register(
+            "prefix_cache_objective",
+            "The share of prefix-cache checks that must hit, per target that sets one",
+            self.objective.clone(),
+        );
+    }
+
+    /// A target's series, every result at 0 from the start.
+    pub(super) fn series(&self, target: &TargetLabels, objective: Option<f64>) -> PrefixSeries {
+        if let Some(objective) = objective {
+            self.objective
+                .get_or_insert(target.clone(), Gauge::default)
+                .set(objective);
+        }
+        let histogram = || DualHistogram::new(TTFT_BUCKETS.iter().copied());
+        PrefixSeries {
+            checks: Verdict::ALL.map(|v| {
+                let key = (
+                    target.clone(),
+                    [(labels::RESULT, v.result()), (labels::RULE, v.rule())],
+                );
+                self.checks.get_or_insert(key, Counter::default)
+            }),
+            cold: self.cold.get_or_insert(target.clone(), histogram),
+            warm: self.warm.get_or_insert(target.clone(), histogram),
+        }
+    }
+
+    pub(super) fn remove(&self, target: &TargetLabels) {
+        self.checks.retain(|(l, _)| l != target);
+        self.cold.remove(target);
+        self.warm.remove(target);
+        self.objective.remove(target);
+    }
+}

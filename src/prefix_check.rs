@@ -12,9 +12,108 @@
 //!   is never a `miss`.
 //! - either request failed: `failed`, judged by nothing (its error is the probes' business).
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::RngExt;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+
 use crate::endpoint::prefix_cache::PrefixCacheSpec;
-use crate::prompt::synthetic;
+use crate::metrics::PrefixSeries;
+use crate::probe::{Outcome, Prober};
+use crate::prompt::{Prompt, synthetic};
 use crate::record::Measurement;
+use crate::scheduler::Context;
+
+/// What each request of a pair asks for: one token is all the check needs.
+const MAX_TOKENS: u32 = 1;
+
+/// Send a pair every interval until `stop`, each as a probe task of `ctx` (drained at
+/// shutdown like every probe); a pair still running when the next is due delays it.
+pub async fn run(
+    prober: Arc<Prober>,
+    spec: PrefixCacheSpec,
+    series: PrefixSeries,
+    stop: CancellationToken,
+    ctx: Context,
+) {
+    let prefix = synthetic::shared_prefix(spec.prefix_tokens, None).unwrap_or_default();
+    let (spec, prefix) = (Arc::new(spec), Arc::new(prefix));
+    // A random start within one interval, so replicas are not all checked at once.
+    let offset = rand::rng().random_range(0.0..spec.interval.as_secs_f64());
+    let mut next = Instant::now() + Duration::from_secs_f64(offset);
+    let busy = Arc::new(tokio::sync::Semaphore::new(1));
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = sleep_until(next) => {}
+        }
+        let permit = tokio::select! {
+            () = stop.cancelled() => return,
+            permit = Arc::clone(&busy).acquire_owned() => permit,
+        };
+        let Ok(permit) = permit else { return };
+        next = Instant::now().max(next) + spec.interval;
+        let (prober, spec, prefix, series, abort) = (
+            Arc::clone(&prober),
+            Arc::clone(&spec),
+            Arc::clone(&prefix),
+            series.clone(),
+            ctx.abort.clone(),
+        );
+        ctx.probes.spawn(async move {
+            let _permit = permit;
+            check(&prober, &spec, &prefix, &series, &abort).await;
+        });
+    }
+}
+
+/// One pair: the cold request, then (when it succeeded) the warm one, judged and counted.
+async fn check(
+    prober: &Prober,
+    spec: &PrefixCacheSpec,
+    prefix: &str,
+    series: &PrefixSeries,
+    abort: &CancellationToken,
+) {
+    let target = &prober.target;
+    let nonce: u64 = rand::random();
+    let texts = pair_texts(prefix, nonce);
+    let mut measured = Vec::with_capacity(2);
+    for (i, text) in texts.iter().enumerate() {
+        let request_id = format!("{}prefix-{nonce:016x}-{i}", target.request_id_prefix);
+        let prompt = Prompt {
+            text: text.clone(),
+            input_tokens: text.split_whitespace().count() as u32,
+            input_exact: false,
+            max_tokens: MAX_TOKENS,
+            model: target.model.clone(),
+            media: Ok(Vec::new()),
+            greedy: None,
+            structure: None,
+        };
+        let report = prober.probe(&request_id, &prompt, abort).await;
+        match report.outcome {
+            Outcome::Finished(Ok(m)) => measured.push(m),
+            Outcome::Finished(Err(e)) => {
+                tracing::debug!(target = %target.id, request_id, error = %e, "prefix-cache check failed");
+                break;
+            }
+            Outcome::Cut => return,
+        }
+    }
+    let verdict = judge(spec, spec.prefix_tokens, measured.first(), measured.get(1));
+    let ttfts = match (measured.first(), measured.get(1)) {
+        (Some(cold), Some(warm)) => cold
+            .ttft
+            .zip(warm.ttft)
+            .map(|(c, w)| (c.as_secs_f64(), w.as_secs_f64())),
+        _ => None,
+    };
+    tracing::debug!(target = %target.id, result = verdict.result(), rule = verdict.rule(), "prefix-cache check");
+    series.record(verdict, ttfts);
+}
 
 /// What a check found, and by which rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -228,6 +228,15 @@ impl Supervisor {
                 );
                 self.schedulers.spawn(run);
             }
+            if let (Some(spec), Some(series)) = (&target.prefix_cache, metrics.prefix_cache()) {
+                self.schedulers.spawn(crate::prefix_check::run(
+                    Arc::clone(&prober),
+                    spec.clone(),
+                    series.clone(),
+                    stop.clone(),
+                    self.ctx.clone(),
+                ));
+            }
             let sinks = Sinks { metrics, status };
             self.schedulers
                 .spawn(scheduler::run(prober, sinks, seed, stop, self.ctx.clone()));

@@ -129,3 +129,81 @@ async fn workload_probes_hit_only_their_configured_shared_prefix() {
         "shared prefix: {shared} cached tokens"
     );
 }
+
+/// The check end to end (item 2): pairs against the simulator judged by what it reports,
+/// by TTFT where it reports nothing, and misses where its cache is off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_check_judges_hits_misses_and_unreported_caches() {
+    let checks = |scrape: &common::Scrape, result: &str, rule: &str| -> f64 {
+        let prefix = format!("inferprobe_prefix_cache_checks_total{{target=\"t\"");
+        scrape
+            .text
+            .lines()
+            .filter(|l| l.starts_with(&prefix))
+            .filter(|l| l.contains(&format!("result=\"{result}\",rule=\"{rule}\"")))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    let total = |s: &common::Scrape| -> f64 {
+        [
+            ("hit", "usage"),
+            ("hit", "ttft"),
+            ("miss", "usage"),
+            ("unreported", "ttft"),
+            ("failed", "none"),
+        ]
+        .iter()
+        .map(|(r, u)| checks(s, r, u))
+        .sum()
+    };
+    // (cache blocks, usage sent, fault, what every check must be). Without usage the server
+    // says nothing: a cache that works shows in TTFT; one that is off cannot be told from
+    // a server that does not say, so it is never a miss.
+    let cases = [
+        (4096, true, None, ("hit", "usage")),
+        (4096, true, Some("cache_disabled"), ("miss", "usage")),
+        (4096, false, None, ("hit", "ttft")),
+        (0, false, None, ("unreported", "ttft")),
+    ];
+    for (blocks, usage, fault, (result, rule)) in cases {
+        let mut config = SimConfig {
+            ttft: Duration::from_millis(10),
+            itl: Duration::from_millis(1),
+            ..SimConfig::default()
+        };
+        config.prefill.per_token = Duration::from_micros(200);
+        config.prefill.prefix_cache_blocks = blocks;
+        config.usage = usage;
+        let sim = start_sim(config).await;
+        let headers = fault.map_or(String::new(), |f| {
+            format!("headers = {{ \"x-inferprobe-fault\" = \"{f}\" }}")
+        });
+        let daemon = start_daemon(&format!(
+            r#"
+            [[targets]]
+            name = "t"
+            url = "{}"
+            model = "m"
+            backend = "openai-chat"
+            rate = 0.001
+            prefix_cache = {{ interval = "50ms", prefix_tokens = 512 }}
+            {headers}
+            "#,
+            sim.url()
+        ))
+        .await;
+        let scrape = daemon
+            .wait_for(Duration::from_secs(30), |s| total(s) >= 3.0)
+            .await;
+        daemon.stop().await;
+        let judged = checks(&scrape, result, rule);
+        assert_eq!(
+            judged,
+            total(&scrape),
+            "{blocks} blocks, fault {fault:?}: every check {result}/{rule}\n{}",
+            scrape.text
+        );
+        // The pair's requests are not the target's probes.
+        assert!(scrape.successes("t") <= 1.0, "{}", scrape.successes("t"));
+    }
+}

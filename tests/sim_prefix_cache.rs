@@ -135,11 +135,11 @@ async fn workload_probes_hit_only_their_configured_shared_prefix() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_check_judges_hits_misses_and_unreported_caches() {
     let checks = |scrape: &common::Scrape, result: &str, rule: &str| -> f64 {
-        let prefix = format!("inferprobe_prefix_cache_checks_total{{target=\"t\"");
+        let prefix = "inferprobe_prefix_cache_checks_total{target=\"t\"";
         scrape
             .text
             .lines()
-            .filter(|l| l.starts_with(&prefix))
+            .filter(|l| l.starts_with(prefix))
             .filter(|l| l.contains(&format!("result=\"{result}\",rule=\"{rule}\"")))
             .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
             .sum()

@@ -422,6 +422,10 @@ ready = [
     ("count(count by (node) ((histogram_count(rate(inferprobe_time_to_first_token_seconds[1m]))"
      " or rate(inferprobe_time_to_first_token_seconds_count[1m])) > 0))", 2),
     ("count(count by (target) (rate(inferprobe_request_errors_total[1m]) > 0))", 4),
+    # Every target has successful probes in the window its panels read (a target whose
+    # first successes come late on a busy machine is waited for, not reported as NaN).
+    ("count(count by (target) ((histogram_count(rate(inferprobe_time_to_first_token_seconds[1m]))"
+     " or rate(inferprobe_time_to_first_token_seconds_count[1m])) > 0))", 4),
     ('count(count by (pod) (rate(inferprobe_request_errors_total{target="replicas"}[1m]) > 0))',
      len(REPLICAS)),
     ('count(inferprobe:replica_ttft_probes:increase15m{target="replicas"} >= 10)', len(REPLICAS)),

@@ -207,3 +207,25 @@ async fn the_check_judges_hits_misses_and_unreported_caches() {
         assert!(scrape.successes("t") <= 1.0, "{}", scrape.successes("t"));
     }
 }
+
+/// The simulator as a gateway over two replicas (item 5): round-robin sends a pair's
+/// second request to the replica that does not hold the prefix; prefix affinity sends it
+/// to the one that does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_routes_by_turn_or_by_prefix() {
+    use inferprobe::sim::Route;
+    for (route, warm_hits) in [(Route::RoundRobin, false), (Route::PrefixAffinity, true)] {
+        let mut config = SimConfig::default();
+        config.gateway.replicas = 2;
+        config.gateway.route = route;
+        let sim = start_sim(config).await;
+        let url = sim.url();
+        for nonce in ["n1", "n2", "n3"] {
+            let (cold, _) = ask(&url, &prompt(nonce, "first"), None).await;
+            let (warm, _) = ask(&url, &prompt(nonce, "second"), None).await;
+            assert_eq!(cold, Some(0), "{route:?}");
+            let expected = if warm_hits { 192 } else { 0 };
+            assert_eq!(warm, Some(expected), "{route:?} {nonce}");
+        }
+    }
+}

@@ -79,6 +79,38 @@ pub struct SimConfig {
     /// The toy model that answers greedy requests (the correctness canary's).
     #[command(flatten)]
     pub model: Box<super::model::ModelFlags>,
+    /// Several replicas behind one gateway: each its own prefix cache.
+    #[command(flatten)]
+    pub gateway: Box<Gateway>,
+}
+
+/// `--replicas N --route R`: the simulator as a gateway in front of N replicas, each with
+/// its own prefix cache, so a prefix-cache check through it measures routing affinity.
+#[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
+pub struct Gateway {
+    /// Replicas behind the gateway (1: a single server).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub replicas: u16,
+    /// How the gateway picks a replica: `round-robin`, or `prefix-affinity` (by the
+    /// prompt's first block, as a prefix-aware router sends a shared prefix to the replica
+    /// that holds it).
+    #[arg(long, value_enum, default_value_t = Route::RoundRobin)]
+    pub route: Route,
+}
+
+impl Default for Gateway {
+    fn default() -> Self {
+        Self {
+            replicas: 1,
+            route: Route::RoundRobin,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Route {
+    RoundRobin,
+    PrefixAffinity,
 }
 
 /// `--tokens-per-chunk`: the sizes of successive chunks, cycled; each at least one.
@@ -193,6 +225,7 @@ impl Default for SimConfig {
             timeline_file: None,
             prefill: Box::default(),
             model: Box::default(),
+            gateway: Box::default(),
         }
     }
 }

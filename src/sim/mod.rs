@@ -42,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 
 use timeline::{Timeline, wall_ns};
 
-pub use config::{Prefill, SimConfig};
+pub use config::{Gateway, Prefill, Route, SimConfig};
 pub use faults::{FAULT_HEADER, Fault};
 pub use plan::{Action, Step, stream_plan, stream_steps};
 pub use request::ENDPOINTS;
@@ -63,7 +63,9 @@ struct Shared {
     traces: Mutex<std::collections::VecDeque<Value>>,
     /// What it served, under vLLM's metric names, for `GET /metrics`.
     served: server_metrics::ServerMetrics,
-    prefix_cache: Mutex<prefix_cache::PrefixCache>,
+    /// One per replica behind the gateway (`--replicas`).
+    prefix_caches: Vec<Mutex<prefix_cache::PrefixCache>>,
+    next_replica: std::sync::atomic::AtomicUsize,
 }
 
 /// Requests whose trace context `/sim/traces` remembers.
@@ -73,6 +75,26 @@ impl Shared {
     /// The lock is never held across an await.
     fn with_rng<T>(&self, f: impl FnOnce(&mut StdRng) -> T) -> T {
         f(&mut self.rng.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The replica the gateway sends `request` to.
+    fn route(&self, request: &request::SimRequest) -> usize {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let replicas = self.prefix_caches.len().max(1);
+        match self.config.gateway.route {
+            config::Route::RoundRobin => {
+                self.next_replica
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                    % replicas
+            }
+            config::Route::PrefixAffinity => {
+                let mut hasher = DefaultHasher::new();
+                for word in request.prompt.split_whitespace().take(prefix_cache::BLOCK) {
+                    word.hash(&mut hasher);
+                }
+                (hasher.finish() % replicas as u64) as usize
+            }
+        }
     }
 
     /// What the prefix cache serves of `request`'s prompt (`None`: no cache), after a
@@ -85,7 +107,11 @@ impl Shared {
         if fault == Some(Fault::CacheDisabled) {
             return Some(0);
         }
-        let mut cache = self.prefix_cache.lock().unwrap_or_else(|e| e.into_inner());
+        let replica = self.route(request);
+        let Some(cache) = self.prefix_caches.get(replica) else {
+            return Some(0);
+        };
+        let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
         if fault == Some(Fault::CacheEvicts) {
             cache.clear();
         }
@@ -114,7 +140,13 @@ pub async fn serve(
         .as_deref()
         .map(timeline::open)
         .transpose()?;
-    let prefix_cache = prefix_cache::PrefixCache::new(config.prefill.prefix_cache_blocks);
+    let prefix_caches = (0..config.gateway.replicas)
+        .map(|_| {
+            Mutex::new(prefix_cache::PrefixCache::new(
+                config.prefill.prefix_cache_blocks,
+            ))
+        })
+        .collect();
     let shared = Arc::new(Shared {
         config,
         rng: Mutex::new(rng),
@@ -123,7 +155,8 @@ pub async fn serve(
         ledger: media::Ledger::default(),
         traces: Mutex::default(),
         served: server_metrics::ServerMetrics::default(),
-        prefix_cache: Mutex::new(prefix_cache),
+        prefix_caches,
+        next_replica: std::sync::atomic::AtomicUsize::new(0),
     });
     let options = crate::server::ServeOptions {
         close_grace: Duration::from_secs(1),

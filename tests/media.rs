@@ -292,8 +292,12 @@ async fn per_image_prefill_shows_in_ttft() {
     let extra = 2.0 * PER_IMAGE.as_secs_f64() + 0.4 * PER_MEGAPIXEL.as_secs_f64();
     let (text, vl) = (ttft_mean(&scrape, "text"), ttft_mean(&scrape, "vl"));
     assert!((0.030..0.030 + 0.2).contains(&text), "text TTFT {text}");
+    // The lower bound is the point: the simulator schedules the first token from arrival,
+    // so no TTFT can be under 30 ms + the prefill. Above it, decoding two images in a debug
+    // build on a busy 2-core machine has added up to 0.35 s (0.75 and 0.81 s seen), so the
+    // upper bound only catches a runaway.
     assert!(
-        (0.030 + extra..0.030 + extra + 0.25).contains(&vl),
+        (0.030 + extra..0.030 + extra + 1.0).contains(&vl),
         "vision TTFT {vl}: expected 30 ms + {extra} s of prefill"
     );
 }

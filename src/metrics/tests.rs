@@ -20,6 +20,28 @@ fn target(name: &str) -> Arc<Target> {
     Arc::clone(&validate(&raw).unwrap().targets[0])
 }
 
+/// Target "t" (model "m", the default backend) with this SLO and these global labels.
+fn slo_target<const N: usize>(
+    labels: [(&str, &str); N],
+    slo: crate::config::RawSlo,
+) -> Arc<Target> {
+    let raw = RawConfig {
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        targets: vec![RawTarget {
+            name: Some("t".into()),
+            url: Some("http://127.0.0.1:1".into()),
+            model: Some("m".into()),
+            slo: Some(slo),
+            ..RawTarget::default()
+        }],
+        ..RawConfig::default()
+    };
+    Arc::clone(&validate(&raw).unwrap().targets[0])
+}
+
 fn exposition(registry: &Registry, format: Format) -> String {
     String::from_utf8(
         expose::encode(registry, format, super::HistogramMode::Both, &|_, _| None).unwrap(),
@@ -230,24 +252,16 @@ fn families_remove_members() {
 fn every_label_the_exporter_sets_is_reserved_from_static_labels() {
     // A target with every SLO threshold and a probe of each outcome: every series and
     // exemplar the exporter can write for a target.
-    let raw = RawConfig {
-        labels: [("node".to_owned(), "n1".to_owned())].into(),
-        targets: vec![RawTarget {
-            name: Some("t".into()),
-            url: Some("http://127.0.0.1:1".into()),
-            model: Some("m".into()),
-            slo: Some(crate::config::RawSlo {
-                ttft: Some(crate::config::RawDuration::Text("1s".into())),
-                tpot: Some(crate::config::RawDuration::Text("50ms".into())),
-                itl: Some(crate::config::RawDuration::Text("100ms".into())),
-                e2el: Some(crate::config::RawDuration::Text("10s".into())),
-                objective: Some(0.99),
-            }),
-            ..RawTarget::default()
-        }],
-        ..RawConfig::default()
-    };
-    let target = Arc::clone(&validate(&raw).unwrap().targets[0]);
+    let target = slo_target(
+        [("node", "n1")],
+        crate::config::RawSlo {
+            ttft: Some(crate::config::RawDuration::Text("1s".into())),
+            tpot: Some(crate::config::RawDuration::Text("50ms".into())),
+            itl: Some(crate::config::RawDuration::Text("100ms".into())),
+            e2el: Some(crate::config::RawDuration::Text("10s".into())),
+            objective: Some(0.99),
+        },
+    );
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let t = metrics.target(&target);
@@ -357,21 +371,14 @@ fn protobuf_scrapes_carry_the_buckets_the_mode_asks_for() {
 /// does not set has no counters.
 #[test]
 fn sli_counters_agree_with_the_threshold_bucket() {
-    let raw = RawConfig {
-        targets: vec![RawTarget {
-            name: Some("t".into()),
-            url: Some("http://127.0.0.1:1".into()),
-            model: Some("m".into()),
-            slo: Some(crate::config::RawSlo {
-                ttft: Some(crate::config::RawDuration::Text("200ms".into())),
-                itl: Some(crate::config::RawDuration::Text("20ms".into())),
-                ..Default::default()
-            }),
-            ..RawTarget::default()
-        }],
-        ..RawConfig::default()
-    };
-    let target = Arc::clone(&validate(&raw).unwrap().targets[0]);
+    let target = slo_target(
+        [],
+        crate::config::RawSlo {
+            ttft: Some(crate::config::RawDuration::Text("200ms".into())),
+            itl: Some(crate::config::RawDuration::Text("20ms".into())),
+            ..Default::default()
+        },
+    );
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let t = metrics.target(&target);

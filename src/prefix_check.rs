@@ -38,7 +38,7 @@ pub async fn run(
     stop: CancellationToken,
     ctx: Context,
 ) {
-    let prefix = synthetic::shared_prefix(spec.prefix_tokens, None).unwrap_or_default();
+    let prefix = prefix_text(&prober, spec.prefix_tokens).await;
     let (spec, prefix) = (Arc::new(spec), Arc::new(prefix));
     // A random start within one interval, so replicas are not all checked at once.
     let offset = rand::rng().random_range(0.0..spec.interval.as_secs_f64());
@@ -66,6 +66,27 @@ pub async fn run(
             let _permit = permit;
             check(&prober, &spec, &prefix, &series, &abort).await;
         });
+    }
+}
+
+/// The pair's shared prefix: exactly `tokens` tokens with the target's tokenizer (encoded
+/// off the runtime: a long prefix is milliseconds of CPU), words-as-tokens without one, or
+/// when the tokenizer fails on it (said once, in the log).
+async fn prefix_text(prober: &Prober, tokens: u32) -> String {
+    let words = || synthetic::shared_prefix(tokens, None).unwrap_or_default();
+    let Some(counter) = prober.target.prompts.tokenizer.clone() else {
+        return words();
+    };
+    let exact =
+        tokio::task::spawn_blocking(move || synthetic::shared_prefix(tokens, Some(&counter)))
+            .await;
+    match exact {
+        Ok(Ok(text)) => text,
+        Ok(Err(e)) => {
+            tracing::warn!(target = %prober.target.id, error = %e, "prefix-cache check: the tokenizer failed on the prefix; words count as tokens");
+            words()
+        }
+        Err(_) => words(),
     }
 }
 

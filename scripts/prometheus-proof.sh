@@ -19,7 +19,8 @@
 # or returns no series, if a per-node query does not show both nodes or a per-replica one
 # every replica, if a rule is unhealthy, or if an alert's expression does not pick exactly
 # what it should: InferprobeReplicaOutlier the slow replica, InferprobeDiscoveryDown the
-# failing block (their `for` is not waited for).
+# failing block, InferprobePrefixCacheMisses the replica whose cache is off (their `for` is
+# not waited for).
 #
 # PROOF_HISTOGRAMS=native (or classic, both) sets the daemons' `[metrics] histograms` and
 # runs Prometheus with `--enable-feature=native-histograms,exemplar-storage`, so it scrapes
@@ -101,15 +102,19 @@ EOF
 "$bin" simulate --listen "127.0.0.1:$sim_port" --ttft 50ms --itl 5ms --jitter 0.3 \
   --fault http_429=0.05 --fault reset=0.05 --fault error_event=0.03 >"$tmp/simulator.log" 2>&1 &
 pids+=($!)
-# The replicas of a discovered target: replica-3 is six times slower to first token, and
-# replica-1 answers wrong now and then (its canary checks diverge).
+# The replicas of a discovered target: replica-3 is six times slower to first token,
+# replica-1 answers wrong now and then (its canary checks diverge), and replica-2's prefix
+# cache is off (its prefix-cache checks miss).
 replica_ports=("$rep0" "$rep1" "$rep2" "$rep3")
 for i in 0 1 2 3; do
   ttft=50ms corrupt=0
   [ "$i" = 3 ] && ttft=300ms
   [ "$i" = 1 ] && corrupt=0.3
+  cache=()
+  [ "$i" = 2 ] && cache=(--fault cache_disabled=0.9) # faults exclude each other: 0.98 in all
   "$bin" simulate --listen "127.0.0.1:${replica_ports[$i]}" --ttft "$ttft" --itl 5ms --jitter 0.3 \
-    --corrupt-rate "$corrupt" --fault http_500=0.05 --fault reset=0.03 >"$tmp/replica-$i.log" 2>&1 &
+    --corrupt-rate "$corrupt" --fault http_500=0.05 --fault reset=0.03 "${cache[@]}" \
+    >"$tmp/replica-$i.log" 2>&1 &
   pids+=($!)
 done
 # What node_local pods discovery finds on each node, as file_sd: replica-0 and -1 on node a,
@@ -149,6 +154,8 @@ url = "http://127.0.0.1:$sim_port"
 model = "sim-chat"
 slo = { ttft = "80ms", tpot = "10ms", itl = "20ms", e2el = "2s", objective = 0.95 }
 canary = { interval = "1s", max_tokens = 8, structured = true }
+# The simulator as a pool (one replica): its checks hit.
+prefix_cache = { interval = "1s", prefix_tokens = 64, objective = 0.5 }
 
 [[targets]]
 name = "completions"
@@ -176,6 +183,7 @@ slo = { ttft = "80ms", tpot = "10ms", itl = "20ms", e2el = "2s", objective = 0.9
 # Every replica is checked for correct answers too (the simulators' toy model answers),
 # and for usable JSON answers and tool calls (the built-in structured prompts).
 canary = { interval = "1s", max_tokens = 16, structured = true }
+prefix_cache = { interval = "1s", prefix_tokens = 64, objective = 0.9 }
 EOF
   # On node b, a block whose file does not exist: discovery_up 0, InferprobeDiscoveryDown.
   if [ "$1" = b ]; then
@@ -429,6 +437,8 @@ ready = [
     ('count(count by (pod) (rate(inferprobe_request_errors_total{target="replicas"}[1m]) > 0))',
      len(REPLICAS)),
     ('count(inferprobe:replica_ttft_probes:increase15m{target="replicas"} >= 10)', len(REPLICAS)),
+    # Enough prefix-cache checks on every replica for InferprobePrefixCacheMisses to judge.
+    ('count(inferprobe:prefix_cache_judged:increase1h{target="replicas"} >= 10)', len(REPLICAS)),
 ] + [(f"count({name})", 1) for name, _ in rules]
 start = time.monotonic()
 while True:
@@ -456,7 +466,8 @@ print(f"data after {time.monotonic() - start:.0f}s: both nodes and every replica
 HISTOGRAMS = ["inferprobe_time_to_first_token_seconds", "inferprobe_time_per_output_token_seconds",
               "inferprobe_inter_token_latency_seconds", "inferprobe_e2e_request_latency_seconds",
               "inferprobe_request_output_tokens", "inferprobe_request_prompt_tokens",
-              "inferprobe_schedule_lag_seconds"]
+              "inferprobe_schedule_lag_seconds", "inferprobe_prefix_cache_cold_ttft_seconds",
+              "inferprobe_prefix_cache_warm_ttft_seconds"]
 mode = os.environ.get("PROOF_HISTOGRAMS", "")
 for name in HISTOGRAMS:
     native = query(f"count by (node) (histogram_count({name}))")["data"]["result"]
@@ -489,6 +500,8 @@ EXPECTED_ALERTS = {
                                   "node": "proof-node-b"}],
     # The block whose file is missing, failing on one probe pod.
     "InferprobeDiscoveryDown": [{"discovery": "missing"}],
+    # The replica whose prefix cache is off, and neither its peers nor the pool.
+    "InferprobePrefixCacheMisses": [{"target": "replicas", "namespace": "proof", "pod": "replica-2"}],
 }
 for name, want in EXPECTED_ALERTS.items():
     answer = query(alerts[name])

@@ -78,8 +78,7 @@ async fn prefix_text(prober: &Prober, tokens: u32) -> String {
         return words();
     };
     let exact =
-        tokio::task::spawn_blocking(move || synthetic::shared_prefix(tokens, Some(&counter)))
-            .await;
+        tokio::task::spawn_blocking(move || synthetic::shared_prefix(tokens, Some(&counter))).await;
     match exact {
         Ok(Ok(text)) => text,
         Ok(Err(e)) => {

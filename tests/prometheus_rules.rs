@@ -48,7 +48,7 @@ fn promtool_accepts_the_rules() {
     if let Some((ok, text)) = promtool(&args) {
         assert!(ok, "{text}");
         assert!(
-            text.contains("SUCCESS: 22 rules found"),
+            text.contains("SUCCESS: 23 rules found"),
             "every alert is there:\n{text}"
         );
     }

@@ -25,11 +25,14 @@ pub(super) const EXPORTED_SERIES: &[&str] = &[
     "inferprobe_discovery_targets",
     "inferprobe_discovery_refused_total",
     "inferprobe_fleet_size",
+    "inferprobe_prompt_cached_tokens_total",
+    "inferprobe_prefix_cache_checks_total",
+    "inferprobe_prefix_cache_objective",
 ];
 
 /// The histograms that carry native buckets beside their classic ones (a protobuf scrape):
-/// every per-target histogram, the four latency ones first.
-pub(super) const NATIVE_HISTOGRAMS: [&str; 7] = [
+/// every per-target histogram, the four latency ones first, and the prefix-cache check's.
+pub(super) const NATIVE_HISTOGRAMS: [&str; 9] = [
     "inferprobe_time_to_first_token_seconds",
     "inferprobe_time_per_output_token_seconds",
     "inferprobe_inter_token_latency_seconds",
@@ -37,6 +40,8 @@ pub(super) const NATIVE_HISTOGRAMS: [&str; 7] = [
     "inferprobe_request_output_tokens",
     "inferprobe_request_prompt_tokens",
     "inferprobe_schedule_lag_seconds",
+    "inferprobe_prefix_cache_cold_ttft_seconds",
+    "inferprobe_prefix_cache_warm_ttft_seconds",
 ];
 
 /// The four latency histograms every dashboard shows.

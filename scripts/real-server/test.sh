@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The real-server suite: builds (or reuses) llama.cpp's llama-server and the tiny model,
-# then runs the tests that probe it (tests/real_server.rs and tests/real_server_canary.rs,
-# ignored by plain `cargo test`).
+# then runs the tests that probe it (tests/real_server*.rs, ignored by plain `cargo test`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 { read -r LLAMA_SERVER; read -r TINY_GGUF; read -r TINY_MMPROJ; read -r TINY_OTHER; } < <(bash scripts/real-server/setup.sh)
 export LLAMA_SERVER TINY_GGUF TINY_MMPROJ TINY_OTHER
-cargo test --test real_server --test real_server_canary --test real_server_structured -- --ignored --nocapture
+cargo test --test real_server --test real_server_canary --test real_server_structured \
+  --test real_server_prefix -- --ignored --nocapture

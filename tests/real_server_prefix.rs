@@ -1,0 +1,89 @@
+//! The prefix-cache check (issue 35) against a real llama-server (scripts/real-server/):
+//! with its prompt cache (on by default) every check hits by the cached tokens it reports
+//! (`prompt_tokens_details.cached_tokens`, and `timings.cache_n`), and the warm request's
+//! TTFT is below the cold one's; with `--no-cache-prompt` it reports 0 cached tokens and
+//! every check is a miss. Ignored by `cargo test`; scripts/real-server/test.sh runs it.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Scrape, llama, start_daemon};
+
+fn checks(scrape: &Scrape, result: &str, rule: &str) -> f64 {
+    scrape.sum(
+        "inferprobe_prefix_cache_checks_total",
+        &[("target", "llama"), ("result", result), ("rule", rule)],
+    )
+}
+
+/// Run the check against a llama-server started with `extra` until 6 checks are judged;
+/// returns the scrape.
+async fn run_checks(extra: &[&str]) -> Scrape {
+    // 8,192 tokens over four slots: 2,048 each, room for a 256-word prefix in this
+    // model's tokens (~700) and the chat template.
+    let server = llama::start(&llama::tiny(), 8192, extra).await;
+    let daemon = start_daemon(&format!(
+        r#"
+        [[targets]]
+        name = "llama"
+        url = "{}"
+        model = "tiny"
+        backend = "openai-chat"
+        rate = 0.001
+        prefix_cache = {{ interval = "300ms", prefix_tokens = 256 }}
+        "#,
+        server.url
+    ))
+    .await;
+    let judged = |s: &Scrape| -> f64 {
+        ["hit", "miss", "unreported", "failed"]
+            .iter()
+            .map(|r| {
+                s.sum(
+                    "inferprobe_prefix_cache_checks_total",
+                    &[("target", "llama"), ("result", r)],
+                )
+            })
+            .sum()
+    };
+    let scrape = daemon
+        .wait_for(Duration::from_secs(60), |s| judged(s) >= 6.0)
+        .await;
+    daemon.stop().await;
+    scrape
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs llama-server: scripts/real-server/setup.sh"]
+async fn llama_server_serves_the_warm_prefix_from_its_prompt_cache() {
+    let scrape = run_checks(&[]).await;
+    let hits = checks(&scrape, "hit", "usage");
+    let total = scrape.sum(
+        "inferprobe_prefix_cache_checks_total",
+        &[("target", "llama")],
+    );
+    assert_eq!(hits, total, "every check hits by usage\n{}", scrape.text);
+    let (cold_sum, cold_n) = scrape.histogram("inferprobe_prefix_cache_cold_ttft_seconds", "llama");
+    let (warm_sum, warm_n) = scrape.histogram("inferprobe_prefix_cache_warm_ttft_seconds", "llama");
+    let (cold, warm) = (cold_sum / cold_n, warm_sum / warm_n);
+    eprintln!(
+        "llama-server, prompt cache on: {hits} of {total} checks hit; mean TTFT cold {:.1} ms, warm {:.1} ms",
+        cold * 1e3,
+        warm * 1e3
+    );
+    assert!(warm < cold, "warm {warm} s, cold {cold} s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs llama-server: scripts/real-server/setup.sh"]
+async fn llama_server_without_its_prompt_cache_misses_every_check() {
+    let scrape = run_checks(&["--no-cache-prompt"]).await;
+    let misses = checks(&scrape, "miss", "usage");
+    let total = scrape.sum(
+        "inferprobe_prefix_cache_checks_total",
+        &[("target", "llama")],
+    );
+    eprintln!("llama-server --no-cache-prompt: {misses} of {total} checks missed");
+    assert_eq!(misses, total, "every check misses\n{}", scrape.text);
+}

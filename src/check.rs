@@ -1,8 +1,8 @@
 //! `inferprobe check`: validate a configuration as the daemon would load it, and say what
 //! it will do that an operator would otherwise learn from a page (or from none): which SLO
-//! each target's alerts burn against, what each canary compares, and whether a file_sd
-//! file already there holds a label that would be renamed. Exit 0 when valid, 64 naming
-//! the key when not (docs/operating.md, "Exit codes").
+//! each target's alerts burn against, what each canary compares, what a prefix-cache
+//! check costs, and whether a file_sd file already there holds a label that would be
+//! renamed. Exit 0 when valid, 64 naming the key when not (docs/operating.md, "Exit codes").
 
 use std::path::Path;
 use std::sync::Arc;
@@ -42,6 +42,10 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
     let configured = loaded.targets.iter().map(|t| (Arc::clone(t), None));
     for (target, source) in configured.chain(examples) {
         println!("  {}: {}", target.name, slo(&target));
+        if let Some(spec) = &target.prefix_cache {
+            let exact = target.prompts.tokenizer.is_some();
+            println!("  {}: {}", target.name, spec.describe(exact));
+        }
         if let Some(canary) = &target.canary {
             println!(
                 "  {}: {}",

@@ -8,13 +8,14 @@
 # says how many prompt tokens came from the cache):
 #   a: prefix caching on (vLLM's default)          -> target "cached": every check a hit
 #   b: --no-enable-prefix-caching                  -> target "uncached": every check a miss
-#   a and c behind Debian's nginx, round-robin     -> target "pool": about 1/2 hit, because
-#      the workload's own probes (rate 10/s through the same proxy) put a random number of
-#      requests between a pair's two; on a quiet pool strict round-robin would send every
-#      second request to the other replica (never a hit).
+#   a and c behind Debian's nginx, round-robin     -> target "pool": a hit when an odd number
+#      of the workload's own probes (10/s through the same proxy) came between a pair's two:
+#      (1 - e^(-2λ)) / 2 with λ ~ 0.6 of them in a ~60 ms cold request, about 0.35 (1/2 under
+#      heavy traffic); on a quiet pool strict round-robin would send every second request
+#      to the other replica (never a hit).
 # Every target counts the prefix exactly with the model's own tokenizer (`tokenizer`).
 # Checks run every 2 s for SECONDS (default 150). Passes when cached hits every judged
-# check, uncached misses every one, and the pool's hit ratio is between 0.25 and 0.75.
+# check, uncached misses every one, and the pool's hit ratio is between 0.15 and 0.75.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_TO_RUN=${1:-150}
@@ -154,7 +155,7 @@ for s in "ab":
         usage = json.load(urllib.request.urlopen(req, timeout=30))["usage"]
         seen.append((usage["prompt_tokens"], (usage.get("prompt_tokens_details") or {}).get("cached_tokens")))
     print(f"vLLM {s}, a pair sent by hand: (prompt tokens, cached tokens) {seen}")
-ok = ok and ratios["cached"] == 1.0 and ratios["uncached"] == 0.0 and 0.25 <= ratios["pool"] <= 0.75
+ok = ok and ratios["cached"] == 1.0 and ratios["uncached"] == 0.0 and 0.15 <= ratios["pool"] <= 0.75
 print("PASS" if ok else "FAILED")
 sys.exit(0 if ok else 1)
 PY

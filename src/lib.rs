@@ -34,6 +34,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod budget;
 pub mod canary;
 pub mod check;
 pub mod cli;

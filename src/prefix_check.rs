@@ -19,8 +19,9 @@ use rand::RngExt;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::Budget;
 use crate::endpoint::prefix_cache::PrefixCacheSpec;
-use crate::metrics::PrefixSeries;
+use crate::metrics::{PrefixSeries, SkipReason, TargetMetrics};
 use crate::probe::{Outcome, Prober};
 use crate::prompt::{Prompt, synthetic};
 use crate::record::Measurement;
@@ -32,12 +33,21 @@ use crate::scheduler::Context;
 /// in four at 1 token (44% of pairs `failed`); four make that rare.
 const MAX_TOKENS: u32 = 4;
 
+/// Where a check's outcomes go.
+pub struct Sinks {
+    pub series: PrefixSeries,
+    /// The target's own series: a pair its budget has no room for is a skipped arrival.
+    pub metrics: TargetMetrics,
+    /// The target's `max_output_tokens_per_hour`, shared with its workload.
+    pub budget: Option<Budget>,
+}
+
 /// Send a pair every interval until `stop`, each as a probe task of `ctx` (drained at
 /// shutdown like every probe); a pair still running when the next is due delays it.
 pub async fn run(
     prober: Arc<Prober>,
     spec: PrefixCacheSpec,
-    series: PrefixSeries,
+    sinks: Sinks,
     stop: CancellationToken,
     ctx: Context,
 ) {
@@ -57,12 +67,20 @@ pub async fn run(
             permit = Arc::clone(&busy).acquire_owned() => permit,
         };
         let Ok(permit) = permit else { return };
-        next = Instant::now().max(next) + spec.interval;
+        let now = Instant::now();
+        next = now.max(next) + spec.interval;
+        // Both requests' max_tokens, from the hour the target's workload spends too.
+        if let Some(budget) = &sinks.budget {
+            if !budget.try_spend(now, 2 * MAX_TOKENS) {
+                sinks.metrics.skipped(SkipReason::Budget);
+                continue;
+            }
+        }
         let (prober, spec, prefix, series, abort) = (
             Arc::clone(&prober),
             Arc::clone(&spec),
             Arc::clone(&prefix),
-            series.clone(),
+            sinks.series.clone(),
             ctx.abort.clone(),
         );
         ctx.probes.spawn(async move {

@@ -19,6 +19,7 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::budget::Budget;
 use crate::endpoint::Target;
 use crate::metrics::{ProbeId, SkipReason, TargetMetrics};
 use crate::probe::{Outcome, Prober};
@@ -68,6 +69,8 @@ pub fn effective_rate(target: &Target, fleet: usize) -> f64 {
 pub struct Sinks {
     pub metrics: TargetMetrics,
     pub status: Arc<TargetStatus>,
+    /// The target's `max_output_tokens_per_hour`, shared with its prefix-cache check.
+    pub budget: Option<Budget>,
 }
 
 /// Send arrivals for `prober`'s target until `stop` is cancelled.
@@ -91,7 +94,6 @@ pub async fn run(
         }
     };
     let permits = Arc::new(Semaphore::new(target.max_concurrency));
-    let mut budget = target.max_output_tokens_per_hour.map(Budget::new);
     let mut schedule = Schedule::new(arrivals, rate, Instant::now());
     loop {
         tokio::select! {
@@ -125,7 +127,7 @@ pub async fn run(
             rng.random::<u64>()
         ));
         let draw = target.prompts.draw(rng);
-        if let Some(budget) = &mut budget {
+        if let Some(budget) = &sinks.budget {
             if !budget.try_spend(now, draw.max_tokens) {
                 metrics.skipped(SkipReason::Budget);
                 continue;
@@ -261,44 +263,6 @@ impl Schedule {
     /// seed makes a whole run repeatable.
     pub fn rng(&mut self) -> &mut StdRng {
         &mut self.arrivals.rng
-    }
-}
-
-/// `max_output_tokens_per_hour`: the max_tokens of probes sent in the last hour. Counting
-/// what was asked for (not what came back) keeps the bound strict before answers arrive.
-#[derive(Debug)]
-struct Budget {
-    per_hour: u64,
-    spent: std::collections::VecDeque<(Instant, u64)>,
-    total: u64,
-}
-
-impl Budget {
-    const WINDOW: Duration = Duration::from_secs(3600);
-
-    fn new(per_hour: u64) -> Self {
-        Self {
-            per_hour,
-            spent: std::collections::VecDeque::new(),
-            total: 0,
-        }
-    }
-
-    fn try_spend(&mut self, now: Instant, tokens: u32) -> bool {
-        while let Some(&(at, n)) = self.spent.front() {
-            if now.saturating_duration_since(at) < Self::WINDOW {
-                break;
-            }
-            self.total -= n;
-            self.spent.pop_front();
-        }
-        let tokens = u64::from(tokens);
-        if self.total + tokens > self.per_hour {
-            return false;
-        }
-        self.total += tokens;
-        self.spent.push_back((now, tokens));
-        true
     }
 }
 

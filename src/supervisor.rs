@@ -228,16 +228,28 @@ impl Supervisor {
                 );
                 self.schedulers.spawn(run);
             }
+            let budget = target
+                .max_output_tokens_per_hour
+                .map(crate::budget::Budget::new);
             if let (Some(spec), Some(series)) = (&target.prefix_cache, metrics.prefix_cache()) {
+                let sinks = crate::prefix_check::Sinks {
+                    series: series.clone(),
+                    metrics: metrics.clone(),
+                    budget: budget.clone(),
+                };
                 self.schedulers.spawn(crate::prefix_check::run(
                     Arc::clone(&prober),
                     spec.clone(),
-                    series.clone(),
+                    sinks,
                     stop.clone(),
                     self.ctx.clone(),
                 ));
             }
-            let sinks = Sinks { metrics, status };
+            let sinks = Sinks {
+                metrics,
+                status,
+                budget,
+            };
             self.schedulers
                 .spawn(scheduler::run(prober, sinks, seed, stop, self.ctx.clone()));
             if restart {

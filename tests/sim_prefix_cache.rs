@@ -229,3 +229,37 @@ async fn a_gateway_routes_by_turn_or_by_prefix() {
         }
     }
 }
+
+/// The check spends from the target's `max_output_tokens_per_hour` (4 tokens a request, 8 a
+/// pair), so the key bounds the target's cost whatever sends: room for two pairs, then
+/// pairs are skipped arrivals (`reason="budget"`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_check_spends_from_the_targets_output_budget() {
+    let sim = start_sim(SimConfig::default()).await;
+    let daemon = start_daemon(&format!(
+        r#"
+        [[targets]]
+        name = "t"
+        url = "{}"
+        model = "m"
+        backend = "openai-chat"
+        rate = 0.001
+        max_output_tokens_per_hour = 16
+        prefix_cache = {{ interval = "50ms", prefix_tokens = 64 }}
+        "#,
+        sim.url()
+    ))
+    .await;
+    let skipped = |s: &common::Scrape| {
+        s.sum(
+            "inferprobe_requests_skipped_total",
+            &[("target", "t"), ("reason", "budget")],
+        )
+    };
+    let scrape = daemon
+        .wait_for(Duration::from_secs(30), |s| skipped(s) >= 3.0)
+        .await;
+    daemon.stop().await;
+    let checks = scrape.sum("inferprobe_prefix_cache_checks_total", &[("target", "t")]);
+    assert_eq!(checks, 2.0, "{}", scrape.text);
+}

@@ -52,23 +52,6 @@ fn seeds_repeat_per_target_and_differ_between_targets() {
     assert_eq!(gaps(3), gaps(3));
 }
 
-#[test]
-fn the_budget_is_a_sliding_hour_of_requested_tokens() {
-    let t0 = Instant::now();
-    let mut budget = Budget::new(100);
-    assert!(budget.try_spend(t0, 60));
-    assert!(
-        !budget.try_spend(t0 + Duration::from_secs(10), 60),
-        "160 > 100"
-    );
-    assert!(budget.try_spend(t0 + Duration::from_secs(10), 40));
-    assert!(!budget.try_spend(t0 + Duration::from_secs(3599), 1));
-    assert!(
-        budget.try_spend(t0 + Duration::from_secs(3600), 60),
-        "the first 60 left the window"
-    );
-}
-
 /// Run `schedule` as the scheduler's loop does until `until`, returning the fire times
 /// and the arrivals reported missed.
 async fn fire_until(schedule: &mut Schedule, until: Instant) -> (Vec<Instant>, u64) {

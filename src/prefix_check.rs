@@ -5,8 +5,9 @@
 //! the second reached the replica that holds the first's prefix.
 //!
 //! The judgement, in order:
-//! - the server reported cached tokens for the second request: `hit` when they are at least
-//!   `hit_share` of the prefix, else `miss` (rule `usage`);
+//! - the server reported cached tokens for the second request: `hit` when they exceed the
+//!   first's (what precedes the nonce, cached for every request) by at least `hit_share`
+//!   of the prefix, else `miss` (rule `usage`);
 //! - it reported nothing: `hit` when the second's TTFT is at most the first's divided by
 //!   `speedup` (rule `ttft`), else `unreported`. A server that caches but does not say so
 //!   is never a `miss`.
@@ -215,7 +216,11 @@ pub fn judge(
         return Verdict::Failed;
     };
     if let Some(cached) = warm.cached_prompt_tokens {
-        return if cached as f64 >= spec.hit_share * f64::from(prefix_tokens) {
+        // What the cold request already had cached is what comes before the nonce (a chat
+        // template, a long default system prompt), cached for every request alike: only
+        // what the warm one gained on top of it is the prefix.
+        let gained = cached.saturating_sub(cold.cached_prompt_tokens.unwrap_or(0));
+        return if gained as f64 >= spec.hit_share * f64::from(prefix_tokens) {
             Verdict::Hit(Rule::Usage)
         } else {
             Verdict::Miss
@@ -288,6 +293,21 @@ mod tests {
         assert_eq!(
             judge(&spec(), 1024, Some(&cold), Some(&measured(10, Some(0)))),
             Verdict::Miss
+        );
+    }
+
+    #[test]
+    fn what_every_request_has_cached_is_not_the_prefix() {
+        // A template with a 600-token system prompt before the nonce: cached for the cold
+        // request too, so 600 on the warm one is a miss, and 600 + 1,024 a hit.
+        let cold = measured(63, Some(600));
+        assert_eq!(
+            judge(&spec(), 1024, Some(&cold), Some(&measured(60, Some(600)))),
+            Verdict::Miss
+        );
+        assert_eq!(
+            judge(&spec(), 1024, Some(&cold), Some(&measured(20, Some(1616)))),
+            Verdict::Hit(Rule::Usage)
         );
     }
 

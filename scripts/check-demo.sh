@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Acceptance check of `inferprobe demo`: within 30 s its /metrics must show observations in
-# all four latency histograms and at least one non-zero error category, and promtool must
-# find nothing to report in the exposition.
+# all four latency histograms and at least one non-zero error category, its pool behind the
+# prefix-routing gateway must hit its prefix-cache checks (and never miss) while the one
+# behind the round-robin gateway misses, and promtool must find nothing to report in the
+# exposition.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --quiet
@@ -40,3 +42,28 @@ done
 report=$(promtool check metrics <"$log.metrics" 2>&1) || { echo "$report" >&2; exit 1; }
 if [ -n "$report" ]; then echo "promtool: $report" >&2; exit 1; fi
 echo "promtool check metrics: clean"
+
+# The two pools' prefix-cache checks (a pair every 5 s each), within the same 30 s.
+checks() { # checks TARGET RESULT
+  awk -v t="target=\"$1\"" -v r="result=\"$2\"" \
+    '/^inferprobe_prefix_cache_checks_total/ && index($0, t) && index($0, r) { s += $NF } END { print s + 0 }' "$log.metrics"
+}
+while :; do
+  curl -sf "http://127.0.0.1:$port/metrics" -o "$log.metrics" || true
+  affinity_hits=$(checks sim-pool-prefix-affinity hit)
+  affinity_misses=$(checks sim-pool-prefix-affinity miss)
+  rr_misses=$(checks sim-pool-round-robin miss)
+  if [ "$affinity_misses" != 0 ]; then
+    echo "FAIL: the prefix-routing pool missed $affinity_misses prefix-cache checks" >&2
+    exit 1
+  fi
+  if [ "$affinity_hits" != 0 ] && [ "$rr_misses" != 0 ]; then
+    echo "prefix-cache checks: by prefix $affinity_hits hit, by turn $rr_misses missed"
+    break
+  fi
+  if [ $(( $(date +%s) - start )) -ge 30 ]; then
+    echo "FAIL: no prefix-cache hit by prefix ($affinity_hits) or miss by turn ($rr_misses) within 30 s" >&2
+    exit 1
+  fi
+  sleep 1
+done

@@ -3,7 +3,9 @@
 //! Two targets (chat with per-chunk usage, completions without) probe a local simulator
 //! that injects realistic jitter and every fault at a low rate, so within half a minute
 //! /metrics shows all four latency histograms and several error categories: enough to try
-//! the dashboards and alerts against.
+//! the dashboards and alerts against. Two more are pools behind the simulator's gateway
+//! over three replicas, one routing by prefix and one by turn, each with a prefix-cache
+//! check (docs/prefix-cache.md): the first hits, the second misses and would be ticketed.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -11,8 +13,8 @@ use std::net::SocketAddr;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{self, RawCanary, RawConfig, RawDuration, RawTarget};
-use crate::sim::{self, Fault, SimConfig};
+use crate::config::{self, RawCanary, RawConfig, RawDuration, RawPrefixCache, RawTarget};
+use crate::sim::{self, Fault, Route, SimConfig};
 use crate::{Shutdown, daemon};
 
 /// The simulator the demo probes: vLLM-like timings with a few percent of faults.
@@ -37,9 +39,27 @@ pub fn demo_simulator() -> SimConfig {
     }
 }
 
-/// The daemon's configuration for a simulator at `sim`.
+/// A gateway over three replicas of the demo's simulator, routing by `route`; each
+/// replica's prefill costs 50 µs per prompt token its cache did not serve.
+pub fn demo_gateway(route: Route) -> SimConfig {
+    let mut config = demo_simulator();
+    config.gateway.replicas = 3;
+    config.gateway.route = route;
+    config.prefill.per_token = std::time::Duration::from_micros(50);
+    config
+}
+
+/// Where the demo's simulators listen.
+#[derive(Clone, Copy, Debug)]
+pub struct DemoSims {
+    pub server: SocketAddr,
+    pub affinity: SocketAddr,
+    pub round_robin: SocketAddr,
+}
+
+/// The daemon's configuration for the demo's simulators.
 pub fn demo_config(
-    sim: SocketAddr,
+    sims: DemoSims,
     listen: SocketAddr,
 ) -> Result<config::Config, config::ConfigError> {
     let seconds = |s: &str| Some(RawDuration::Text(s.into()));
@@ -51,12 +71,22 @@ pub fn demo_config(
         continuous_usage_stats: Some(continuous),
         ..RawTarget::default()
     };
+    let pool = |name: &str, at: SocketAddr| RawTarget {
+        url: Some(format!("http://{at}")),
+        prefix_cache: Some(RawPrefixCache {
+            interval: seconds("5s"),
+            prefix_tokens: Some(512),
+            objective: Some(0.8),
+            ..RawPrefixCache::default()
+        }),
+        ..target(name, "openai-chat", 1.0, 16, false)
+    };
     let raw = RawConfig {
         listen: Some(listen.to_string()),
         shutdown_grace: seconds("5s"),
         labels: BTreeMap::from([("node".into(), "demo".into())]),
         defaults: RawTarget {
-            url: Some(format!("http://{sim}")),
+            url: Some(format!("http://{}", sims.server)),
             model: Some("demo-model".into()),
             input_tokens: Some(64),
             connect_timeout: seconds("1s"),
@@ -75,6 +105,8 @@ pub fn demo_config(
                 ..target("sim-chat", "openai-chat", 2.0, 32, true)
             },
             target("sim-completions", "openai", 1.0, 48, false),
+            pool("sim-pool-prefix-affinity", sims.affinity),
+            pool("sim-pool-round-robin", sims.round_robin),
         ],
         ..RawConfig::default()
     };
@@ -82,22 +114,44 @@ pub fn demo_config(
 }
 
 pub async fn run(listen: SocketAddr, shutdown: Shutdown) -> anyhow::Result<()> {
-    let sim_listener = TcpListener::bind("127.0.0.1:0").await?;
-    let sim_addr = sim_listener.local_addr()?;
     let sim_stop = CancellationToken::new();
-    let sim = tokio::spawn(sim::serve(sim_listener, demo_simulator(), sim_stop.clone()));
+    let mut servers = Vec::new();
+    let mut addresses = Vec::new();
+    for config in [
+        demo_simulator(),
+        demo_gateway(Route::PrefixAffinity),
+        demo_gateway(Route::RoundRobin),
+    ] {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        addresses.push(listener.local_addr()?);
+        servers.push(tokio::spawn(sim::serve(listener, config, sim_stop.clone())));
+    }
+    let sims = DemoSims {
+        server: addresses[0],
+        affinity: addresses[1],
+        round_robin: addresses[2],
+    };
 
     let listener = TcpListener::bind(listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
     let address = listener.local_addr()?;
-    let config = demo_config(sim_addr, address)?;
-    println!("inferprobe demo: probing the built-in simulator at http://{sim_addr}");
+    let config = demo_config(sims, address)?;
+    println!(
+        "inferprobe demo: probing the built-in simulator at http://{}",
+        sims.server
+    );
+    println!(
+        "  and two gateways over three replicas each: by prefix http://{}, by turn http://{}",
+        sims.affinity, sims.round_robin
+    );
     println!("  metrics: http://{address}/metrics");
     println!("  health:  http://{address}/healthz  http://{address}/readyz");
     println!("Ctrl-C to stop.");
     let result = daemon::run(listener, config, shutdown).await;
     sim_stop.cancel();
-    let _ = sim.await;
+    for server in servers {
+        let _ = server.await;
+    }
     result.map(|_| ())
 }

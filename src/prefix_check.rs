@@ -14,7 +14,7 @@
 //! - either request failed: `failed`, judged by nothing (its error is the probes' business).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use rand::RngExt;
 use tokio::time::{Instant, sleep_until};
@@ -27,6 +27,7 @@ use crate::probe::{Outcome, Prober};
 use crate::prompt::{Prompt, synthetic};
 use crate::record::Measurement;
 use crate::scheduler::Context;
+use crate::status::{PrefixCheck, TargetStatus};
 
 /// What each request of a pair asks for. One first token is all the check needs, but a
 /// model may spend its first on an empty piece (a partial UTF-8 byte, a stop token), which
@@ -37,6 +38,8 @@ const MAX_TOKENS: u32 = 4;
 /// Where a check's outcomes go.
 pub struct Sinks {
     pub series: PrefixSeries,
+    /// The status page's recent pairs.
+    pub status: Arc<TargetStatus>,
     /// The target's own series: a pair its budget has no room for is a skipped arrival.
     pub metrics: TargetMetrics,
     /// The target's `max_output_tokens_per_hour`, shared with its workload.
@@ -77,16 +80,17 @@ pub async fn run(
                 continue;
             }
         }
-        let (prober, spec, prefix, series, abort) = (
+        let (prober, spec, prefix, series, status, abort) = (
             Arc::clone(&prober),
             Arc::clone(&spec),
             Arc::clone(&prefix),
             sinks.series.clone(),
+            Arc::clone(&sinks.status),
             ctx.abort.clone(),
         );
         ctx.probes.spawn(async move {
             let _permit = permit;
-            check(&prober, &spec, &prefix, &series, &abort).await;
+            check(&prober, &spec, &prefix, (&series, &status), &abort).await;
         });
     }
 }
@@ -116,13 +120,15 @@ async fn check(
     prober: &Prober,
     spec: &PrefixCacheSpec,
     prefix: &str,
-    series: &PrefixSeries,
+    (series, status): (&PrefixSeries, &TargetStatus),
     abort: &CancellationToken,
 ) {
     let target = &prober.target;
     let nonce: u64 = rand::random();
     let texts = pair_texts(prefix, nonce);
     let mut measured = Vec::with_capacity(2);
+    let mut detail = None;
+    let at = SystemTime::now();
     for (i, text) in texts.iter().enumerate() {
         let request_id = format!("{}prefix-{nonce:016x}-{i}", target.request_id_prefix);
         let prompt = Prompt {
@@ -140,6 +146,8 @@ async fn check(
             Outcome::Finished(Ok(m)) => measured.push(m),
             Outcome::Finished(Err(e)) => {
                 tracing::debug!(target = %target.id, request_id, error = %e, "prefix-cache check failed");
+                let which = if i == 0 { "cold" } else { "warm" };
+                detail = Some(format!("the {which} request: {}", e.category().as_str()));
                 break;
             }
             Outcome::Cut => return,
@@ -155,6 +163,20 @@ async fn check(
     };
     tracing::debug!(target = %target.id, result = verdict.result(), rule = verdict.rule(), "prefix-cache check");
     series.record(verdict, ttfts);
+    let cold = measured.first();
+    let warm = measured.get(1);
+    status.push_prefix(PrefixCheck {
+        at,
+        request_id: format!("{}prefix-{nonce:016x}-1", target.request_id_prefix),
+        result: verdict.result(),
+        rule: verdict.rule(),
+        cached: (
+            cold.and_then(|m| m.cached_prompt_tokens),
+            warm.and_then(|m| m.cached_prompt_tokens),
+        ),
+        ttft: (cold.and_then(|m| m.ttft), warm.and_then(|m| m.ttft)),
+        detail,
+    });
 }
 
 /// What a check found, and by which rule.

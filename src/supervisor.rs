@@ -234,6 +234,7 @@ impl Supervisor {
             if let (Some(spec), Some(series)) = (&target.prefix_cache, metrics.prefix_cache()) {
                 let sinks = crate::prefix_check::Sinks {
                     series: series.clone(),
+                    status: Arc::clone(&status),
                     metrics: metrics.clone(),
                     budget: budget.clone(),
                 };

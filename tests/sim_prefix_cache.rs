@@ -263,3 +263,43 @@ async fn the_check_spends_from_the_targets_output_budget() {
     let checks = scrape.sum("inferprobe_prefix_cache_checks_total", &[("target", "t")]);
     assert_eq!(checks, 2.0, "{}", scrape.text);
 }
+
+/// The status page lists the recent pairs: the cached tokens the cold and the warm
+/// request reported (a 512-word prefix after a one-word nonce: 32 whole blocks of 16), and
+/// their TTFTs, so a miss can be read without a query.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_page_shows_each_pairs_cached_tokens() {
+    let sim = start_sim(SimConfig::default()).await;
+    let daemon = start_daemon(&format!(
+        r#"
+        [[targets]]
+        name = "t"
+        url = "{}"
+        model = "m"
+        backend = "openai-chat"
+        rate = 0.001
+        prefix_cache = {{ interval = "50ms", prefix_tokens = 512 }}
+        "#,
+        sim.url()
+    ))
+    .await;
+    daemon
+        .wait_for(Duration::from_secs(30), |s| {
+            s.sum(
+                "inferprobe_prefix_cache_checks_total",
+                &[("target", "t"), ("result", "hit")],
+            ) >= 2.0
+        })
+        .await;
+    let page = daemon.get("/", None).await.text().await.unwrap();
+    daemon.stop().await;
+    let table = page
+        .split("<h3>Prefix cache</h3>")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no prefix-cache table:\n{page}"));
+    assert!(
+        table.contains("<td>hit</td><td>usage</td><td>0 → 512</td>"),
+        "{table}"
+    );
+    assert!(table.contains("prefix-"), "the warm request's id: {table}");
+}

@@ -7,6 +7,7 @@
 mod canary;
 mod html;
 mod page;
+mod prefix;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
@@ -21,6 +22,7 @@ use crate::report::redact;
 
 pub use canary::CanaryCheck;
 pub use page::render;
+pub use prefix::PrefixCheck;
 
 /// One finished probe, as the page shows it.
 #[derive(Clone, Debug)]
@@ -94,9 +96,10 @@ pub struct TargetStatus {
     probes: Mutex<VecDeque<ProbeSummary>>,
     capacity: usize,
     canary: Mutex<VecDeque<CanaryCheck>>,
+    prefix: Mutex<VecDeque<PrefixCheck>>,
 }
 
-/// Canary checks kept per target for the page.
+/// Canary checks (and prefix-cache pairs) kept per target for the page.
 const CANARY_CHECKS: usize = 20;
 
 impl TargetStatus {
@@ -106,6 +109,20 @@ impl TargetStatus {
             checks.pop_front();
         }
         checks.push_back(check);
+    }
+
+    pub fn push_prefix(&self, check: PrefixCheck) {
+        let mut checks = self.prefix.lock().unwrap_or_else(|e| e.into_inner());
+        if checks.len() == CANARY_CHECKS {
+            checks.pop_front();
+        }
+        checks.push_back(check);
+    }
+
+    /// Oldest first.
+    pub fn prefix_checks(&self) -> Vec<PrefixCheck> {
+        let checks = self.prefix.lock().unwrap_or_else(|e| e.into_inner());
+        checks.iter().cloned().collect()
     }
 
     /// Oldest first.
@@ -151,6 +168,10 @@ impl Board {
             .get(&target.id)
             .map(|old| old.canary_checks())
             .unwrap_or_default();
+        let kept_pairs = targets
+            .get(&target.id)
+            .map(|old| old.prefix_checks())
+            .unwrap_or_default();
         let status = Arc::new(TargetStatus {
             name: target.id.clone(),
             origin: target.origin.clone(),
@@ -162,6 +183,7 @@ impl Board {
             probes: Mutex::new(kept.into_iter().rev().take(capacity).rev().collect()),
             capacity,
             canary: Mutex::new(kept_checks.into()),
+            prefix: Mutex::new(kept_pairs.into()),
         });
         targets.insert(target.id.clone(), Arc::clone(&status));
         status

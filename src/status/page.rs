@@ -164,6 +164,7 @@ fn section(out: &mut String, target: &TargetStatus) {
     }
     out.push_str("</tbody></table>");
     super::canary::section(out, &target.canary_checks());
+    super::prefix::section(out, &target.prefix_checks());
     out.push_str("</section>");
 }
 

@@ -64,6 +64,7 @@ pub mod sse;
 pub mod status;
 pub mod structure;
 pub mod supervisor;
+pub mod ticker;
 pub mod trace_context;
 pub mod validation;
 

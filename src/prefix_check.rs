@@ -14,10 +14,8 @@
 //! - either request failed: `failed`, judged by nothing (its error is the probes' business).
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use rand::RngExt;
-use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::Budget;
@@ -28,6 +26,7 @@ use crate::prompt::{Prompt, synthetic};
 use crate::record::Measurement;
 use crate::scheduler::Context;
 use crate::status::{PrefixCheck, TargetStatus};
+use crate::ticker::Ticker;
 
 /// What each request of a pair asks for. One first token is all the check needs, but a
 /// model may spend its first on an empty piece (a partial UTF-8 byte, a stop token), which
@@ -56,23 +55,9 @@ pub async fn run(
     ctx: Context,
 ) {
     let prefix = prefix_text(&prober, spec.prefix_tokens).await;
+    let mut ticker = Ticker::new(spec.interval);
     let (spec, prefix) = (Arc::new(spec), Arc::new(prefix));
-    // A random start within one interval, so replicas are not all checked at once.
-    let offset = rand::rng().random_range(0.0..spec.interval.as_secs_f64());
-    let mut next = Instant::now() + Duration::from_secs_f64(offset);
-    let busy = Arc::new(tokio::sync::Semaphore::new(1));
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = sleep_until(next) => {}
-        }
-        let permit = tokio::select! {
-            () = stop.cancelled() => return,
-            permit = Arc::clone(&busy).acquire_owned() => permit,
-        };
-        let Ok(permit) = permit else { return };
-        let now = Instant::now();
-        next = now.max(next) + spec.interval;
+    while let Some((now, permit)) = ticker.tick(&stop).await {
         // Both requests' max_tokens, from the hour the target's workload spends too.
         if let Some(budget) = &sinks.budget {
             if !budget.try_spend(now, 2 * MAX_TOKENS) {

@@ -130,6 +130,24 @@ async fn workload_probes_hit_only_their_configured_shared_prefix() {
     );
 }
 
+/// A daemon checking the simulator at `url` as target `t` (a pair every 50 ms, a prefix of
+/// `prefix_tokens`; almost no workload), with `extra` keys on the target.
+async fn checking(url: &str, prefix_tokens: u32, extra: &str) -> common::Daemon {
+    start_daemon(&format!(
+        r#"
+        [[targets]]
+        name = "t"
+        url = "{url}"
+        model = "m"
+        backend = "openai-chat"
+        rate = 0.001
+        prefix_cache = {{ interval = "50ms", prefix_tokens = {prefix_tokens} }}
+        {extra}
+        "#
+    ))
+    .await
+}
+
 /// The check end to end (item 2): pairs against the simulator judged by what it reports,
 /// by TTFT where it reports nothing, and misses where its cache is off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -178,20 +196,7 @@ async fn the_check_judges_hits_misses_and_unreported_caches() {
         let headers = fault.map_or(String::new(), |f| {
             format!("headers = {{ \"x-inferprobe-fault\" = \"{f}\" }}")
         });
-        let daemon = start_daemon(&format!(
-            r#"
-            [[targets]]
-            name = "t"
-            url = "{}"
-            model = "m"
-            backend = "openai-chat"
-            rate = 0.001
-            prefix_cache = {{ interval = "50ms", prefix_tokens = 512 }}
-            {headers}
-            "#,
-            sim.url()
-        ))
-        .await;
+        let daemon = checking(&sim.url(), 512, &headers).await;
         let scrape = daemon
             .wait_for(Duration::from_secs(30), |s| total(s) >= 3.0)
             .await;
@@ -236,20 +241,7 @@ async fn a_gateway_routes_by_turn_or_by_prefix() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_check_spends_from_the_targets_output_budget() {
     let sim = start_sim(SimConfig::default()).await;
-    let daemon = start_daemon(&format!(
-        r#"
-        [[targets]]
-        name = "t"
-        url = "{}"
-        model = "m"
-        backend = "openai-chat"
-        rate = 0.001
-        max_output_tokens_per_hour = 16
-        prefix_cache = {{ interval = "50ms", prefix_tokens = 64 }}
-        "#,
-        sim.url()
-    ))
-    .await;
+    let daemon = checking(&sim.url(), 64, "max_output_tokens_per_hour = 16").await;
     let skipped = |s: &common::Scrape| {
         s.sum(
             "inferprobe_requests_skipped_total",
@@ -270,19 +262,7 @@ async fn the_check_spends_from_the_targets_output_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_page_shows_each_pairs_cached_tokens() {
     let sim = start_sim(SimConfig::default()).await;
-    let daemon = start_daemon(&format!(
-        r#"
-        [[targets]]
-        name = "t"
-        url = "{}"
-        model = "m"
-        backend = "openai-chat"
-        rate = 0.001
-        prefix_cache = {{ interval = "50ms", prefix_tokens = 512 }}
-        "#,
-        sim.url()
-    ))
-    .await;
+    let daemon = checking(&sim.url(), 512, "").await;
     daemon
         .wait_for(Duration::from_secs(30), |s| {
             s.sum(

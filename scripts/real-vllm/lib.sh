@@ -31,3 +31,16 @@ start_vllm() {
   echo "vLLM $name did not come up"
   return 1
 }
+
+# probe_for SECONDS: checks $WORK/inferprobe.toml, runs the daemon on it (listening on
+# $PROBE_PORT) for SECONDS, saves its /metrics in $WORK/metrics.txt, and stops it.
+probe_for() {
+  target/debug/inferprobe check --config "$WORK/inferprobe.toml"
+  echo "checking for $1s (log: $WORK/inferprobe.log)"
+  target/debug/inferprobe run --config "$WORK/inferprobe.toml" > "$WORK/inferprobe.log" 2>&1 &
+  local pid=$!
+  pids+=("$pid")
+  sleep "$1"
+  curl -sf "http://127.0.0.1:$PROBE_PORT/metrics" > "$WORK/metrics.txt"
+  kill -TERM "$pid"; wait "$pid" || true
+}

@@ -92,18 +92,11 @@ url = "http://127.0.0.1:$PROXY_PORT"
 rate = 10
 $CHECK
 TOML
-target/debug/inferprobe check --config "$WORK/inferprobe.toml"
-echo "checking for ${SECONDS_TO_RUN}s (log: $WORK/inferprobe.log)"
-target/debug/inferprobe run --config "$WORK/inferprobe.toml" > "$WORK/inferprobe.log" 2>&1 &
-PROBE_PID=$!
-pids+=("$PROBE_PID")
-sleep "$SECONDS_TO_RUN"
-curl -sf "http://127.0.0.1:$PROBE_PORT/metrics" > "$WORK/metrics.txt"
+probe_for "$SECONDS_TO_RUN"
 for s in a b c; do
   port_var=${s^^}_PORT
   curl -sf "http://127.0.0.1:${!port_var}/metrics" > "$WORK/vllm-$s-metrics.txt"
 done
-kill -TERM "$PROBE_PID"; wait "$PROBE_PID" || true
 A_PORT=$A_PORT B_PORT=$B_PORT "$PY" - "$WORK" <<'PY'
 import re, sys
 work = sys.argv[1]

@@ -22,10 +22,7 @@ pub mod record;
 pub mod structured;
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use rand::RngExt;
-use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use crate::endpoint::canary::{CanaryPrompt, CanarySpec, Reference};
@@ -221,25 +218,15 @@ pub async fn run(
 ) {
     let target = Arc::clone(&prober.target);
     let member = Arc::new(sinks.book.join_at(&target.id, target.created));
-    // A random start within one interval, so replicas are not all checked at once.
-    let offset = rand::rng().random_range(0.0..spec.interval.as_secs_f64());
-    let mut next = Instant::now() + Duration::from_secs_f64(offset);
-    let busy = Arc::new(tokio::sync::Semaphore::new(1));
+    let mut ticker = crate::ticker::Ticker::new(spec.interval);
     if spec.prompts.iter().any(CanaryPrompt::compared) && sinks.baseline.outside() {
         // Before the first check: a gate's query finds every result at 0, not nothing.
         sinks.metrics.open_canary_baseline();
     }
     for round in 0usize.. {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = sleep_until(next) => {}
-        }
-        let permit = tokio::select! {
-            () = stop.cancelled() => return,
-            permit = Arc::clone(&busy).acquire_owned() => permit,
+        let Some((_, permit)) = ticker.tick(&stop).await else {
+            return;
         };
-        let Ok(permit) = permit else { return };
-        next = Instant::now().max(next) + spec.interval;
         let index = round % spec.prompts.len();
         let (prober, spec, sinks, member) = (
             Arc::clone(&prober),

@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod canary;
+pub mod docs;
 pub mod gates;
 pub mod hostile;
 pub mod kube_api;

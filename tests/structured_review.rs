@@ -6,8 +6,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::replay::{Capture, Requests, serve, serve_recording};
-use common::structured::{TIME, WEATHER, checks, invalid, json_line, prompts, target};
+use common::replay::{Capture, serve};
+use common::structured::{
+    TIME, WEATHER, checks, invalid, json_line, line, named_weather, prompts, target,
+};
 use common::{Scrape, start_daemon};
 use inferprobe::structure::Structure;
 use serde_json::{Value, json};
@@ -55,22 +57,6 @@ async fn judged(cases: Vec<(&str, &str, Capture, String)>, enough: f64) -> (Scra
     (s, page)
 }
 
-/// `get_weather`, named in `tool_choice`.
-fn named_weather() -> String {
-    line(
-        "Weather?",
-        &[WEATHER],
-        json!({"type": "function", "function": {"name": "get_weather"}}),
-    )
-}
-
-fn line(prompt: &str, tools: &[&str], choice: Value) -> String {
-    format!(
-        r#"{{"prompt": "{prompt}", "tools": [{}], "tool_choice": {choice}}}"#,
-        tools.join(", ")
-    )
-}
-
 /// Item 1: Anthropic streams a tool without parameters as `input: {}` and one empty
 /// `partial_json`; `{}` is the answer (every check was `not_json`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,131 +85,6 @@ async fn an_anthropic_call_without_arguments_is_an_empty_object() {
     .await;
     assert_eq!(invalid(&s, "now", "not_json"), 0.0);
     assert!(checks(&s, "now", "match") >= 3.0);
-}
-
-/// The JSON bodies a recording server received.
-fn bodies(requests: &Requests) -> Vec<Value> {
-    let requests = requests.lock().unwrap();
-    requests
-        .iter()
-        .filter_map(|r| r.split_once("\r\n\r\n"))
-        .filter_map(|(_, body)| serde_json::from_str(body).ok())
-        .collect()
-}
-
-async fn sent(backend: &str, file: &str, extra: &str) -> Value {
-    let (addr, requests) =
-        serve_recording(Capture::stream("data: [DONE]\n\n"), Duration::ZERO).await;
-    let daemon = start_daemon(&target(
-        "t",
-        backend,
-        &format!("http://{addr}"),
-        file,
-        extra,
-    ))
-    .await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while bodies(&requests).is_empty() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    daemon.stop().await;
-    bodies(&requests).into_iter().next().expect("a request")
-}
-
-/// Item 2 and 3: a structured prompt sends no greedy settings (a reasoning model refuses
-/// `temperature: 0`), `extra_body` wins, and it has its own budget; a text prompt is still
-/// greedy and seeded, with the short one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn structured_prompts_send_what_the_user_set_and_their_own_budget() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = prompts(dir.path(), "json.jsonl", &[json_line()]);
-    let text = prompts(
-        dir.path(),
-        "text.jsonl",
-        &[r#"{"prompt": "2+2=", "expect": "4"}"#.into()],
-    );
-    let extra = r#"extra_body = { temperature = 1.0, reasoning_effort = "low" }"#;
-    let body = sent("openai-chat", &json, extra).await;
-    assert_eq!(body["temperature"], json!(1.0), "{body}");
-    assert_eq!(body["reasoning_effort"], "low", "{body}");
-    assert!(
-        body.get("seed").is_none() && body.get("logprobs").is_none(),
-        "{body}"
-    );
-    assert_eq!(body["max_tokens"], 512, "{body}");
-    let body = sent("openai-chat", &text, extra).await;
-    assert_eq!(
-        (&body["temperature"], &body["max_tokens"]),
-        (&json!(0), &json!(64)),
-        "{body}"
-    );
-    assert!(body.get("seed").is_some(), "{body}");
-    let body = sent("openai-chat", &json, "").await;
-    assert!(body.get("temperature").is_none(), "{body}");
-    let budget = target("t", "openai-chat", "http://127.0.0.1:9", &json, "").replace(
-        "max_tokens = 64",
-        "max_tokens = 64, structured_max_tokens = 1024",
-    );
-    let body = sent_toml(&budget).await;
-    assert_eq!(body["max_tokens"], 1024, "{body}");
-}
-
-async fn sent_toml(toml: &str) -> Value {
-    let (addr, requests) =
-        serve_recording(Capture::stream("data: [DONE]\n\n"), Duration::ZERO).await;
-    let daemon = start_daemon(&toml.replace("http://127.0.0.1:9", &format!("http://{addr}"))).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while bodies(&requests).is_empty() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    daemon.stop().await;
-    bodies(&requests).into_iter().next().expect("a request")
-}
-
-fn check(toml: &str) -> (bool, String, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("c.toml");
-    std::fs::write(&path, toml).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inferprobe"))
-        .args(["check", "--config", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status.success(), text(&out.stdout), text(&out.stderr))
-}
-
-/// Item 2 and 3 in `check`: Claude's extended thinking refuses a forced tool call, so such
-/// a prompt is refused (and the built-in set keeps the sendable ones); a budget that cannot
-/// hold the smallest answer is a warning.
-#[test]
-fn check_refuses_a_forced_call_with_thinking_and_warns_of_a_short_budget() {
-    let dir = tempfile::tempdir().unwrap();
-    let named = prompts(dir.path(), "named.jsonl", &[named_weather()]);
-    let thinking = r#"extra_body = { thinking = { type = "enabled", budget_tokens = 1024 } }"#;
-    let (ok, _, stderr) = check(&target(
-        "t",
-        "anthropic",
-        "http://127.0.0.1:9",
-        &named,
-        thinking,
-    ));
-    assert!(!ok && stderr.contains("extended thinking"), "{stderr}");
-    let (ok, _, stderr) = check(&target("t", "anthropic", "http://127.0.0.1:9", &named, ""));
-    assert!(ok, "{stderr}");
-    let json = prompts(dir.path(), "json.jsonl", &[json_line()]);
-    let short = target("t", "openai-chat", "http://127.0.0.1:9", &json, "").replace(
-        "max_tokens = 64",
-        "max_tokens = 64, structured_max_tokens = 4",
-    );
-    let (ok, stdout, stderr) = check(&short);
-    assert!(ok, "{stderr}");
-    assert!(stdout.contains("4 tokens each"), "{stdout}");
-    assert!(
-        stderr.contains("structured_max_tokens 4 cannot hold prompt 1's smallest answer"),
-        "{stderr}"
-    );
-    let (_, _, stderr) = check(&target("t", "openai-chat", "http://127.0.0.1:9", &json, ""));
-    assert!(!stderr.contains("cannot hold"), "{stderr}");
 }
 
 /// Item 4: Gemini sends each parallel call whole, with its own `id` and no `index`: two
@@ -361,26 +222,6 @@ async fn object_arguments_are_timed_not_failed() {
     );
 }
 
-/// Item 9: `strict` on a function is sent where the API takes it (it was dropped).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn strict_functions_are_sent_strict() {
-    let dir = tempfile::tempdir().unwrap();
-    let strict = r#"{"type": "function", "function": {"name": "get_weather", "strict": true, "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}}"#;
-    let file = prompts(
-        dir.path(),
-        "strict.jsonl",
-        &[line("Weather?", &[strict], json!("required"))],
-    );
-    let body = sent("openai-chat", &file, "").await;
-    assert_eq!(
-        body["tools"][0]["function"]["strict"],
-        json!(true),
-        "{body}"
-    );
-    let body = sent("openai-responses", &file, "").await;
-    assert_eq!(body["tools"][0]["strict"], json!(true), "{body}");
-}
-
 fn schema(json_schema: Value) -> Structure {
     let format =
         json!({"type": "json_schema", "json_schema": {"name": "s", "schema": json_schema}});
@@ -421,44 +262,6 @@ fn formats_are_asserted_and_the_declared_draft_honoured() {
     let (field, why) = Structure::parse(Some(&unknown), None, None).unwrap_err();
     assert_eq!(field, "response_format");
     assert!(why.contains("https://example.com/my-draft"), "{why}");
-}
-
-/// Item 6: TGI's chat route reads `response_format` as its own grammar and refuses it with
-/// tools; `tgi-chat` spells it so (OpenAI's wrapper was a 422 on every check), and `check`
-/// refuses the pair, naming the way out.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tgi_chat_is_sent_tgis_grammar() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = prompts(dir.path(), "json.jsonl", &[json_line()]);
-    let body = sent("tgi-chat", &json, "").await;
-    assert_eq!(body["response_format"]["type"], "json", "{body}");
-    assert_eq!(
-        body["response_format"]["value"]["required"],
-        json!(["country", "capital"]),
-        "{body}"
-    );
-    assert!(
-        body["response_format"].get("json_schema").is_none(),
-        "{body}"
-    );
-    assert!(body.get("messages").is_some(), "{body}");
-    let named = prompts(dir.path(), "named.jsonl", &[named_weather()]);
-    let body = sent("tgi-chat", &named, "").await;
-    assert_eq!(
-        body["tools"][0]["function"]["name"], "get_weather",
-        "{body}"
-    );
-    let both = prompts(
-        dir.path(),
-        "both.jsonl",
-        &[format!(
-            r#"{{"prompt": "x", "tools": [{WEATHER}], "tool_choice": "auto", "response_format": {{"type": "json_object"}}}}"#
-        )],
-    );
-    let (ok, _, stderr) = check(&target("t", "tgi-chat", "http://127.0.0.1:9", &both, ""));
-    assert!(!ok && stderr.contains("mutually exclusive"), "{stderr}");
-    let (ok, _, stderr) = check(&target("t", "tgi", "http://127.0.0.1:9", &named, ""));
-    assert!(!ok && stderr.contains("tgi-chat"), "{stderr}");
 }
 
 /// Item 3's other edge: a server whose context cannot hold the structured budget refuses

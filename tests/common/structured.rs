@@ -63,3 +63,20 @@ pub fn invalid(s: &Scrape, target: &str, reason: &str) -> f64 {
         &[("target", target), ("reason", reason)],
     )
 }
+
+/// `get_weather`, named in `tool_choice`.
+pub fn named_weather() -> String {
+    line(
+        "Weather?",
+        &[WEATHER],
+        serde_json::json!({"type": "function", "function": {"name": "get_weather"}}),
+    )
+}
+
+/// A prompt line offering `tools` with `tool_choice` = `choice`.
+pub fn line(prompt: &str, tools: &[&str], choice: serde_json::Value) -> String {
+    format!(
+        r#"{{"prompt": "{prompt}", "tools": [{}], "tool_choice": {choice}}}"#,
+        tools.join(", ")
+    )
+}

@@ -1,6 +1,6 @@
-//! What the canary's structured checks send (issue 32): the request bodies a recording
-//! server received for each backend, and what `inferprobe check` says of a structured
-//! prompt before anything is sent.
+//! What the canary's structured checks send (issues 26 and 32): the request bodies a
+//! recording server received for each backend, each API's own spelling, and what
+//! `inferprobe check` says of a structured prompt (or refuses) before anything is sent.
 
 mod common;
 
@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use common::replay::{Capture, Requests, serve_recording};
 use common::start_daemon;
-use common::structured::{WEATHER, json_line, line, named_weather, prompts, target};
+use common::structured::{
+    WEATHER, json_line, line, named_line, named_weather, prompts, required_line, target,
+};
 use serde_json::{Value, json};
 
 /// The JSON bodies a recording server received.
@@ -179,4 +181,150 @@ async fn tgi_chat_is_sent_tgis_grammar() {
     assert!(!ok && stderr.contains("mutually exclusive"), "{stderr}");
     let (ok, _, stderr) = check(&target("t", "tgi", "http://127.0.0.1:9", &named, ""));
     assert!(!ok && stderr.contains("tgi-chat"), "{stderr}");
+}
+
+fn inferprobe(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(args)
+        .env_remove("INFERPROBE_CONFIG")
+        .output()
+        .unwrap()
+}
+
+/// Item 1: `check` refuses what a backend cannot send, naming the key and the way out.
+#[test]
+fn check_refuses_what_a_backend_cannot_send() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = prompts(dir.path(), "json.jsonl", &[json_line()]);
+    let tools = prompts(dir.path(), "tools.jsonl", &[required_line()]);
+    let url = "http://127.0.0.1:9";
+    let cases = [
+        (
+            target("t", "anthropic", url, &json, ""),
+            "no `response_format`",
+        ),
+        (target("t", "tgi", url, &tools, ""), "takes no tools"),
+        (
+            target("t", "openai", url, &tools, ""),
+            "completions API takes no tools",
+        ),
+        (
+            format!(
+                "[[targets]]\nname = \"t\"\nbackend = \"tensorrt-llm\"\nurl = \"{url}\"\nmodel = \"m\"\ncanary = {{ structured = true }}\n"
+            ),
+            "neither a JSON answer nor tools",
+        ),
+        (
+            format!(
+                "[[targets]]\nname = \"t\"\nbackend = \"openai-chat\"\nurl = \"{url}\"\nmodel = \"m\"\ntools = [{{ type = \"function\", function = {{ name = \"f\" }} }}]\ntool_choice = {{ type = \"function\", function = {{ name = \"g\" }} }}\n"
+            ),
+            "targets[0].tool_choice",
+        ),
+    ];
+    for (toml, expected) in cases {
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, &toml).unwrap();
+        let out = inferprobe(&["check", "--config", path.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "accepted:\n{toml}");
+        assert!(stderr.contains(expected), "{expected:?} not in: {stderr}");
+    }
+}
+
+/// Item 1: what each API is sent (recorded by a replaying server).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_api_is_sent_its_own_spelling() {
+    let dir = tempfile::tempdir().unwrap();
+    let named = prompts(dir.path(), "named.jsonl", &[named_line("Paris")]);
+    let json_only = prompts(dir.path(), "json.jsonl", &[json_line()]);
+    let empty = || Capture::stream("data: [DONE]\n\n");
+    type Sent = Box<dyn Fn(&Value) -> bool>;
+    let cases: [(&str, &str, Sent); 4] = [
+        (
+            "anthropic",
+            named.as_str(),
+            Box::new(|b: &Value| {
+                b["tools"][0]["input_schema"]["required"] == json!(["city"])
+                    && b["tool_choice"] == json!({"type": "tool", "name": "get_weather"})
+            }),
+        ),
+        (
+            "openai-responses",
+            named.as_str(),
+            Box::new(|b: &Value| {
+                b["tools"][0]["name"] == "get_weather"
+                    && b["tool_choice"] == json!({"type": "function", "name": "get_weather"})
+            }),
+        ),
+        (
+            "openai-responses",
+            json_only.as_str(),
+            Box::new(|b: &Value| {
+                b["text"]["format"]["name"] == "capital"
+                    && b["text"]["format"]["schema"]["type"] == "object"
+            }),
+        ),
+        (
+            "tgi",
+            json_only.as_str(),
+            Box::new(|b: &Value| {
+                b["parameters"]["grammar"]["type"] == "json"
+                    && b["parameters"]["grammar"]["value"]["required"]
+                        == json!(["country", "capital"])
+            }),
+        ),
+    ];
+    for (backend, file, sent) in cases {
+        let (addr, requests) = serve_recording(empty(), Duration::ZERO).await;
+        let daemon = start_daemon(&target("t", backend, &format!("http://{addr}"), file, "")).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while bodies(&requests).is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        daemon.stop().await;
+        let body = bodies(&requests).into_iter().next().expect("a request");
+        assert!(sent(&body), "{backend}: {body}");
+        // Judged by its schema alone: no greedy settings (issue 32 item 2).
+        let greedy = ["temperature", "seed", "top_logprobs"]
+            .iter()
+            .any(|k| body.get(k).is_some())
+            || body["parameters"].get("do_sample").is_some();
+        assert!(!greedy, "{backend}: greedy settings sent: {body}");
+    }
+}
+
+/// `check` says how a structured canary is scored, and warns when its share of the checks
+/// is too small for the alert.
+#[test]
+fn check_describes_structured_prompts() {
+    let dir = tempfile::tempdir().unwrap();
+    let all = prompts(
+        dir.path(),
+        "all.jsonl",
+        &[json_line(), named_line("Paris"), required_line()],
+    );
+    for (interval, warned) in [("60s", false), ("10m", true)] {
+        let toml = target("t", "openai-chat", "http://127.0.0.1:9", &all, "").replace(
+            r#"interval = "20ms""#,
+            &format!(r#"interval = "{interval}""#),
+        );
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, &toml).unwrap();
+        let out = inferprobe(&["check", "--config", path.to_str().unwrap()]);
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stdout.contains("3 structured (JSON or a tool call) judged by its schema"),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("compared by logprobs"), "{stdout}");
+        assert_eq!(
+            stderr.contains("InferprobeInvalidOutputs needs 5"),
+            warned,
+            "{interval}: {stderr}"
+        );
+    }
 }

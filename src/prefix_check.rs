@@ -1,6 +1,6 @@
-//! The prefix-cache check (docs/prefix-cache.md; work in progress, issue 35): at its own
-//! interval, a pair of requests that share a prefix no earlier request had (a nonce, then
-//! `prefix_tokens` of words) and differ after it. The first warms the cache; the second is
+//! The prefix-cache check (docs/prefix-cache.md): at its own interval, a pair of requests
+//! that share a prefix no earlier request had (a nonce, then `prefix_tokens`, exact with
+//! the target's tokenizer, else words) and differ after it. The first warms the cache; the second is
 //! judged. A fresh prefix per pair is what lets a pair sent through a gateway say whether
 //! the second reached the replica that holds the first's prefix.
 //!

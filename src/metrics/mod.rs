@@ -309,6 +309,7 @@ impl Metrics {
                 .map(|spec| self.prefix.series(&labels, spec.objective)),
             labels,
             snapshot: Arc::clone(&self.snapshot),
+            registered: self.prompt_tokens_total.clone(),
         }
     }
 

@@ -90,6 +90,9 @@ pub struct TargetMetrics {
     /// For targets with a prefix-cache check.
     pub(super) prefix_cache: Option<super::prefix::PrefixSeries>,
     pub(super) snapshot: Arc<RwLock<()>>,
+    /// A family every registered target has a series in (`prompt_tokens_total`), removed
+    /// with the target's.
+    pub(super) registered: LabeledFamily<TargetLabels, Counter>,
 }
 
 /// Within every threshold the SLO sets. A threshold on something the probe did not
@@ -188,8 +191,12 @@ impl TargetMetrics {
                     self.prompt_tokens.observe(prompt as f64, None);
                     self.prompt_tokens_total.inc_by(prompt);
                 }
-                if let Some(cached) = m.cached_prompt_tokens {
-                    self.prompt_cached_tokens.get(&self.labels).inc_by(cached);
+                if let Some(cached) = m.cached_prompt_tokens
+                    && let Some(counter) = self
+                        .prompt_cached_tokens
+                        .get(&self.labels, || self.registered())
+                {
+                    counter.inc_by(cached);
                 }
                 if self.slo.as_ref().is_none_or(|slo| is_good(slo, m)) {
                     self.good_requests.inc();
@@ -245,8 +252,12 @@ impl TargetMetrics {
                 if let Some(prompt) = m.prompt_tokens {
                     self.prompt_tokens_total.inc_by(prompt);
                 }
-                if let Some(cached) = m.cached_prompt_tokens {
-                    self.prompt_cached_tokens.get(&self.labels).inc_by(cached);
+                if let Some(cached) = m.cached_prompt_tokens
+                    && let Some(counter) = self
+                        .prompt_cached_tokens
+                        .get(&self.labels, || self.registered())
+                {
+                    counter.inc_by(cached);
                 }
                 if self.slo.as_ref().is_none_or(|slo| is_good(slo, m)) {
                     self.good_requests.inc();
@@ -258,7 +269,9 @@ impl TargetMetrics {
             }
         }
         self.requests.inc();
-        if let Some(canary) = &self.canary {
+        if let Some(canary) = &self.canary
+            && self.registered()
+        {
             canary.record(verdict);
         }
         true
@@ -267,9 +280,25 @@ impl TargetMetrics {
     /// This replica is outside its block's baseline group: its baseline series exist from
     /// now on (at 0), before its first comparison.
     pub fn open_canary_baseline(&self) {
-        if let Some(canary) = &self.canary {
+        // Never blocks a probe task on a scrape: when one holds the lock, the recording
+        // of this check's comparison opens them (under the lock) instead.
+        let Ok(_shared) = self.snapshot.try_read() else {
+            return;
+        };
+        if let Some(canary) = &self.canary
+            && self.registered()
+        {
             canary.open_baseline();
         }
+    }
+
+    /// Whether the target's series are still exported. A check that ends after its target
+    /// was removed (discovery dropped the pod mid-request) must not make a series, a lazy
+    /// one or a canary one, that nothing would remove again. The caller holds the snapshot
+    /// lock (shared), and removal takes it exclusively, so the look and what is made after
+    /// it cannot straddle a removal.
+    fn registered(&self) -> bool {
+        self.registered.get(&self.labels).is_some()
     }
 
     pub fn skipped(&self, reason: SkipReason) {
@@ -307,7 +336,8 @@ impl TargetMetrics {
     }
 }
 
-/// A target's counter made on first use (in its family, under its labels), then kept.
+/// A target's counter made on first use (in its family, under its labels), then kept;
+/// never made once the target is gone (see [`TargetMetrics::registered`]).
 #[derive(Clone, Debug)]
 pub struct Lazy {
     family: LabeledFamily<TargetLabels, Counter>,
@@ -322,9 +352,14 @@ impl Lazy {
         }
     }
 
-    fn get(&self, labels: &TargetLabels) -> &Counter {
-        self.counter
-            .get_or_init(|| self.family.get_or_insert(labels.clone(), Counter::default))
+    fn get(&self, labels: &TargetLabels, registered: impl FnOnce() -> bool) -> Option<&Counter> {
+        if let Some(counter) = self.counter.get() {
+            return Some(counter);
+        }
+        registered().then(|| {
+            self.counter
+                .get_or_init(|| self.family.get_or_insert(labels.clone(), Counter::default))
+        })
     }
 }
 

@@ -457,3 +457,57 @@ fn cached_prompt_tokens_have_no_series_until_reported() {
         "{text}"
     );
 }
+
+/// A probe that ends after its target was removed (discovery dropped the pod mid-request)
+/// must not bring the lazily made series back: nothing would remove it again. The churn
+/// test (tests/discovery_churn.rs) found 3 such series left after 1,000 pods came and went.
+#[test]
+fn a_probe_ending_after_its_target_left_makes_no_series() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let t = metrics.target(&target("t"));
+    metrics.remove_target(t.labels());
+    let reported = Measurement {
+        cached_prompt_tokens: Some(5),
+        ..measurement()
+    };
+    t.record(&Arc::new("late".into()), &Ok(reported));
+    let text = exposition(&registry, Format::Text);
+    assert!(!text.contains("target=\"t\""), "{text}");
+}
+
+/// The same for the canary's series made at record time (a structured check's capability
+/// and reason, the baseline comparison): a check that ends after its replica left makes
+/// none of them again.
+#[tokio::test]
+async fn a_canary_check_ending_after_its_target_left_makes_no_series() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let raw = RawConfig {
+        targets: vec![RawTarget {
+            name: Some("t".into()),
+            url: Some("http://127.0.0.1:1".into()),
+            model: Some("m".into()),
+            backend: Some("openai-chat".into()),
+            canary: Some(crate::config::RawCanary::default()),
+            ..RawTarget::default()
+        }],
+        ..RawConfig::default()
+    };
+    let t = metrics.target(&validate(&raw).unwrap().targets[0]);
+    metrics.remove_target(t.labels());
+    let verdict = CanaryVerdict {
+        result: CheckResult::InvalidOutput,
+        position: None,
+        drift: None,
+        baseline: Some(CheckResult::Match),
+        structured: Some((
+            crate::structure::Capability::Json,
+            Some(InvalidReason::Truncated),
+        )),
+    };
+    t.open_canary_baseline();
+    t.record_canary(&Ok(measurement()), &verdict).await;
+    let text = exposition(&registry, Format::Text);
+    assert!(!text.contains("target=\"t\""), "{text}");
+}

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::budget::Budget;
 use crate::endpoint::prefix_cache::PrefixCacheSpec;
+pub use crate::metrics::{PrefixRule as Rule, PrefixVerdict as Verdict};
 use crate::metrics::{PrefixSeries, SkipReason, TargetMetrics};
 use crate::probe::{Outcome, Prober};
 use crate::prompt::{Prompt, synthetic};
@@ -162,54 +163,6 @@ async fn check(
         ttft: (cold.and_then(|m| m.ttft), warm.and_then(|m| m.ttft)),
         detail,
     });
-}
-
-/// What a check found, and by which rule.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    Hit(Rule),
-    Miss,
-    Unreported,
-    Failed,
-}
-
-/// Which evidence judged a check.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rule {
-    /// The cached tokens the server reported.
-    Usage,
-    /// The warm request's TTFT against the cold one's.
-    Ttft,
-}
-
-impl Verdict {
-    /// The `result` label.
-    pub const fn result(self) -> &'static str {
-        match self {
-            Self::Hit(_) => "hit",
-            Self::Miss => "miss",
-            Self::Unreported => "unreported",
-            Self::Failed => "failed",
-        }
-    }
-
-    /// The `rule` label: what judged it (`none` for a failed pair).
-    pub const fn rule(self) -> &'static str {
-        match self {
-            Self::Hit(Rule::Usage) | Self::Miss => "usage",
-            Self::Hit(Rule::Ttft) | Self::Unreported => "ttft",
-            Self::Failed => "none",
-        }
-    }
-
-    /// Every (result, rule) a check can produce: the series made at 0 at start.
-    pub const ALL: [Verdict; 5] = [
-        Self::Hit(Rule::Usage),
-        Self::Hit(Rule::Ttft),
-        Self::Miss,
-        Self::Unreported,
-        Self::Failed,
-    ];
 }
 
 /// Judge a pair: `cold` warmed the cache with a prefix of `prefix_tokens`, `warm` shared it.

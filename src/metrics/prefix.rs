@@ -9,7 +9,55 @@ use prometheus_client::registry::{Registry, Unit};
 use std::sync::atomic::AtomicU64;
 
 use super::{DualHistogram, LabeledFamily, TTFT_BUCKETS, TargetLabels, labels};
-use crate::prefix_check::Verdict;
+
+/// What a prefix-cache check found, and by which rule (judged in `crate::prefix_check`;
+/// defined here, beside its series, as the canary's results are).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrefixVerdict {
+    Hit(PrefixRule),
+    Miss,
+    Unreported,
+    Failed,
+}
+
+/// Which evidence judged a check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrefixRule {
+    /// The cached tokens the server reported.
+    Usage,
+    /// The warm request's TTFT against the cold one's.
+    Ttft,
+}
+
+impl PrefixVerdict {
+    /// The `result` label.
+    pub const fn result(self) -> &'static str {
+        match self {
+            Self::Hit(_) => "hit",
+            Self::Miss => "miss",
+            Self::Unreported => "unreported",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// The `rule` label: what judged it (`none` for a failed pair).
+    pub const fn rule(self) -> &'static str {
+        match self {
+            Self::Hit(PrefixRule::Usage) | Self::Miss => "usage",
+            Self::Hit(PrefixRule::Ttft) | Self::Unreported => "ttft",
+            Self::Failed => "none",
+        }
+    }
+
+    /// Every (result, rule) a check can produce: the series made at 0 at start.
+    pub const ALL: [PrefixVerdict; 5] = [
+        Self::Hit(PrefixRule::Usage),
+        Self::Hit(PrefixRule::Ttft),
+        Self::Miss,
+        Self::Unreported,
+        Self::Failed,
+    ];
+}
 
 type CheckLabels = (TargetLabels, [(&'static str, &'static str); 2]);
 
@@ -24,15 +72,15 @@ pub(super) struct PrefixFamilies {
 /// One target's.
 #[derive(Clone, Debug)]
 pub struct PrefixSeries {
-    checks: [Counter; Verdict::ALL.len()],
+    checks: [Counter; PrefixVerdict::ALL.len()],
     cold: DualHistogram,
     warm: DualHistogram,
 }
 
 impl PrefixSeries {
     /// Count a check; the pair's TTFTs when both requests got a first token.
-    pub fn record(&self, verdict: Verdict, ttfts: Option<(f64, f64)>) {
-        if let Some(i) = Verdict::ALL.iter().position(|v| *v == verdict) {
+    pub fn record(&self, verdict: PrefixVerdict, ttfts: Option<(f64, f64)>) {
+        if let Some(i) = PrefixVerdict::ALL.iter().position(|v| *v == verdict) {
             self.checks[i].inc();
         }
         if let Some((cold, warm)) = ttfts {
@@ -77,7 +125,7 @@ impl PrefixFamilies {
         }
         let histogram = || DualHistogram::new(TTFT_BUCKETS.iter().copied());
         PrefixSeries {
-            checks: Verdict::ALL.map(|v| {
+            checks: PrefixVerdict::ALL.map(|v| {
                 let key = (
                     target.clone(),
                     [(labels::RESULT, v.result()), (labels::RULE, v.rule())],

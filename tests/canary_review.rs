@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::process::inferprobe;
+
 use std::time::Duration;
 
 use common::replay::{Capture, serve};
@@ -83,14 +85,6 @@ async fn impossible_logprobs_fail_the_check() {
         assert_eq!(checks(&s, "match") + checks(&s, "unscored"), 0.0);
         assert!(page.contains("impossible logprobs"), "{impossible}: {page}");
     }
-}
-
-fn inferprobe(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_inferprobe"))
-        .args(args)
-        .env_remove("INFERPROBE_CONFIG")
-        .output()
-        .unwrap()
 }
 
 /// Item 7: the shipped alerts need 5 (wrong answers) and 10 (drift) scored checks of a

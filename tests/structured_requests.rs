@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::process::inferprobe;
+
 use std::time::Duration;
 
 use common::replay::{Capture, Requests, serve_recording};
@@ -181,14 +183,6 @@ async fn tgi_chat_is_sent_tgis_grammar() {
     assert!(!ok && stderr.contains("mutually exclusive"), "{stderr}");
     let (ok, _, stderr) = check(&target("t", "tgi", "http://127.0.0.1:9", &named, ""));
     assert!(!ok && stderr.contains("tgi-chat"), "{stderr}");
-}
-
-fn inferprobe(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_inferprobe"))
-        .args(args)
-        .env_remove("INFERPROBE_CONFIG")
-        .output()
-        .unwrap()
 }
 
 /// Item 1: `check` refuses what a backend cannot send, naming the key and the way out.

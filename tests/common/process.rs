@@ -83,3 +83,12 @@ impl Drop for DaemonProcess {
         let _ = self.child.wait();
     }
 }
+
+/// `inferprobe ARGS` run to its end (no `INFERPROBE_CONFIG` from the environment).
+pub fn inferprobe(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(args)
+        .env_remove("INFERPROBE_CONFIG")
+        .output()
+        .unwrap()
+}

@@ -14,20 +14,14 @@ use std::process::{Command, Stdio};
 use inferprobe::sim::{ENDPOINTS, Fault};
 use serde_json::Value;
 
+use common::process::inferprobe;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(root().join(path)).unwrap()
-}
-
-fn inferprobe(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_inferprobe"))
-        .args(args)
-        .env_remove("INFERPROBE_CONFIG")
-        .output()
-        .unwrap()
 }
 
 /// The rows of the markdown table that follows `heading`: first column key (backticks

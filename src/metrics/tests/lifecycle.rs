@@ -1,0 +1,122 @@
+//! The series a target's life makes and removes: a reload continues them, removal takes
+//! them all, and nothing that ends after the target left (a probe, a canary check) brings
+//! a lazily made series back.
+
+use super::*;
+
+#[test]
+fn reattaching_a_target_continues_its_series() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let first = metrics.target(&target("t"));
+    first.record(&Arc::new("r".into()), &Err(ProbeError::EmptyResponse));
+    let again = metrics.target(&target("t"));
+    again.record(&Arc::new("r".into()), &Err(ProbeError::EmptyResponse));
+    let text = exposition(&registry, Format::Text);
+    assert!(text.contains(&format!("inferprobe_requests_total{{{LABELS}}} 2\n")));
+}
+
+#[test]
+fn families_remove_members() {
+    let family = LabeledFamily::<TargetLabels, Counter>::default();
+    let a = TargetLabels::new(vec![("target".into(), "a".into())]);
+    let b = TargetLabels::new(vec![("target".into(), "b".into())]);
+    family.get_or_insert(a.clone(), Counter::default).inc();
+    family.get_or_insert(b.clone(), Counter::default);
+    assert_eq!(family.len(), 2);
+    assert!(family.remove(&a));
+    assert!(!family.remove(&a));
+    family.retain(|labels| labels.get("target") != Some("b"));
+    assert!(family.is_empty());
+}
+
+/// Cached prompt tokens (issue 35, item 1): no series until the server reports them, then
+/// every report counted, canary checks' too; a reported 0 makes the series.
+#[test]
+fn cached_prompt_tokens_have_no_series_until_reported() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let t = metrics.target(&target("t"));
+    let series = format!("inferprobe_prompt_cached_tokens_total{{{LABELS}}}");
+    t.record(&Arc::new("r1".into()), &Ok(measurement()));
+    let text = exposition(&registry, Format::Text);
+    assert!(
+        !text.contains("inferprobe_prompt_cached_tokens_total{"),
+        "{text}"
+    );
+    let reported = |cached| Measurement {
+        cached_prompt_tokens: Some(cached),
+        ..measurement()
+    };
+    t.record(&Arc::new("r2".into()), &Ok(reported(0)));
+    let text = exposition(&registry, Format::Text);
+    assert!(text.contains(&format!("{series} 0\n")), "{text}");
+    t.record(&Arc::new("r3".into()), &Ok(reported(8)));
+    let text = exposition(&registry, Format::Text);
+    assert!(text.contains(&format!("{series} 8\n")), "{text}");
+    // A second handle on the same target (a reload) adds to the same series.
+    let again = metrics.target(&target("t"));
+    again.record(&Arc::new("r4".into()), &Ok(reported(4)));
+    let text = exposition(&registry, Format::Text);
+    assert!(text.contains(&format!("{series} 12\n")), "{text}");
+    metrics.remove_target(t.labels());
+    let text = exposition(&registry, Format::Text);
+    assert!(
+        !text.contains("inferprobe_prompt_cached_tokens_total{"),
+        "{text}"
+    );
+}
+
+/// A probe that ends after its target was removed (discovery dropped the pod mid-request)
+/// must not bring the lazily made series back: nothing would remove it again. The churn
+/// test (tests/discovery_churn.rs) found 3 such series left after 1,000 pods came and went.
+#[test]
+fn a_probe_ending_after_its_target_left_makes_no_series() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let t = metrics.target(&target("t"));
+    metrics.remove_target(t.labels());
+    let reported = Measurement {
+        cached_prompt_tokens: Some(5),
+        ..measurement()
+    };
+    t.record(&Arc::new("late".into()), &Ok(reported));
+    let text = exposition(&registry, Format::Text);
+    assert!(!text.contains("target=\"t\""), "{text}");
+}
+
+/// The same for the canary's series made at record time (a structured check's capability
+/// and reason, the baseline comparison): a check that ends after its replica left makes
+/// none of them again.
+#[tokio::test]
+async fn a_canary_check_ending_after_its_target_left_makes_no_series() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let raw = RawConfig {
+        targets: vec![RawTarget {
+            name: Some("t".into()),
+            url: Some("http://127.0.0.1:1".into()),
+            model: Some("m".into()),
+            backend: Some("openai-chat".into()),
+            canary: Some(crate::config::RawCanary::default()),
+            ..RawTarget::default()
+        }],
+        ..RawConfig::default()
+    };
+    let t = metrics.target(&validate(&raw).unwrap().targets[0]);
+    metrics.remove_target(t.labels());
+    let verdict = CanaryVerdict {
+        result: CheckResult::InvalidOutput,
+        position: None,
+        drift: None,
+        baseline: Some(CheckResult::Match),
+        structured: Some((
+            crate::structure::Capability::Json,
+            Some(InvalidReason::Truncated),
+        )),
+    };
+    t.open_canary_baseline();
+    t.record_canary(&Ok(measurement()), &verdict).await;
+    let text = exposition(&registry, Format::Text);
+    assert!(!text.contains("target=\"t\""), "{text}");
+}

@@ -526,13 +526,13 @@ for what, expr, by_node, by_pod in checks:
     for _ in range(2):
         if why is None:
             break
-        first = why
+        was = why
         time.sleep(4)
         answer = query(expr)
         why = problem(answer, by_node, by_pod)
         if why is None:
             up = query('up == 0')["data"]["result"]
-            asked_again.append(f"{what} ({first}; scrapes down now: "
+            asked_again.append(f"{what} ({was}; scrapes down now: "
                                f"{[s['metric'].get('instance') for s in up]})")
     if why is None:
         if verbose:

@@ -1,8 +1,9 @@
 //! The prefix-cache check (issue 35) against a real llama-server (scripts/real-server/):
 //! with its prompt cache (on by default) every check hits by the cached tokens it reports
-//! (`prompt_tokens_details.cached_tokens`, and `timings.cache_n`), and the warm request's
-//! TTFT is below the cold one's; with `--no-cache-prompt` it reports 0 cached tokens and
-//! every check is a miss. Ignored by `cargo test`; scripts/real-server/test.sh runs it.
+//! (`prompt_tokens_details.cached_tokens`, and `timings.cache_n`), and each pair's TTFTs
+//! reach their own histograms (the speed-up is printed, not asserted: it is timing on a
+//! shared machine); with `--no-cache-prompt` it reports 0 cached tokens and every check is
+//! a miss. Ignored by `cargo test`; scripts/real-server/test.sh runs it.
 
 mod common;
 
@@ -74,8 +75,13 @@ async fn llama_server_serves_the_warm_prefix_from_its_prompt_cache() {
     );
     // The speed-up is a figure, not asserted: on a loaded 2-core CI machine one slow warm
     // request turned the mean of six around (warm 192 ms, cold 132 ms, every check a hit by
-    // usage). The hits above are what this test holds llama-server to.
-    assert!(cold > 0.0 && warm > 0.0, "warm {warm} s, cold {cold} s");
+    // usage). The hits above are what this test holds llama-server to; here, that the
+    // pairs' TTFTs reached the check's own histograms.
+    assert!(
+        cold_n > 0.0 && warm_n > 0.0,
+        "no cold or warm TTFT observed\n{}",
+        scrape.text
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -82,12 +82,12 @@ async fn one_replica_per_node_is_compared_with_the_baseline_on_other_nodes() {
     }
 }
 
-/// Item 6: the baseline is the group whose oldest pod was created first, not the group
-/// this process happened to start first (pod name order after a restart). The new
-/// version's pod sorts first by name; before, it became the baseline and the old
-/// version's replicas were the ones compared.
+/// Issue 31 item 6, issue 41 item 4: after any restart (pod name order; the new
+/// version's pod sorts first) each version is compared with the other by name, so the
+/// template's pair (`group` = new, `baseline` = old) reads the same: the process's order,
+/// and which pod is oldest, decide nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_baseline_is_the_oldest_version_after_any_restart() {
+async fn each_version_is_compared_with_the_other_by_name_after_any_restart() {
     let api = KubeApi::start().await;
     // "llm-new" sorts before "llm-old-*": the process starts it first.
     let pod = |name: &str, hash: &str, node: &str, sim: &Sim| {
@@ -126,13 +126,16 @@ async fn the_baseline_is_the_oldest_version_after_any_restart() {
             "{}",
             s.text
         );
+        let pair = |pod: &str, versus: &str| {
+            s2.sum(
+                "inferprobe_canary_baseline_checks_total",
+                &[("pod", pod), ("baseline", versus)],
+            )
+        };
+        assert!(pair("llm-new", "old") > 0.0, "{}", s2.text);
         for pod in names("llm-old-", 3) {
-            assert_eq!(
-                compared(&s2, &pod),
-                0.0,
-                "{pod} is the baseline\n{}",
-                s2.text
-            );
+            assert!(pair(&pod, "new") > 0.0, "{pod}\n{}", s2.text);
+            assert_eq!(pair(&pod, "old"), 0.0, "{pod} with itself\n{}", s2.text);
         }
     }
 }

@@ -146,17 +146,18 @@ async fn a_golden_file_applies_to_its_own_group() {
     assert_eq!(checks(&s, &[("pod", "r0")], "unscored"), 0.0);
 }
 
-fn baseline(s: &Scrape, pod: &str, result: &str) -> f64 {
+/// `pod`'s comparisons with group `versus`'s reference that ended in `result`.
+fn baseline(s: &Scrape, pod: &str, versus: &str, result: &str) -> f64 {
     s.sum(
         "inferprobe_canary_baseline_checks_total",
-        &[("pod", pod), ("result", result)],
+        &[("pod", pod), ("baseline", versus), ("result", result)],
     )
 }
 
-/// The rollout gate (item 4): a replica of a version other than the baseline (the group
-/// present longest) is also compared with the baseline's reference, apart from its own
-/// checks. An upgrade that answers alike matches; other weights diverge; the baseline's
-/// own replicas have no such series.
+/// The rollout gate (issue 31 item 4, issue 41 item 4): each replica is also compared with
+/// every other group's reference, apart from its own checks, and the pair is in the
+/// series (`group`, `baseline`) for a rollout's template to select. An upgrade that answers
+/// alike matches v1; other weights diverge; no replica is compared with its own group.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_version_is_compared_with_the_baseline() {
     let old = [
@@ -180,18 +181,21 @@ async fn a_new_version_is_compared_with_the_baseline() {
     version_pool(dir.path(), &rolled);
     let s = daemon
         .wait_for(Duration::from_secs(60), |s| {
-            ["r3", "r4"]
-                .iter()
-                .all(|pod| baseline(s, pod, "match") + baseline(s, pod, "diverged") >= 20.0)
+            ["r3", "r4"].iter().all(|pod| {
+                baseline(s, pod, "v1", "match") + baseline(s, pod, "v1", "diverged") >= 20.0
+            })
         })
         .await;
     daemon.stop().await;
     assert_eq!(
-        baseline(&s, "r3", "diverged"),
+        baseline(&s, "r3", "v1", "diverged"),
         0.0,
         "an upgrade that answers alike"
     );
-    let (diverged, matched) = (baseline(&s, "r4", "diverged"), baseline(&s, "r4", "match"));
+    let (diverged, matched) = (
+        baseline(&s, "r4", "v1", "diverged"),
+        baseline(&s, "r4", "v1", "match"),
+    );
     assert!(
         diverged >= 0.75 * (diverged + matched),
         "other weights: {diverged} of {}",
@@ -199,13 +203,26 @@ async fn a_new_version_is_compared_with_the_baseline() {
     );
     // The gate never pages: the new version's own checks are judged within its group.
     assert_eq!(checks(&s, &[("target", "pool")], "diverged"), 0.0);
-    assert!(
-        !s.text
-            .lines()
-            .any(|l| l.starts_with("inferprobe_canary_baseline_checks_total")
-                && l.contains(r#"group="v1""#)),
-        "the baseline's replicas are not compared with themselves"
-    );
+    for line in s.text.lines() {
+        if let Some(rest) = line.strip_prefix("inferprobe_canary_baseline_checks_total{") {
+            let group = rest
+                .split(r#"group=""#)
+                .nth(1)
+                .and_then(|r| r.split('"').next());
+            let versus = rest
+                .split(r#"baseline=""#)
+                .nth(1)
+                .and_then(|r| r.split('"').next());
+            assert!(
+                group.is_some() && group != versus,
+                "compared with itself: {line}"
+            );
+        }
+    }
+    // The stable replicas are compared with the new versions too (a rollback's analysis
+    // selects that pair): v1 matches v2 and diverges from v3.
+    assert_eq!(baseline(&s, "r0", "v2", "diverged"), 0.0, "{}", s.text);
+    assert!(baseline(&s, "r0", "v3", "diverged") > 0.0, "{}", s.text);
 }
 
 /// Item 3: a node-local block sees one replica here. Alone it was its own reference: with

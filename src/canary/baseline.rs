@@ -1,17 +1,22 @@
-//! The rollout gate: a replica outside its block's baseline group (a rollout's new
-//! version) is also compared with the baseline group's reference, and the result counted
-//! in `inferprobe_canary_baseline_checks_total`, which never pages. It answers the question
-//! of every upgrade — does the new version answer like the old one? — for an Argo Rollouts
-//! AnalysisTemplate or a Flagger MetricTemplate to gate on (config/rollouts/).
+//! The rollout gate: each replica is also compared with the reference of every *other*
+//! group of its block (another version, mid-rollout), and the result counted per pair in
+//! `inferprobe_canary_baseline_checks_total{group, baseline, result}`, which never pages.
+//! It answers the question of every upgrade — does the new version answer like the old
+//! one? — for an Argo Rollouts AnalysisTemplate or a Flagger MetricTemplate to gate on
+//! (config/rollouts/). The controller names both sides (Argo's `podTemplateHashValue:
+//! Stable` and `Latest`; Flagger's `<target>-primary` and `<target>`), so the template
+//! selects the pair: no guess of the daemon's (the oldest pod) decides which group is
+//! stable, and no restart, eviction, abort, retry or rollback can swap the roles.
 //!
-//! The baseline group is the one `canary.baseline` names, else the oldest (its oldest pod
-//! created first: [`super::books`]). For a node-local block it is chosen over the whole pool
-//! (the pool-wide watch the votes use), the same on every node; where this node runs none
-//! of it — one replica per node, the usual GPU DaemonSet, where the new version's pod never
-//! shares a node with a stable one — up to `votes` of its replicas on other nodes are asked
-//! each prompt, and their majority is the reference. The baseline's reference is its golden
-//! file's answers where one is recorded for it. Only prompts compared by logprobs are
-//! compared (known answers are judged the same in every group already).
+//! `canary.baseline` (a file_sd block, where no controller names anything) limits the
+//! comparisons to that one group, whose own replicas are compared with nothing. For a
+//! node-local block the other groups are found over the whole pool (the pool-wide watch
+//! the votes use); where this node runs none of one — one replica per node, the usual GPU
+//! DaemonSet, where the new version's pod never shares a node with a stable one — up to
+//! `votes` of its replicas on other nodes are asked each prompt, and their majority is its
+//! reference. A group's reference is its golden file's answers where one is recorded for
+//! it. Only prompts compared by logprobs are compared (known answers are judged the same
+//! in every group already).
 
 use std::sync::Arc;
 
@@ -23,7 +28,12 @@ use crate::endpoint::canary::{CanaryPrompt, CanarySpec, Reference};
 use crate::metrics::CheckResult;
 use crate::probe::ProbeReport;
 
-/// A node-local block's pool on every node, as the baseline sees it.
+/// The most other groups one replica is compared with (the oldest first): a rollout has
+/// two versions, an aborted one retried or a rollout started mid-rollout three; each pair
+/// costs three series per replica and one comparison per check.
+pub const MAX_OTHERS: usize = 3;
+
+/// A node-local block's pool on every node, as the gate sees it.
 #[derive(Clone, Debug)]
 pub struct PoolView {
     pub pools: Arc<Pools>,
@@ -31,27 +41,27 @@ pub struct PoolView {
 }
 
 impl PoolView {
-    /// The baseline group of `model` over the whole pool: `named` if any replica serves
-    /// it, else the group of the oldest pod (of equals, the first by name). `None` while
-    /// the pool-wide watch has found nothing of this model.
-    fn baseline(&self, model: &str, named: Option<&str>) -> Option<Option<String>> {
-        let pool = self.pools.get(&self.block);
-        let mut replicas = pool.iter().filter(|t| t.model == model);
-        match named {
-            Some(name) => replicas
-                .any(|t| t.canary_group().as_deref() == Some(name))
-                .then(|| Some(name.to_owned())),
-            None => replicas
-                .min_by(|a, b| {
-                    let created = |t: &crate::endpoint::Target| t.created.unwrap_or(i64::MAX);
-                    created(a).cmp(&created(b)).then_with(|| a.id.cmp(&b.id))
-                })
-                .map(|t| t.canary_group()),
+    /// The groups of `model` over the whole pool, each with its oldest pod's creation
+    /// time (Unix seconds; `f64::MAX` where discovery does not say).
+    fn groups(&self, model: &str) -> Vec<(Option<String>, f64)> {
+        let mut found: Vec<(Option<String>, f64)> = Vec::new();
+        for t in self
+            .pools
+            .get(&self.block)
+            .iter()
+            .filter(|t| t.model == model)
+        {
+            let (group, created) = (t.canary_group(), t.created.map_or(f64::MAX, |c| c as f64));
+            match found.iter_mut().find(|(g, _)| *g == group) {
+                Some((_, c)) => *c = c.min(created),
+                None => found.push((group, created)),
+            }
         }
+        found
     }
 }
 
-/// Where a replica's baseline is found.
+/// Where a replica's other groups are found.
 #[derive(Clone, Debug)]
 pub struct Baseline {
     pub books: Arc<Books>,
@@ -59,75 +69,90 @@ pub struct Baseline {
     pub family: String,
     pub model: String,
     pub group: Option<String>,
-    /// `canary.baseline`: the group to compare with, whatever is oldest.
+    /// `canary.baseline`: the one group to compare with (file_sd); `None`: every other.
     pub named: Option<String>,
     /// A node-local block's whole pool (`None` for every other target).
     pub pool: Option<PoolView>,
 }
 
+/// A group's value as its label spells it (`""` for none).
+pub fn label(group: &Option<String>) -> String {
+    group.clone().unwrap_or_default()
+}
+
 impl Baseline {
-    /// The baseline group now (`None`: there is none yet).
-    fn group_now(&self) -> Option<Option<String>> {
-        let named = self.named.as_deref();
-        if let Some(group) = self
-            .pool
-            .as_ref()
-            .and_then(|p| p.baseline(&self.model, named))
-        {
-            return Some(group);
+    /// The other groups this replica is compared with now, oldest first: the one
+    /// `canary.baseline` names (if a replica of it is here or in the pool, and it is not
+    /// this replica's own), else every other group, at most [`MAX_OTHERS`].
+    pub fn others(&self) -> Vec<Option<String>> {
+        let mut groups = self.books.groups_here(&self.family);
+        if let Some(pool) = &self.pool {
+            for (group, created) in pool.groups(&self.model) {
+                match groups.iter_mut().find(|(g, _)| *g == group) {
+                    Some((_, born)) => *born = born.min(created),
+                    None => groups.push((group, created)),
+                }
+            }
+            groups.sort_by(|(a, x), (b, y)| x.total_cmp(y).then_with(|| a.cmp(b)));
         }
-        self.books.baseline(&self.family, named).map(|(g, _)| g)
+        let mut others: Vec<Option<String>> = groups
+            .into_iter()
+            .map(|(g, _)| g)
+            .filter(|g| *g != self.group)
+            .filter(|g| self.named.is_none() || g.as_deref() == self.named.as_deref())
+            .collect();
+        others.truncate(MAX_OTHERS);
+        others
     }
 
-    /// Whether this replica is now outside its block's baseline group (so its comparisons
-    /// with the baseline are counted).
-    pub fn outside(&self) -> bool {
-        self.group_now().is_some_and(|group| group != self.group)
-    }
-
-    /// Where the baseline group has no replica here but the pool has some: the group and
-    /// its votes-only book, for [`super::votes::Voters::ensure_for`] to fill before a check.
-    pub fn remote(&self) -> Option<(Option<String>, Arc<Book>)> {
-        self.pool.as_ref()?;
-        let group = self.group_now()?;
-        if group == self.group || self.books.live(&self.family, group.as_deref()).is_some() {
-            return None;
+    /// Of `others`, those with no replica here but some in the pool: each group and its
+    /// votes-only book, for [`super::votes::Voters::ensure_for`] to fill before a check.
+    pub fn remote(&self, others: &[Option<String>]) -> Vec<(Option<String>, Arc<Book>)> {
+        if self.pool.is_none() {
+            return Vec::new();
         }
-        let book = self.books.remote(&self.family, group.as_deref());
-        Some((group, book))
+        others
+            .iter()
+            .filter(|g| self.books.live_group(&self.family, g.as_deref()).is_none())
+            .map(|g| {
+                let book = self.books.remote(&self.family, g.as_deref(), others);
+                (g.clone(), book)
+            })
+            .collect()
     }
 
-    /// The comparison of this answer with the baseline's reference; `None` when the
-    /// replica is in the baseline group (or there is none), or the prompt is a known answer.
+    /// The comparisons of this answer with each of `others`' references (none for a
+    /// known answer or a structured prompt).
     pub fn check(
         &self,
         spec: &CanarySpec,
         prompt: &CanaryPrompt,
         report: &ProbeReport,
         margin: f64,
-    ) -> Option<CheckResult> {
-        if !prompt.compared() {
-            return None;
+        others: &[Option<String>],
+    ) -> Vec<(String, CheckResult)> {
+        if !prompt.compared() || others.is_empty() {
+            return Vec::new();
         }
-        let group = self.group_now()?;
-        if group == self.group {
-            return None;
-        }
-        let Some(answer) = super::answer(report).filter(|a| !a.positions.is_empty()) else {
-            return Some(CheckResult::Unscored);
-        };
-        let Some(reference) = self.reference(spec, group.as_deref(), prompt) else {
-            return Some(CheckResult::Unscored);
-        };
-        Some(match answers(&reference, &answer, margin) {
-            Verdict::Match { .. } => CheckResult::Match,
-            Verdict::Diverged(_) => CheckResult::Diverged,
-        })
+        let answer = super::answer(report).filter(|a| !a.positions.is_empty());
+        others
+            .iter()
+            .map(|group| {
+                let result = match (&answer, self.reference(spec, group.as_deref(), prompt)) {
+                    (Some(answer), Some(reference)) => match answers(&reference, answer, margin) {
+                        Verdict::Match { .. } => CheckResult::Match,
+                        Verdict::Diverged(_) => CheckResult::Diverged,
+                    },
+                    _ => CheckResult::Unscored,
+                };
+                (label(group), result)
+            })
+            .collect()
     }
 
-    /// The baseline group's reference for `prompt`: its golden answer where the golden file
-    /// is recorded for it (its replicas, judged by the file, learn none), else its
-    /// majority here, else its voters' from other nodes.
+    /// `group`'s reference for `prompt`: its golden answer where the golden file is
+    /// recorded for it (its replicas, judged by the file, learn none), else its majority
+    /// here, else its voters' from other nodes.
     fn reference(
         &self,
         spec: &CanarySpec,
@@ -138,7 +163,7 @@ impl Baseline {
             return prompt.reference.clone();
         }
         let text = &prompt.text;
-        match self.books.live(&self.family, group) {
+        match self.books.live_group(&self.family, group) {
             Some(book) => book.reference_for_others(text),
             None => self
                 .books

@@ -1,19 +1,19 @@
 //! Every canary group's book on this node, by family ([`super::book::group_key`]: a block
 //! and everything that shapes its answers) and group (the version a replica serves), and
-//! which group of a family is its **baseline**, the one a rollout's new version is
-//! compared with.
+//! which other groups of a family a replica is compared with for the rollout gate.
 //!
-//! The baseline is the group `canary.baseline` names, else the oldest: the group whose
-//! oldest pod was created first (its `creationTimestamp`, from the cluster), so every node
-//! and every restart of inferprobe names the same group — the order this process happened
-//! to start its targets in (pod name order after a restart) would make the new version the
-//! baseline about half the time. Where discovery gives no creation time (file_sd), the
-//! group this process saw first.
+//! A book's key is its group, and — where `canary.group_by` names the group by labels —
+//! the pod's controller revision too ([`book_key`]): Flagger's promotion copies the new
+//! spec to `<target>-primary` and keeps its `app: <target>-primary` label, so during the
+//! primary's rolling update old and new pods share one labelled group. Each revision keeps
+//! its own reference, so neither side of a promotion diverges from the other; the `group`
+//! label stays what `group_by` says. Where a group has several revisions here, the oldest
+//! (its oldest pod created first) answers for it in another group's comparison.
 //!
-//! A node-local block's node may hold no replica of the baseline group at all (one replica
-//! fills a node: the canary's pod never shares a node with a stable one). Its baseline is
-//! then chosen over the whole pool ([`super::baseline`]) and its reference comes from votes
-//! of its replicas on other nodes, kept in a **remote** book: no member here, votes only.
+//! A node-local block's node may hold no replica of another group at all (one replica
+//! fills a node: the canary's pod never shares a node with a stable one). That group's
+//! reference then comes from votes of its replicas on other nodes, kept in a **remote**
+//! book: no member here, votes only.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,14 +23,29 @@ use super::book::Book;
 /// A family and a group in it.
 type GroupId = (String, Option<String>);
 
-/// A baseline group with no replica here, and its votes.
-type Remote = (Option<String>, Arc<Book>);
+/// What separates a group from the revision in a book's key (never in a label value).
+const REVISION: char = '\u{1}';
+
+/// The key of a replica's book in its family: its `group`, and its controller `revision`
+/// where the group is named by `group_by` labels (a revision is the group already where
+/// none are named).
+pub fn book_key(group: Option<&str>, revision: Option<&str>, by_labels: bool) -> Option<String> {
+    match (group, revision) {
+        (Some(g), Some(r)) if by_labels => Some(format!("{g}{REVISION}{r}")),
+        (g, _) => g.map(str::to_owned),
+    }
+}
+
+/// The group of a book's key (its labelled version, without the revision).
+pub fn group_of_key(key: Option<&str>) -> Option<&str> {
+    key.map(|k| k.split(REVISION).next().unwrap_or(k))
+}
 
 #[derive(Debug, Default)]
 pub struct Books {
     groups: Mutex<HashMap<GroupId, Arc<Book>>>,
-    /// Per family, the baseline group with no replica here and its votes.
-    remote: Mutex<HashMap<String, Remote>>,
+    /// Per family and group with no replica here, its votes.
+    remote: Mutex<HashMap<GroupId, Arc<Book>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -54,45 +69,54 @@ impl Books {
         groups.get(&key).filter(|b| b.is_live()).cloned()
     }
 
-    /// The baseline group of `family` among the groups here: the one `named`
-    /// (`canary.baseline`), else the oldest ([`Book::born`]; of equals, the first by name).
-    pub fn baseline(
-        &self,
-        family: &str,
-        named: Option<&str>,
-    ) -> Option<(Option<String>, Arc<Book>)> {
+    /// The groups of `family` with a replica here, each with its age ([`Book::born`] of
+    /// its oldest book), oldest first (of equals, by name).
+    pub fn groups_here(&self, family: &str) -> Vec<(Option<String>, f64)> {
         let groups = lock(&self.groups);
-        let mut live = groups
-            .iter()
-            .filter(|((f, _), book)| f == family && book.is_live());
-        let found = match named {
-            Some(name) => live.find(|((_, g), _)| g.as_deref() == Some(name)),
-            None => live
-                .min_by(|(a, x), (b, y)| x.born().total_cmp(&y.born()).then_with(|| a.1.cmp(&b.1))),
-        };
-        found.map(|((_, group), book)| (group.clone(), Arc::clone(book)))
-    }
-
-    /// The votes-only book of `family`'s baseline `group`, which has no replica here; a
-    /// family has one at a time (a new baseline group starts afresh).
-    pub fn remote(&self, family: &str, group: Option<&str>) -> Arc<Book> {
-        let mut remote = lock(&self.remote);
-        let entry = remote
-            .entry(family.to_owned())
-            .or_insert_with(|| (group.map(str::to_owned), Arc::default()));
-        if entry.0.as_deref() != group {
-            *entry = (group.map(str::to_owned), Arc::default());
+        let mut found: Vec<(Option<String>, f64)> = Vec::new();
+        for ((f, key), book) in groups.iter() {
+            if f != family || !book.is_live() {
+                continue;
+            }
+            let group = group_of_key(key.as_deref()).map(str::to_owned);
+            let born = book.born();
+            match found.iter_mut().find(|(g, _)| *g == group) {
+                Some((_, b)) => *b = b.min(born),
+                None => found.push((group, born)),
+            }
         }
-        Arc::clone(&entry.1)
+        found.sort_by(|(a, x), (b, y)| x.total_cmp(y).then_with(|| a.cmp(b)));
+        found
     }
 
-    /// The votes-only book of `family`'s baseline `group`, if one was made.
+    /// The book that answers for `group` of `family` here: of its revisions with a replica
+    /// here, the oldest. `None` when the group has none here.
+    pub fn live_group(&self, family: &str, group: Option<&str>) -> Option<Arc<Book>> {
+        let groups = lock(&self.groups);
+        groups
+            .iter()
+            .filter(|((f, key), book)| {
+                f == family && group_of_key(key.as_deref()) == group && book.is_live()
+            })
+            .min_by(|(a, x), (b, y)| x.born().total_cmp(&y.born()).then_with(|| a.1.cmp(&b.1)))
+            .map(|(_, book)| Arc::clone(book))
+    }
+
+    /// The votes-only book of `family`'s `group`, which has no replica here, made on first
+    /// use; `keep` the groups still compared with (the others' votes are dropped).
+    pub fn remote(&self, family: &str, group: Option<&str>, keep: &[Option<String>]) -> Arc<Book> {
+        let mut remote = lock(&self.remote);
+        remote.retain(|(f, g), _| f != family || g.as_deref() == group || keep.contains(g));
+        let key = (family.to_owned(), group.map(str::to_owned));
+        Arc::clone(remote.entry(key).or_default())
+    }
+
+    /// The votes-only book of `family`'s `group`, if one was made.
     pub fn remote_existing(&self, family: &str, group: Option<&str>) -> Option<Arc<Book>> {
         let remote = lock(&self.remote);
         remote
-            .get(family)
-            .filter(|(g, _)| g.as_deref() == group)
-            .map(|(_, book)| Arc::clone(book))
+            .get(&(family.to_owned(), group.map(str::to_owned)))
+            .map(Arc::clone)
     }
 
     #[cfg(test)]

@@ -219,9 +219,12 @@ pub async fn run(
     let target = Arc::clone(&prober.target);
     let member = Arc::new(sinks.book.join_at(&target.id, target.created));
     let mut ticker = crate::ticker::Ticker::new(spec.interval);
-    if spec.prompts.iter().any(CanaryPrompt::compared) && sinks.baseline.outside() {
+    if spec.prompts.iter().any(CanaryPrompt::compared) {
         // Before the first check: a gate's query finds every result at 0, not nothing.
-        sinks.metrics.open_canary_baseline();
+        let others = sinks.baseline.others();
+        sinks
+            .metrics
+            .open_canary_baselines(&others.iter().map(baseline::label).collect::<Vec<_>>());
     }
     for round in 0usize.. {
         let Some((_, permit)) = ticker.tick(&stop).await else {
@@ -267,13 +270,22 @@ async fn check(
             .ensure(target, spec, &sinks.book, &canary_prompt.text, &ctx.abort)
             .await;
     }
-    if canary_prompt.compared() && sinks.baseline.outside() {
-        sinks.metrics.open_canary_baseline();
-        if let (Some(voters), Some((group, book))) = (&sinks.voters, sinks.baseline.remote()) {
-            // The baseline runs on other nodes only: its replicas there answer for it.
+    let others = if canary_prompt.compared() {
+        sinks.baseline.others()
+    } else {
+        Vec::new()
+    };
+    if canary_prompt.compared() {
+        let labels: Vec<String> = others.iter().map(baseline::label).collect();
+        sinks.metrics.open_canary_baselines(&labels);
+    }
+    if let Some(voters) = &sinks.voters {
+        for (group, book) in sinks.baseline.remote(&others) {
+            // That group runs on other nodes only: its replicas there answer for it.
             voters
                 .ensure_for(
                     group.as_deref(),
+                    None,
                     target,
                     spec,
                     &book,
@@ -325,7 +337,7 @@ async fn check(
                 _ => book.observe(&member, &canary_prompt.text, answer, margin),
             },
         );
-        let versus = baseline.check(&spec, &canary_prompt, &report, margin);
+        let versus = baseline.check(&spec, &canary_prompt, &report, margin, &others);
         (canary_prompt, report, check, versus)
     });
     let Ok((canary_prompt, report, check, versus)) = scored.await else {
@@ -350,7 +362,7 @@ async fn record(
     request_id: &Arc<String>,
     prompt: &CanaryPrompt,
     result: &Result<Measurement, ProbeError>,
-    (check, versus): (&Check, Option<CheckResult>),
+    (check, versus): (&Check, Vec<(String, CheckResult)>),
     sinks: &Sinks,
 ) {
     let verdict = CanaryVerdict {
@@ -358,6 +370,11 @@ async fn record(
         position: check.divergence.as_ref().map(|d| d.position),
         drift: check.drift,
         baseline: versus,
+        known: prompt
+            .expect
+            .as_ref()
+            .filter(|_| prompt.structure.is_none())
+            .map(|_| check.result),
         structured: prompt
             .structure
             .as_deref()

@@ -7,6 +7,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::gate::{GateFamilies, GateSeries};
 use super::{LabeledFamily, TargetLabels, labels};
 
 /// A target's labels and its canary `group` (the reference group it is judged in: its
@@ -119,14 +120,17 @@ impl InvalidReason {
 }
 
 /// What one canary check found, for its series.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct CanaryVerdict {
     pub result: CheckResult,
     /// Where a divergence was.
     pub position: Option<usize>,
     pub drift: Option<f64>,
-    /// Its comparison with the baseline group's reference (the rollout gate).
-    pub baseline: Option<CheckResult>,
+    /// Its comparisons with other groups' references (the rollout gate): the other
+    /// group, and the result.
+    pub baseline: Vec<(String, CheckResult)>,
+    /// A known-answer prompt's result (the gate's known-answers metric counts these).
+    pub known: Option<CheckResult>,
     /// A structured check that was scored, and the capability it exercised: `None` valid,
     /// `Some(why)` invalid.
     pub structured: Option<(Capability, Option<InvalidReason>)>,
@@ -146,7 +150,7 @@ pub(super) struct CanaryFamilies {
     checks: LabeledFamily<CheckLabels, Counter>,
     position: LabeledFamily<GroupLabels, Histogram>,
     drift: LabeledFamily<GroupLabels, Histogram>,
-    baseline: LabeledFamily<CheckLabels, Counter>,
+    gate: GateFamilies,
     votes: LabeledFamily<[(&'static str, String); 2], Counter>,
     structured: LabeledFamily<StructuredLabels, Counter>,
     /// Each target's group now, so a reload that moves it to another group drops exactly
@@ -163,9 +167,8 @@ pub(super) struct CanarySeries {
     invalid: LabeledFamily<InvalidLabels, Counter>,
     position: Histogram,
     drift: Histogram,
-    /// Made (all three results at 0) once the replica is found outside its block's
-    /// baseline group: only a rollout's new version's replicas have these series.
-    baseline: LabeledFamily<CheckLabels, Counter>,
+    /// The rollout gate's: comparisons with other groups, known answers.
+    gate: GateSeries,
     labels: TargetLabels,
     group: String,
 }
@@ -193,11 +196,6 @@ impl CanaryFamilies {
             self.position.clone(),
         );
         r.register(
-            "canary_baseline_checks",
-            "Canary answers of a replica outside its block's baseline group (a rollout's new version) compared with the baseline group's reference: match, diverged, unscored. Never pages: it answers whether the new version answers like the old one",
-            self.baseline.clone(),
-        );
-        r.register(
             "canary_votes",
             "Canary answers asked of a node-local block's replicas on other nodes, for the reference of a group too small on this node, or of the baseline group where this node runs none of it: answered, failed. A vote is not a check of the replica that gave it",
             self.votes.clone(),
@@ -207,6 +205,7 @@ impl CanaryFamilies {
             "Per scored canary check, the largest logprob difference (nats) from the reference over the tokens where both agreed",
             self.drift.clone(),
         );
+        self.gate.register(r);
     }
 
     fn groups(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<TargetLabels, String>> {
@@ -214,12 +213,14 @@ impl CanaryFamilies {
     }
 
     /// `capabilities`: those the canary's structured prompts exercise, whose series are
-    /// made at 0 now (so `increase()` counts a capability's first failure).
+    /// made at 0 now (so `increase()` counts a capability's first failure); `known`: it
+    /// has known-answer prompts (their series too).
     pub(super) fn series(
         &self,
         labels: &TargetLabels,
         group: &str,
         capabilities: &[Capability],
+        known: bool,
     ) -> CanarySeries {
         let previous = self.groups().insert(labels.clone(), group.to_owned());
         if let Some(old) = previous.filter(|old| old != group) {
@@ -245,10 +246,13 @@ impl CanaryFamilies {
             drift: self
                 .drift
                 .get_or_insert(grouped(), || Histogram::new(DRIFT_BUCKETS.iter().copied())),
-            baseline: self.baseline.clone(),
+            gate: self.gate.series(labels, &group[0].1),
             labels: labels.clone(),
             group: group[0].1.clone(),
         };
+        if known {
+            series.gate.open_known();
+        }
         for &capability in capabilities {
             series.structured_counter(capability);
             for reason in InvalidReason::ALL {
@@ -287,12 +291,7 @@ impl CanaryFamilies {
                 (group.clone(), [(labels::RESULT, r.as_str())]),
             ));
         }
-        for r in BASELINE_RESULTS {
-            self.baseline.remove(&(
-                labels.clone(),
-                (group.clone(), [(labels::RESULT, r.as_str())]),
-            ));
-        }
+        self.gate.forget(labels, Some(old));
         self.invalid
             .retain(|(l, (g, _))| !(l == labels && *g == group));
         self.structured
@@ -308,16 +307,9 @@ impl CanaryFamilies {
         self.structured.retain(|(l, _)| l != labels);
         self.invalid.retain(|(l, _)| l != labels);
         self.drift.retain(|(l, _)| l != labels);
-        self.baseline.retain(|(l, _)| l != labels);
+        self.gate.forget(labels, None);
     }
 }
-
-/// The results a comparison with the baseline can have.
-pub const BASELINE_RESULTS: [CheckResult; 3] = [
-    CheckResult::Match,
-    CheckResult::Diverged,
-    CheckResult::Unscored,
-];
 
 impl CanarySeries {
     fn structured_counter(&self, capability: Capability) -> Counter {
@@ -345,31 +337,10 @@ impl CanarySeries {
         self.invalid.get_or_insert(key, Counter::default)
     }
 
-    fn baseline_counter(&self, result: CheckResult) -> Counter {
-        let key = (
-            self.labels.clone(),
-            (
-                [(labels::GROUP, self.group.clone())],
-                [(labels::RESULT, result.as_str())],
-            ),
-        );
-        self.baseline.get_or_insert(key, Counter::default)
-    }
-
-    /// Every baseline result series of this replica, at 0 if new: made before its first
-    /// comparison, so a rollout gate's query finds `diverged` at 0 for a version that never
-    /// diverges (not an empty result, which Argo Rollouts evaluates as an Error and Flagger
-    /// as a failed check), and `increase()` counts the first comparison too.
-    pub(super) fn open_baseline(&self) {
-        for result in BASELINE_RESULTS {
-            self.baseline_counter(result);
-        }
-    }
-
-    /// A comparison with the baseline group's reference (`match`, `diverged`, `unscored`).
-    pub(super) fn record_baseline(&self, result: CheckResult) {
-        self.open_baseline();
-        self.baseline_counter(result).inc();
+    /// The groups this replica is compared with now (their series at 0 if new; those of
+    /// groups gone are dropped).
+    pub(super) fn open_baselines(&self, baselines: &[String]) {
+        self.gate.open_baselines(baselines);
     }
 
     pub(super) fn record(&self, verdict: &CanaryVerdict) {
@@ -386,8 +357,11 @@ impl CanarySeries {
                 self.invalid_counter(capability, reason).inc();
             }
         }
-        if let Some(baseline) = verdict.baseline {
-            self.record_baseline(baseline);
+        for (baseline, result) in &verdict.baseline {
+            self.gate.record_baseline(baseline, *result);
+        }
+        if let Some(known) = verdict.known {
+            self.gate.record_known(known);
         }
     }
 }

@@ -20,6 +20,8 @@ pub const CATEGORY: &str = "category";
 pub const REASON: &str = "reason";
 /// The canary's reference group (a version, a revision).
 pub const GROUP: &str = "group";
+/// The other group a canary answer was compared with (the rollout gate's pair).
+pub const BASELINE: &str = "baseline";
 /// A canary check's result.
 pub const RESULT: &str = "result";
 /// What a structured check asked of the server (`json`, `named_tool`, …).
@@ -36,6 +38,7 @@ pub const LE: &str = "le";
 pub const BOUND: &str = "bound";
 
 /// Every name above.
-pub const RESERVED: [&str; 12] = [
-    TARGET, MODEL, BACKEND, CATEGORY, REASON, GROUP, RESULT, CAPABILITY, RULE, SLO, LE, BOUND,
+pub const RESERVED: [&str; 13] = [
+    TARGET, MODEL, BACKEND, CATEGORY, REASON, GROUP, BASELINE, RESULT, CAPABILITY, RULE, SLO, LE,
+    BOUND,
 ];

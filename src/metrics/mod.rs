@@ -9,6 +9,7 @@ mod canary;
 mod dual;
 mod expose;
 mod family;
+mod gate;
 pub mod labels;
 pub mod native;
 mod prefix;
@@ -300,8 +301,17 @@ impl Metrics {
                     .flat_map(|spec| spec.prompts.iter())
                     .filter_map(|p| p.structure.as_deref().map(|s| s.capability()))
                     .collect();
-                self.canary
-                    .series(&labels, group.as_deref().unwrap_or(""), &capabilities)
+                let known = target
+                    .canary
+                    .iter()
+                    .flat_map(|spec| spec.prompts.iter())
+                    .any(|p| p.expect.is_some() && p.structure.is_none());
+                self.canary.series(
+                    &labels,
+                    group.as_deref().unwrap_or(""),
+                    &capabilities,
+                    known,
+                )
             }),
             prefix_cache: target
                 .prefix_cache

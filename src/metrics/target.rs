@@ -277,9 +277,10 @@ impl TargetMetrics {
         true
     }
 
-    /// This replica is outside its block's baseline group: its baseline series exist from
-    /// now on (at 0), before its first comparison.
-    pub fn open_canary_baseline(&self) {
+    /// The other groups this replica is compared with now (the rollout gate's pairs):
+    /// their series exist from now on (at 0), before the first comparison, and those of
+    /// groups gone are dropped.
+    pub fn open_canary_baselines(&self, baselines: &[String]) {
         // Never blocks a probe task on a scrape: when one holds the lock, the recording
         // of this check's comparison opens them (under the lock) instead.
         let Ok(_shared) = self.snapshot.try_read() else {
@@ -288,7 +289,7 @@ impl TargetMetrics {
         if let Some(canary) = &self.canary
             && self.registered()
         {
-            canary.open_baseline();
+            canary.open_baselines(baselines);
         }
     }
 

@@ -276,49 +276,68 @@ fn replicas_leave_with_their_answers() {
     assert_eq!(books.group_count(), 1, "the empty group was forgotten");
 }
 
-/// Issue 25, item 4: the baseline of a family is the group present longest (or the one
-/// named); a replica of another group is compared with its reference, which records
-/// nothing of the outsider.
+/// Issue 41, item 4: the groups here, oldest first (by their oldest pod's creation, not by
+/// the order this process joined them), and a group's reference as another group's
+/// replica sees it, which records nothing of that replica.
 #[test]
-fn the_baseline_is_the_group_present_longest_or_the_one_named() {
-    let books = Books::default();
-    let v1 = books.group("pool", Some("v1"));
-    let old: Vec<Member> = (0..3).map(|i| v1.join(&format!("r{i}"))).collect();
-    std::thread::sleep(std::time::Duration::from_millis(2));
-    let v2 = books.group("pool", Some("v2"));
-    let new = v2.join("r9");
-    let good = answer(&[" a", " b"]);
-    for m in &old {
-        v1.observe(m, P, Arc::clone(&good), 1.0).ok();
-    }
-    let (group, baseline) = books.baseline("pool", None).unwrap();
-    assert_eq!(group.as_deref(), Some("v1"));
-    assert_eq!(baseline.reference_for_others(P), Some(Arc::clone(&good)));
-    assert_eq!(baseline.lock().answers[P].len(), 3, "nothing recorded");
-    let (group, _) = books.baseline("pool", Some("v2")).unwrap();
-    assert_eq!(group.as_deref(), Some("v2"));
-    assert!(books.baseline("other", None).is_none());
-    // The old version gone, the new one is the baseline.
-    drop(old);
-    let (group, _) = books.baseline("pool", None).unwrap();
-    assert_eq!(group.as_deref(), Some("v2"));
-    drop(new);
-}
-
-/// Issue 31, item 6: the baseline is the group whose oldest pod was created first, whatever
-/// order this process joined them in (a restart starts targets in pod name order).
-#[test]
-fn the_baseline_is_the_group_with_the_oldest_pod_not_the_first_joined() {
+fn the_groups_here_are_listed_oldest_first_and_answer_for_others() {
     let books = Books::default();
     let new = books.group("pool", Some("new"));
     let _n = new.join_at("llm-a", Some(2_000));
     std::thread::sleep(std::time::Duration::from_millis(2));
     let old = books.group("pool", Some("old"));
-    let _o: Vec<Member> = (0..3)
+    let members: Vec<Member> = (0..3)
         .map(|i| old.join_at(&format!("llm-b{i}"), Some(1_000 + i)))
         .collect();
-    let (group, _) = books.baseline("pool", None).unwrap();
-    assert_eq!(group.as_deref(), Some("old"));
+    let good = answer(&[" a", " b"]);
+    for m in &members {
+        old.observe(m, P, Arc::clone(&good), 1.0).ok();
+    }
+    let groups: Vec<_> = books
+        .groups_here("pool")
+        .into_iter()
+        .map(|(g, _)| g)
+        .collect();
+    assert_eq!(groups, [Some("old".to_owned()), Some("new".to_owned())]);
+    let found = books.live_group("pool", Some("old")).unwrap();
+    assert_eq!(found.reference_for_others(P), Some(Arc::clone(&good)));
+    assert_eq!(found.lock().answers[P].len(), 3, "nothing recorded");
+    assert!(books.groups_here("other").is_empty());
+    drop(members);
+    let groups: Vec<_> = books
+        .groups_here("pool")
+        .into_iter()
+        .map(|(g, _)| g)
+        .collect();
+    assert_eq!(groups, [Some("new".to_owned())], "a group gone is no group");
+}
+
+/// Issue 41, item 5: a group named by labels keeps one book per revision (Flagger's
+/// promotion: old and new primary pods share `app: llm-primary`); the group answers for
+/// others by its oldest revision, and is listed once.
+#[test]
+fn a_labelled_group_keeps_a_book_per_revision() {
+    use crate::canary::books::{book_key, group_of_key};
+    let key = |rev| book_key(Some("llm-primary"), Some(rev), true);
+    assert_eq!(group_of_key(key("abc").as_deref()), Some("llm-primary"));
+    assert_eq!(
+        book_key(Some("abc"), Some("abc"), false).as_deref(),
+        Some("abc")
+    );
+    let books = Books::default();
+    let old = books.group("pool", key("old").as_deref());
+    let _o = old.join_at("llm-primary-1", Some(1_000));
+    let new = books.group("pool", key("new").as_deref());
+    let _n = new.join_at("llm-primary-2", Some(3_000));
+    assert!(!Arc::ptr_eq(&old, &new), "one book per revision");
+    let groups: Vec<_> = books
+        .groups_here("pool")
+        .into_iter()
+        .map(|(g, _)| g)
+        .collect();
+    assert_eq!(groups, [Some("llm-primary".to_owned())]);
+    let answering = books.live_group("pool", Some("llm-primary")).unwrap();
+    assert!(Arc::ptr_eq(&answering, &old), "the oldest revision answers");
 }
 
 /// Item 5: a baseline group with no replica here answers by its voters alone: one voter's
@@ -326,7 +345,7 @@ fn the_baseline_is_the_group_with_the_oldest_pod_not_the_first_joined() {
 #[test]
 fn a_remote_baseline_answers_by_its_votes() {
     let books = Books::default();
-    let remote = books.remote("pool", Some("old"));
+    let remote = books.remote("pool", Some("old"), &[]);
     let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let (good, bad) = (answer(&[" a", " b"]), answer(&[" x", " y"]));
     assert_eq!(remote.reference_for_others(P), None, "no vote yet");
@@ -340,9 +359,11 @@ fn a_remote_baseline_answers_by_its_votes() {
     );
     remote.vote("n3", P, Arc::clone(&good), 1.0, until);
     assert_eq!(remote.reference_for_others(P), Some(Arc::clone(&good)));
-    // The same family asked for another group starts afresh.
-    let other = books.remote("pool", Some("older"));
+    // Another group has its own; one no longer compared with is dropped.
+    let other = books.remote("pool", Some("older"), &[Some("old".into())]);
     assert_eq!(other.reference_for_others(P), None);
+    assert!(books.remote_existing("pool", Some("old")).is_some());
+    books.remote("pool", Some("older"), &[]);
     assert!(books.remote_existing("pool", Some("old")).is_none());
 }
 

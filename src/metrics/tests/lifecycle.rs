@@ -109,13 +109,14 @@ async fn a_canary_check_ending_after_its_target_left_makes_no_series() {
         result: CheckResult::InvalidOutput,
         position: None,
         drift: None,
-        baseline: Some(CheckResult::Match),
+        baseline: vec![("v1".into(), CheckResult::Match)],
+        known: Some(CheckResult::Match),
         structured: Some((
             crate::structure::Capability::Json,
             Some(InvalidReason::Truncated),
         )),
     };
-    t.open_canary_baseline();
+    t.open_canary_baselines(&["v1".into()]);
     t.record_canary(&Ok(measurement()), &verdict).await;
     let text = exposition(&registry, Format::Text);
     assert!(!text.contains("target=\"t\""), "{text}");

@@ -1,0 +1,166 @@
+//! The rollout gate's series (docs/canary.md, "Gating a model rollout"): what a rollout
+//! controller's analysis reads to decide whether a new version may go on.
+//!
+//! - `inferprobe_canary_baseline_checks_total{<target>, group, baseline, result}`: a
+//!   replica's canary answers compared with another group's reference, one series set per
+//!   *pair* of groups. The controller knows which version is stable and which is new (Argo
+//!   Rollouts' `podTemplateHashValue: Stable` and `Latest`, Flagger's `<target>-primary`
+//!   and `<target>`), so its template selects the pair; the daemon never has to guess which
+//!   group is the baseline, and no pod restart, abort, retry or rollback can move it.
+//! - `inferprobe_canary_known_answer_checks_total{<target>, group, result}`: the checks of
+//!   known-answer prompts alone (`match`, `wrong_answer`, `unscored`), so a gate on known
+//!   answers counts *known answers* scored, not every scored check: a version none of whose
+//!   known answers was scored yet must not pass.
+//!
+//! Series of a pair exist, at 0, from the moment the other group is found (before the first
+//! comparison), so a query for `diverged` of a version that never diverges finds 0, not
+//! nothing; they are dropped when the other group is gone.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
+
+use super::canary::CheckResult;
+use super::{LabeledFamily, TargetLabels, labels};
+
+type PairLabels = (
+    TargetLabels,
+    (
+        [(&'static str, String); 2],
+        [(&'static str, &'static str); 1],
+    ),
+);
+type KnownLabels = (
+    TargetLabels,
+    (
+        [(&'static str, String); 1],
+        [(&'static str, &'static str); 1],
+    ),
+);
+
+/// The results a comparison with another group's reference can have.
+pub const BASELINE_RESULTS: [CheckResult; 3] = [
+    CheckResult::Match,
+    CheckResult::Diverged,
+    CheckResult::Unscored,
+];
+
+/// The results a known-answer check can have.
+pub const KNOWN_RESULTS: [CheckResult; 3] = [
+    CheckResult::Match,
+    CheckResult::WrongAnswer,
+    CheckResult::Unscored,
+];
+
+#[derive(Clone, Debug, Default)]
+pub(super) struct GateFamilies {
+    baseline: LabeledFamily<PairLabels, Counter>,
+    known: LabeledFamily<KnownLabels, Counter>,
+}
+
+/// One replica's gate series.
+#[derive(Clone, Debug)]
+pub(super) struct GateSeries {
+    families: GateFamilies,
+    labels: TargetLabels,
+    group: String,
+}
+
+impl GateFamilies {
+    pub(super) fn register(&self, r: &mut Registry) {
+        r.register(
+            "canary_baseline_checks",
+            "Canary answers of a replica compared with another group's reference (group: the replica's version; baseline: the version it is compared with): match, diverged, unscored. Never pages: a rollout's analysis selects the pair (new, stable) and asks whether the new version answers like the old one",
+            self.baseline.clone(),
+        );
+        r.register(
+            "canary_known_answer_checks",
+            "Canary checks of known-answer prompts (an expect regex): match, wrong_answer, unscored (the request failed). The denominator a rollout gate on known answers needs",
+            self.known.clone(),
+        );
+    }
+
+    pub(super) fn series(&self, labels: &TargetLabels, group: &str) -> GateSeries {
+        GateSeries {
+            families: self.clone(),
+            labels: labels.clone(),
+            group: group.to_owned(),
+        }
+    }
+
+    /// Drop every gate series of `labels` in `group` (`None`: in any group).
+    pub(super) fn forget(&self, labels: &TargetLabels, group: Option<&str>) {
+        let ours = |l: &TargetLabels, g: &str| l == labels && group.is_none_or(|x| x == g);
+        self.baseline
+            .retain(|(l, (pair, _))| !ours(l, pair[0].1.as_str()));
+        self.known.retain(|(l, (g, _))| !ours(l, g[0].1.as_str()));
+    }
+}
+
+impl GateSeries {
+    fn pair_key(&self, baseline: &str, result: CheckResult) -> PairLabels {
+        (
+            self.labels.clone(),
+            (
+                [
+                    (labels::GROUP, self.group.clone()),
+                    (labels::BASELINE, baseline.to_owned()),
+                ],
+                [(labels::RESULT, result.as_str())],
+            ),
+        )
+    }
+
+    /// The pairs this replica is compared in now: each of `baselines` gets its three
+    /// series (at 0 if new), and the series of groups no longer among them are dropped (a
+    /// finished or aborted rollout's version leaves no frozen series behind).
+    pub(super) fn open_baselines(&self, baselines: &[String]) {
+        self.families.baseline.retain(|(l, (pair, _))| {
+            l != &self.labels
+                || pair[0].1 != self.group
+                || baselines.iter().any(|b| *b == pair[1].1)
+        });
+        for baseline in baselines {
+            for result in BASELINE_RESULTS {
+                self.families
+                    .baseline
+                    .get_or_insert(self.pair_key(baseline, result), Counter::default);
+            }
+        }
+    }
+
+    pub(super) fn record_baseline(&self, baseline: &str, result: CheckResult) {
+        for r in BASELINE_RESULTS {
+            let counter = self
+                .families
+                .baseline
+                .get_or_insert(self.pair_key(baseline, r), Counter::default);
+            if r == result {
+                counter.inc();
+            }
+        }
+    }
+
+    fn known_counter(&self, result: CheckResult) -> Counter {
+        let key = (
+            self.labels.clone(),
+            (
+                [(labels::GROUP, self.group.clone())],
+                [(labels::RESULT, result.as_str())],
+            ),
+        );
+        self.families.known.get_or_insert(key, Counter::default)
+    }
+
+    /// The known-answer series, at 0: made when the canary has known-answer prompts, so
+    /// `increase()` counts the first check and a gate finds 0 wrong, not nothing.
+    pub(super) fn open_known(&self) {
+        for result in KNOWN_RESULTS {
+            self.known_counter(result);
+        }
+    }
+
+    pub(super) fn record_known(&self, result: CheckResult) {
+        self.open_known();
+        self.known_counter(result).inc();
+    }
+}

@@ -16,7 +16,11 @@ use common::{Sim, start_sim};
 
 #[test]
 fn the_templates_have_what_their_controllers_read() {
-    let metrics = argo(&[("target", "llm"), ("canary-hash", "7b6c4d9f8")]);
+    let metrics = argo(&[
+        ("target", "llm"),
+        ("canary-hash", "7b6c4d9f8"),
+        ("stable-hash", "5d8f7c9b4"),
+    ]);
     let names: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
     assert_eq!(names, ["baseline-divergence", "known-answers"]);
     for m in &metrics {
@@ -27,7 +31,12 @@ fn the_templates_have_what_their_controllers_read() {
             m.query
         );
         assert!(m.success.is_some() && m.failure.is_some(), "{m:?}");
-        assert!(m.limits.count > m.limits.inconclusive_limit, "{m:?}");
+        // A run that completes (count set), and may wait for data on all but its last.
+        let count = m
+            .limits
+            .count
+            .expect("a count: indefinite never completes an inline step");
+        assert_eq!(count, m.limits.inconclusive_limit + 1, "{m:?}");
         assert!(m.query.contains(r#"group="7b6c4d9f8""#), "{}", m.query);
     }
     let templates = flagger("inference", "llm", "10m");
@@ -43,6 +52,16 @@ fn the_templates_have_what_their_controllers_read() {
             "{query}"
         );
     }
+    // Each template names the pair it compares: the daemon never guesses the baseline.
+    assert!(metrics[0].query.contains(r#"baseline="5d8f7c9b4""#));
+    assert!(templates[0].1.contains(r#"baseline="llm-primary""#));
+    // Known answers are counted among known-answer checks, not every scored check.
+    assert!(
+        metrics[1]
+            .query
+            .contains("inferprobe_canary_known_answer_checks_total")
+    );
+    assert!(!metrics[1].query.contains("inferprobe_canary_checks_total"));
 }
 
 #[test]
@@ -78,7 +97,7 @@ fn phases_as_argo_assesses_them() {
     };
     assert_eq!(both(-1.0), Phase::Inconclusive);
     let limits = ArgoLimits {
-        count: 3,
+        count: Some(3),
         failure_limit: 0,
         inconclusive_limit: 1,
         consecutive_error_limit: 4,
@@ -95,6 +114,64 @@ fn phases_as_argo_assesses_them() {
     assert_eq!(gates::argo_metric(&[Successful, Failed], limits), Failed);
     assert_eq!(gates::argo_metric(&[Error; 5], limits), Error);
     assert_eq!(gates::argo_metric(&[Successful], limits), Running);
+    // Issue 41 item 2: `count` unset runs indefinitely (Argo's EffectiveCount), and a
+    // terminated run's metric that has not failed is Successful, measured or not: a
+    // background analysis whose verdict comes after the steps end passes.
+    let indefinite = ArgoLimits {
+        count: None,
+        inconclusive_limit: 3,
+        ..limits
+    };
+    assert_eq!(gates::argo_metric(&[Successful; 50], indefinite), Running);
+    assert_eq!(
+        gates::argo_metric_in(&[Inconclusive, Inconclusive], indefinite, true),
+        Successful,
+        "terminated before any verdict: Successful"
+    );
+    assert_eq!(gates::argo_metric_in(&[], indefinite, true), Successful);
+    assert_eq!(
+        gates::argo_metric_in(&[Inconclusive, Failed], indefinite, true),
+        Failed
+    );
+}
+
+/// Flagger's first tick starts the analysis (no metric check) and counts as an iteration;
+/// a blue/green canary is promoted on the `iterations + 1`-th passing check after it; a
+/// failed check counts towards `threshold`, checked at the next tick (tests/common/gates.rs).
+#[test]
+fn ticks_as_flagger_runs_them() {
+    use gates::Canary;
+    let start = Canary::Progressing {
+        iterations: 0,
+        failed_checks: 0,
+    };
+    let mut checked = 0;
+    let mut state = gates::flagger_tick(start, 3, 2, || {
+        checked += 1;
+        true
+    });
+    assert_eq!(checked, 0, "the first tick runs no metric check");
+    assert_eq!(
+        state,
+        Canary::Progressing {
+            iterations: 1,
+            failed_checks: 0
+        }
+    );
+    let mut passes = 0;
+    while matches!(state, Canary::Progressing { .. }) {
+        state = gates::flagger_tick(state, 3, 2, || true);
+        passes += 1;
+    }
+    assert_eq!((state, passes), (Canary::Promoted, 4));
+    let mut state = gates::flagger_tick(start, 3, 2, || true);
+    for _ in 0..2 {
+        state = gates::flagger_tick(state, 3, 2, || false);
+    }
+    assert_eq!(
+        gates::flagger_tick(state, 3, 2, || true),
+        Canary::RolledBack
+    );
 }
 
 /// A same-weights upgrade passes both controllers from the first second (Inconclusive while

@@ -218,7 +218,7 @@ pub async fn run(
 ) {
     let target = Arc::clone(&prober.target);
     let member = Arc::new(sinks.book.join_at(&target.id, target.created));
-    let mut ticker = crate::ticker::Ticker::new(spec.interval);
+    let mut ticker = crate::ticker::Ticker::with_warmup(spec.interval, spec.warmup);
     if spec.prompts.iter().any(CanaryPrompt::compared) {
         // Before the first check: a gate's query finds every result at 0, not nothing.
         let others = sinks.baseline.others();

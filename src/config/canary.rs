@@ -24,6 +24,32 @@ const DEFAULT_TOP_LOGPROBS: u64 = 5;
 const DEFAULT_MARGIN: f64 = 1.0;
 /// With one replica on a node, three votes make a majority that outvotes it.
 const DEFAULT_VOTES: u64 = 3;
+/// A new replica's first checks run back to back: whole rounds of its prompts, at least two
+/// and enough for 12 comparisons by logprobs and 4 known answers, so a rollout gate
+/// (`min-checks` 10, `min-known` 3, with room for a failed request) has its verdict within
+/// seconds of the new version's first ready replica, not after ten intervals
+/// (docs/canary.md). At most 48 checks.
+const WARMUP_ROUNDS: usize = 2;
+const WARMUP_COMPARED: usize = 12;
+const WARMUP_KNOWN: usize = 4;
+const WARMUP_MAX: usize = 48;
+
+/// The default warm-up of a canary with these prompts.
+fn warmup(prompts: &[canary::CanaryPrompt]) -> usize {
+    let compared = prompts.iter().filter(|p| p.compared()).count();
+    let known = prompts
+        .iter()
+        .filter(|p| p.expect.is_some() && p.structure.is_none())
+        .count();
+    let rounds_for = |want: usize, per_round: usize| match per_round {
+        0 => 0,
+        n => want.div_ceil(n),
+    };
+    let rounds = WARMUP_ROUNDS
+        .max(rounds_for(WARMUP_COMPARED, compared))
+        .max(rounds_for(WARMUP_KNOWN, known));
+    (rounds * prompts.len()).min(WARMUP_MAX)
+}
 
 /// The canary, and a hash of the files it read (their edits restart the target).
 pub(super) fn canary(
@@ -172,6 +198,10 @@ pub(super) fn canary(
     let golden_for = recorded
         .as_ref()
         .map(|g| (g.model.clone(), g.group.clone()));
+    let warmup = match raw.warmup {
+        Some(n) => in_range(&at("warmup"), n, 0, 1000)? as usize,
+        None => warmup(&prompts),
+    };
     let spec = CanarySpec {
         interval,
         max_tokens: in_range(&at("max_tokens"), max_tokens, 1, 4096)? as u32,
@@ -190,6 +220,7 @@ pub(super) fn canary(
         group_by,
         baseline: raw.baseline.clone(),
         votes: in_range(&at("votes"), raw.votes.unwrap_or(DEFAULT_VOTES), 0, 16)? as usize,
+        warmup,
     };
     Ok((Arc::new(spec), files.finish()))
 }

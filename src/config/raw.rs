@@ -236,7 +236,7 @@ pub struct RawSlo {
 }
 
 /// `canary = { interval, max_tokens, structured_max_tokens, top_logprobs, margin, prompts,
-/// golden, group_by, baseline, votes, structured }`.
+/// golden, group_by, baseline, votes, structured, warmup }`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RawCanary {
@@ -251,8 +251,8 @@ pub struct RawCanary {
     /// Target labels whose values split a block's replicas into groups with a reference
     /// each (default: the pod's controller revision).
     pub group_by: Option<Vec<String>>,
-    /// The group value a block's other groups are compared with (default: the group whose
-    /// oldest pod was created first).
+    /// The one group a block's replicas are compared with (default: every other group, by
+    /// name, for a rollout's template to select the pair).
     pub baseline: Option<String>,
     /// Replicas on other nodes asked to vote for a node-local group's reference (default 3).
     pub votes: Option<u64>,
@@ -262,6 +262,10 @@ pub struct RawCanary {
     /// `max_tokens` of the structured prompts (default 512): room for a reasoning model's
     /// thinking before the answer, which the text prompts' budget is not.
     pub structured_max_tokens: Option<u64>,
+    /// Checks run back to back when a replica is first found, so a rollout's gate has a
+    /// verdict in seconds (default: whole rounds of the prompts, at least two and enough
+    /// for 12 comparisons and 4 known answers, at most 48 checks; 0: none).
+    pub warmup: Option<u64>,
 }
 
 /// `prefix_cache = { interval, prefix_tokens, hit_share, speedup, objective }`.

@@ -33,12 +33,14 @@ pub struct CanarySpec {
     pub golden_for: Option<(String, Option<String>)>,
     /// Target labels whose values make a replica's group; empty: its controller revision.
     pub group_by: Vec<String>,
-    /// The group a block's other groups are compared with (the rollout gate); `None`: the
-    /// one whose oldest pod was created first (`canary::books`).
+    /// The one group a block's replicas are compared with (the rollout gate); `None`:
+    /// every other group, by name (`canary::baseline`).
     pub baseline: Option<String>,
     /// Replicas of the pool on other nodes asked to vote when a node-local group is below
     /// three replicas on this node (0: never).
     pub votes: usize,
+    /// Checks run back to back when a replica is first found (then one per interval).
+    pub warmup: usize,
 }
 
 impl CanarySpec {

@@ -15,21 +15,42 @@
 //! - `analysis/analysis.go` `assessMetricFailureInconclusiveOrError` /
 //!   `assessMetricStatus`: after each measurement, `failed > failureLimit` → Failed,
 //!   `inconclusive > inconclusiveLimit` → Inconclusive, `consecutiveErrors >
-//!   consecutiveErrorLimit` (default 4) → Error; once `count` measurements are taken,
-//!   Successful. The run is the worst of its metrics (`IsWorse`: Successful < Inconclusive
-//!   < Error < Failed). An Error measurement is not counted towards `count`
-//!   (`runMeasurements`), so a query that keeps erroring never completes a metric.
+//!   consecutiveErrorLimit` (default 4) → Error (where several hold, the later wins);
+//!   once `count` measurements are taken, Successful. The run is the worst of its metrics
+//!   (`IsWorse`: Successful < Inconclusive < Error < Failed). An Error measurement is not
+//!   counted towards `count` (`runMeasurements`), so a query that keeps erroring never
+//!   completes a metric.
+//! - `count` unset (`EffectiveCount` in `pkg/apis/rollouts/v1alpha1/analysis_types.go`):
+//!   with an `interval`, the metric runs **indefinitely** (not 0 measurements); without
+//!   one, once.
+//! - **Termination** (`assessMetricStatus`): a metric of a terminating run that has not
+//!   failed, errored or gone Inconclusive is **Successful** — measured or not. A
+//!   *background* analysis (`strategy.canary.analysis`) is terminated when the rollout is
+//!   fully promoted (`rollout/analysis.go` `reconcileAnalysisRuns`:
+//!   `shouldCancelCurrentAnalysis` → `cancelAnalysisRuns`), and a completed background run
+//!   is not re-created for later steps (`needsNewAnalysisRun`). So a verdict that comes
+//!   after the steps end is no verdict. An *inline* step (`steps: - analysis:`) blocks the
+//!   rollout until its run completes (`reconcileStepBasedAnalysisRun`,
+//!   `completedCurrentCanaryStep` in `rollout/canary.go`): Successful goes on, Failed or
+//!   Error aborts, Inconclusive pauses.
+//! - Timing (`analysis.go` `generateMetricTasks`): the first measurement is taken as soon
+//!   as the run starts (no `initialDelay`), each next one `interval` after the last.
 //!
 //! **Flagger** (fluxcd/flagger):
 //! - `pkg/metrics/providers/prometheus.go` `RunQuery`: the value is the *last* sample of
 //!   the vector; an empty vector or NaN is `ErrNoValuesFound`.
 //! - `pkg/controller/scheduler_metrics.go` `runMetricChecks`: no values, a query error, a
 //!   value below `thresholdRange.min` or above `.max` halts advancement (the check fails).
-//! - `pkg/controller/scheduler.go` `advanceCanary`: the first iteration (weight 0, no
-//!   iterations yet) only starts the analysis; each failed check adds one to
-//!   `status.failedChecks`, never reset during an analysis; at `failedChecks >=
-//!   analysis.threshold` the canary is rolled back; after `analysis.iterations` passing
-//!   checks (blue/green, as for a DaemonSet) it is promoted.
+//! - `pkg/controller/scheduler.go` `advanceCanary`: the first tick of the analysis (weight
+//!   0, `status.iterations` 0) runs the pre-rollout hooks only, no metric check, and
+//!   **counts as an iteration**: it falls through to `runBlueGreen`, which sets
+//!   `status.iterations` to 1. Each later tick first rolls back at `failedChecks >=
+//!   analysis.threshold`, then runs every metric check: a failed one adds one to
+//!   `status.failedChecks` (never reset during an analysis) and ends the tick; a passing
+//!   one advances `runBlueGreen`: `status.iterations` + 1 up to `analysis.iterations`,
+//!   once more at it (promotion hooks, all traffic), and at the tick after, promotion.
+//!   So a blue/green canary (a DaemonSet, the kubernetes provider) is promoted on the
+//!   `iterations + 1`-th passing check after the first tick.
 
 /// One measurement's (or a metric's, or a run's) phase, as Argo names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -155,7 +176,8 @@ pub fn argo_measurement(
 /// A metric's limits, as in the template (Argo's defaults where it omits them).
 #[derive(Clone, Copy, Debug)]
 pub struct ArgoLimits {
-    pub count: usize,
+    /// `None`: unset with an `interval`, so indefinite (`EffectiveCount`).
+    pub count: Option<usize>,
     pub failure_limit: usize,
     pub inconclusive_limit: usize,
     pub consecutive_error_limit: usize,
@@ -163,6 +185,12 @@ pub struct ArgoLimits {
 
 /// A metric's phase after `measurements` (in order), as Argo assesses it after each.
 pub fn argo_metric(measurements: &[Phase], limits: ArgoLimits) -> Phase {
+    argo_metric_in(measurements, limits, false)
+}
+
+/// The same, in a run that is `terminating` (a background analysis when the rollout is
+/// fully promoted): a metric still running is Successful.
+pub fn argo_metric_in(measurements: &[Phase], limits: ArgoLimits, terminating: bool) -> Phase {
     let (mut failed, mut inconclusive, mut consecutive_errors, mut counted) = (0, 0, 0, 0);
     for m in measurements {
         match m {
@@ -192,9 +220,13 @@ pub fn argo_metric(measurements: &[Phase], limits: ArgoLimits) -> Phase {
         if let Some(phase) = phase {
             return phase;
         }
-        if counted >= limits.count {
+        if limits.count.is_some_and(|count| counted >= count) {
             return Phase::Successful;
         }
+    }
+    if terminating {
+        // "if we get here, this metric runs indefinitely" … terminating → Successful.
+        return Phase::Successful;
     }
     Phase::Running
 }
@@ -226,6 +258,7 @@ pub fn flagger_passes(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Canary {
     Progressing {
+        /// `status.iterations`.
         iterations: usize,
         failed_checks: usize,
     },
@@ -237,7 +270,6 @@ pub enum Canary {
 /// `analysis.threshold`): `checks` runs every metric check and says whether all passed.
 pub fn flagger_tick(
     state: Canary,
-    first: bool,
     iterations: usize,
     threshold: usize,
     checks: impl FnOnce() -> bool,
@@ -252,8 +284,13 @@ pub fn flagger_tick(
     if failed_checks >= threshold {
         return Canary::RolledBack;
     }
-    if first {
-        return state; // the analysis starts: pre-rollout hooks only
+    if done == 0 {
+        // "Starting canary analysis": pre-rollout hooks, no metric check; runBlueGreen
+        // counts the tick as an iteration.
+        return Canary::Progressing {
+            iterations: 1,
+            failed_checks,
+        };
     }
     if !checks() {
         return Canary::Progressing {
@@ -261,7 +298,7 @@ pub fn flagger_tick(
             failed_checks: failed_checks + 1,
         };
     }
-    if done + 1 >= iterations {
+    if done > iterations {
         return Canary::Promoted;
     }
     Canary::Progressing {

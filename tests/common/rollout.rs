@@ -4,10 +4,10 @@
 //! per namespace), lets a real Prometheus scrape the daemon, and runs every query every
 //! second from the first second of the analysis, judged by [`super::gates`].
 //!
-//! Time is scaled 30 to 1 so an analysis fits in a test: the canary checks a replica every
-//! 2 s (the default 60 s), Prometheus scrapes every second (a 30 s scrape), Argo measures
-//! every 10 s (the template's 5m), Flagger's analysis ticks every 2 s (1m), and the query
-//! window is 20 s (10m).
+//! Time is scaled 15 to 1 so an analysis fits in a test: the canary checks a replica every
+//! 4 s (the default 60 s) after its warm-up, Prometheus scrapes every second (15 s), Argo
+//! measures every 2 s (the template's 30s), Flagger's analysis ticks every second (the
+//! documented 15s), and the query window is 40 s (10m). Two minutes are 8 s.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,8 +38,8 @@ pub fn write_pool(path: &Path, members: &[(String, Labels)]) {
 }
 
 /// A prompts file: the prompts of `candidates` (a prompts file; the built-in set without
-/// one) compared by logprobs, and one of them a known answer the baseline's weights (at
-/// `good`) give and other weights (at `other`) do not.
+/// one) compared by logprobs, and three of them known answers the baseline's weights (at
+/// `good`) give and other weights (at `other`) do not (as the shipped prompts have three).
 pub async fn prompts(
     dir: &Path,
     (good, other): (&str, &str),
@@ -58,33 +58,42 @@ pub async fn prompts(
         async move { inferprobe::canary::record::record(&args).await.unwrap() }
     };
     let (good, other) = (answers(good).await, answers(other).await);
-    let (known, _) = good
+    let known: Vec<_> = good
         .answers
         .iter()
         .zip(&other.answers)
-        .find(|(g, o)| {
+        .filter(|(g, o)| {
             g.answer.text.trim() != o.answer.text.trim() && !g.answer.text.trim().is_empty()
         })
-        .expect("a prompt the two weights answer differently");
+        .map(|(g, _)| g)
+        .take(3)
+        .collect();
+    assert_eq!(
+        known.len(),
+        3,
+        "three prompts the two weights answer differently"
+    );
     let mut lines: Vec<String> = good
         .answers
         .iter()
-        .filter(|a| a.prompt != known.prompt)
+        .filter(|a| known.iter().all(|k| k.prompt != a.prompt))
         .map(|a| serde_json::json!({ "prompt": a.prompt }).to_string())
         .collect();
-    lines.push(
-        serde_json::json!({
-            "prompt": known.prompt,
-            "expect": format!("^{}", regex::escape(&known.answer.text)),
-        })
-        .to_string(),
-    );
+    for k in known {
+        lines.push(
+            serde_json::json!({
+                "prompt": k.prompt,
+                "expect": format!("^{}", regex::escape(&k.answer.text)),
+            })
+            .to_string(),
+        );
+    }
     let path = dir.join("prompts.jsonl");
     std::fs::write(&path, lines.join("\n")).unwrap();
     path
 }
 
-/// A file_sd discovery block whose replicas are checked every 2 s (a minute, scaled).
+/// A file_sd discovery block whose replicas are checked every 4 s (a minute, scaled).
 fn block(name: &str, file: &Path, gate: &Gate, canary: &str) -> String {
     format!(
         r#"
@@ -97,7 +106,7 @@ fn block(name: &str, file: &Path, gate: &Gate, canary: &str) -> String {
         backend = "openai-chat"
         model = "{}"
         rate = 0.001
-        canary = {{ interval = "2s", max_tokens = 16, prompts = "{}", {}{canary} }}
+        canary = {{ interval = "4s", max_tokens = 16, prompts = "{}", {}{canary} }}
         "#,
         file.display(),
         gate.model,
@@ -110,12 +119,13 @@ pub const STABLE: &str = "5d8f7c9b4";
 pub const ALIKE: &str = "7b6c4d9f8";
 pub const OTHER: &str = "6c5b4a3f2";
 
-/// Seconds between Argo's measurements (the template's 5m, scaled), Flagger's ticks (1m).
-const ARGO_EVERY: u64 = 10;
-const FLAGGER_EVERY: u64 = 2;
+/// Seconds between Argo's measurements (the template's 30s, scaled), Flagger's ticks (15s).
+const ARGO_EVERY: u64 = 2;
 /// The Canary's analysis, as the Flagger template's header advises.
-const FLAGGER_ITERATIONS: usize = 10;
-const FLAGGER_THRESHOLD: usize = 10;
+const FLAGGER_ITERATIONS: usize = 6;
+const FLAGGER_THRESHOLD: usize = 6;
+/// Two minutes, scaled: the verdict's deadline.
+pub const TWO_MINUTES: u64 = 8;
 
 /// What one candidate version's analysis did: Argo's measurements per metric, its phase
 /// per metric at every second, and Flagger's canary.
@@ -125,6 +135,9 @@ pub struct Analysis {
     pub every_second: Vec<Vec<(u64, Vec<f64>, Phase)>>,
     pub flagger: Vec<(String, String)>,
     pub canary: Canary,
+    /// When Flagger rolled back or promoted, and Argo's run completed.
+    pub flagger_at: Option<u64>,
+    pub argo_at: Option<u64>,
 }
 
 impl Analysis {
@@ -132,7 +145,8 @@ impl Analysis {
         let argo = argo(&[
             ("target", "llm"),
             ("canary-hash", canary_hash),
-            ("window", "20s"),
+            ("stable-hash", STABLE),
+            ("window", "40s"),
             ("prometheus", "http://127.0.0.1:9090"),
         ]);
         let n = argo.len();
@@ -140,11 +154,13 @@ impl Analysis {
             argo,
             measurements: vec![Vec::new(); n],
             every_second: vec![Vec::new(); n],
-            flagger: flagger(namespace, "llm", "20s"),
+            flagger: flagger(namespace, "llm", "40s"),
             canary: Canary::Progressing {
                 iterations: 0,
                 failed_checks: 0,
             },
+            flagger_at: None,
+            argo_at: None,
         }
     }
 
@@ -157,28 +173,46 @@ impl Analysis {
                 gates::argo_measurement(&answer, m.success.as_deref(), m.failure.as_deref());
             let values = answer.clone().unwrap_or_default();
             self.every_second[i].push((t, values, phase));
-            if t % ARGO_EVERY == 0 && self.measurements[i].len() < m.limits.count {
+            let due = m
+                .limits
+                .count
+                .is_none_or(|c| self.measurements[i].len() < c);
+            if t % ARGO_EVERY == 0 && due && self.argo_at.is_none() {
                 self.measurements[i].push(phase);
             }
         }
-        if t % FLAGGER_EVERY == 0 {
+        if self.argo_at.is_none() && self.argo_run() != Phase::Running {
+            self.argo_at = Some(t);
+        }
+        {
+            // Flagger ticks every second.
             let mut answers = Vec::new();
             for (name, query) in &self.flagger {
                 answers.push((name.clone(), prometheus.query(query).await));
             }
-            self.canary = gates::flagger_tick(
-                self.canary,
-                t == 0,
-                FLAGGER_ITERATIONS,
-                FLAGGER_THRESHOLD,
-                || {
+            self.canary =
+                gates::flagger_tick(self.canary, FLAGGER_ITERATIONS, FLAGGER_THRESHOLD, || {
                     answers.iter().all(|(name, answer)| {
                         let (min, max) = flagger_range(name);
                         gates::flagger_passes(answer, min, max)
                     })
-                },
-            );
+                });
+            if self.flagger_at.is_none() && !matches!(self.canary, Canary::Progressing { .. }) {
+                self.flagger_at = Some(t);
+            }
         }
+    }
+
+    /// The first second each Argo metric's answer was conclusive (not -1).
+    pub fn conclusive_at(&self) -> Vec<Option<u64>> {
+        self.every_second
+            .iter()
+            .map(|s| {
+                s.iter()
+                    .find(|(_, v, _)| v.first().is_some_and(|v| *v >= 0.0))
+                    .map(|(t, _, _)| *t)
+            })
+            .collect()
     }
 
     /// Argo's AnalysisRun: the worst of its metrics.
@@ -191,21 +225,19 @@ impl Analysis {
             .unwrap()
     }
 
-    /// Every Argo measurement taken and Flagger decided.
+    /// Argo's run completed and Flagger decided.
     pub fn done(&self) -> bool {
-        let taken = self
-            .argo
-            .iter()
-            .zip(&self.measurements)
-            .all(|(m, t)| t.len() >= m.limits.count);
-        taken && !matches!(self.canary, Canary::Progressing { .. })
+        self.argo_at.is_some() && self.flagger_at.is_some()
     }
 
     pub fn report(&self, label: &str) -> String {
         let mut out = format!(
-            "{label}: Argo {:?}, Flagger {:?}\n",
+            "{label}: Argo {:?} at {:?} s, Flagger {:?} at {:?} s; first conclusive answer per metric at {:?} s\n",
             self.argo_run(),
-            self.canary
+            self.argo_at,
+            self.canary,
+            self.flagger_at,
+            self.conclusive_at(),
         );
         for (m, seconds) in self.argo.iter().zip(&self.every_second) {
             let line: Vec<String> = seconds
@@ -274,8 +306,9 @@ pub async fn prove(dir: &Path, gate: &Gate) -> Option<String> {
     for (file, members) in flagger_files.iter().zip(&primaries) {
         write_pool(file, members);
     }
-    let by_app = r#"group_by = ["app"], baseline = "llm-primary""#;
-    let by_hash = format!(r#"group_by = ["version"], baseline = "{STABLE}""#);
+    // No block names a baseline: each template names its pair (issue 41, item 4).
+    let by_app = r#"group_by = ["app"]"#;
+    let by_hash = r#"group_by = ["version"]"#.to_owned();
     let toml = format!(
         "seed = 5\n{}{}{}",
         block("llm", &argo_file, gate, &by_hash),
@@ -320,7 +353,7 @@ pub async fn prove(dir: &Path, gate: &Gate) -> Option<String> {
     let mut bad = Analysis::new(OTHER, "bad");
     let mut ticks = tokio::time::interval(Duration::from_secs(1));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    for t in 0..=90 {
+    for t in 0..=60 {
         ticks.tick().await;
         healthy.step(&prometheus, t).await;
         bad.step(&prometheus, t).await;
@@ -334,9 +367,9 @@ pub async fn prove(dir: &Path, gate: &Gate) -> Option<String> {
         bad.report("other weights")
     );
 
-    // Item 1: the healthy version's `diverged` series is there, at 0, not missing.
+    // Issue 31 item 1: the healthy version's `diverged` series is there, at 0.
     let diverged = format!(
-        r#"inferprobe_canary_baseline_checks_total{{target="llm", group="{ALIKE}", result="diverged"}}"#
+        r#"inferprobe_canary_baseline_checks_total{{target="llm", group="{ALIKE}", baseline="{STABLE}", result="diverged"}}"#
     );
     assert_eq!(prometheus.query(&diverged).await, Ok(vec![0.0]), "{report}");
     for seconds in &healthy.every_second {
@@ -352,12 +385,24 @@ pub async fn prove(dir: &Path, gate: &Gate) -> Option<String> {
             );
         }
     }
-    // Item 2: too few checks is Inconclusive, not a pass: the first measurement waited.
-    assert_eq!(
-        healthy.measurements[0].first(),
-        Some(&Phase::Inconclusive),
-        "{report}"
-    );
+    // Issue 41 item 1: the known-answers metric never passes other weights.
+    for (t, values, phase) in &bad.every_second[1] {
+        assert!(
+            *phase != Phase::Successful,
+            "other weights' known answers passed at {t}s: {values:?}\n{report}"
+        );
+    }
+    // Issue 41 item 2: a verdict within two minutes, for good and bad versions alike.
+    for analysis in [&healthy, &bad] {
+        for at in analysis.conclusive_at() {
+            assert!(at.is_some_and(|t| t <= TWO_MINUTES), "{report}");
+        }
+        assert!(
+            analysis.argo_at.is_some_and(|t| t <= TWO_MINUTES),
+            "{report}"
+        );
+    }
+    assert!(bad.flagger_at.is_some_and(|t| t <= TWO_MINUTES), "{report}");
     assert_eq!(healthy.argo_run(), Phase::Successful, "{report}");
     assert_eq!(healthy.canary, Canary::Promoted, "{report}");
     assert_eq!(bad.argo_run(), Phase::Failed, "{report}");

@@ -65,6 +65,8 @@ pub fn argo(given: &[(&str, &str)]) -> Vec<ArgoMetric> {
         text
     };
     let limit = |m: &Value, key: &str, default: u64| m[key].as_u64().unwrap_or(default) as usize;
+    // Unset with an interval: indefinite (Argo's `EffectiveCount`), never 0.
+    let count = |m: &Value| m["count"].as_u64().filter(|c| *c > 0).map(|c| c as usize);
     t["spec"]["metrics"]
         .as_sequence()
         .unwrap()
@@ -79,7 +81,7 @@ pub fn argo(given: &[(&str, &str)]) -> Vec<ArgoMetric> {
                 success: m["successCondition"].as_str().map(fill),
                 failure: m["failureCondition"].as_str().map(fill),
                 limits: ArgoLimits {
-                    count: limit(m, "count", 0),
+                    count: count(m),
                     failure_limit: limit(m, "failureLimit", 0),
                     inconclusive_limit: limit(m, "inconclusiveLimit", 0),
                     consecutive_error_limit: limit(m, "consecutiveErrorLimit", 4),

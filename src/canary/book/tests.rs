@@ -132,6 +132,7 @@ fn a_changed_model_or_setting_is_another_book() {
         group_by: Vec::new(),
         baseline: None,
         votes: 3,
+        warmup: 0,
     };
     let key = group_key("pool", "m", &spec(32));
     assert_ne!(key, group_key("pool", "m2", &spec(32)));

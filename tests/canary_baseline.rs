@@ -283,9 +283,10 @@ async fn a_reload_that_changes_the_group_leaves_no_old_group_series() {
 /// Item 3: a Flagger DaemonSet canary on the test API server. Flagger runs `llm` (the new
 /// version) beside `llm-primary` on every node and renames the primary's `app` label to
 /// `llm-primary`; pod names (`llm-<5>`, `llm-primary-<5>`) cannot tell them apart for a
-/// template. The documented block — both selected, grouped by `app`, `llm-primary` the
-/// baseline — compares the canary's pods (group `llm`, Flagger's `{{ target }}`) with the
-/// primary's; the old `app=llm` selector never saw the primary, so nothing was compared.
+/// template. The documented block — both selected, grouped by `app` — compares the
+/// canary's pods (group `llm`, Flagger's `{{ target }}`) with the primary's (`baseline`
+/// `llm-primary`, the template's pair); the old `app=llm` selector never saw the primary,
+/// so nothing was compared.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flagger_daemonset_canary_is_compared_with_its_primary() {
     // SAFETY: only this file's tests read this variable, and they set it alike.
@@ -317,7 +318,7 @@ async fn a_flagger_daemonset_canary_is_compared_with_its_primary() {
     let kubeconfig = api.write_kubeconfig(dir.path());
     let flagger =
         "node_local = true\n        model_label = \"model\"\n        pod_labels = [\"app\"]";
-    let grouped = r#"canary = { interval = "20ms", max_tokens = 16, group_by = ["app"], baseline = "llm-primary" }"#;
+    let grouped = r#"canary = { interval = "20ms", max_tokens = 16, group_by = ["app"] }"#;
     let documented = kube_config(&kubeconfig, flagger, "")
         .replace(
             r#"selector = "app=llm""#,
@@ -333,14 +334,19 @@ async fn a_flagger_daemonset_canary_is_compared_with_its_primary() {
     let canary = [
         ("pod", "llm-b5n8q"),
         ("group", "llm"),
+        ("baseline", "llm-primary"),
         ("result", "diverged"),
     ];
     let diverged = s.sum("inferprobe_canary_baseline_checks_total", &canary);
     assert!(diverged >= 0.75 * compared(&s, "llm-b5n8q"), "{}", s.text);
+    // The primary's comparisons are the other pair (`llm-primary` against `llm`), which
+    // the template does not select.
+    let primary = [("pod", "llm-primary-x7k2p"), ("baseline", "llm-primary")];
     assert_eq!(
-        compared(&s, "llm-primary-x7k2p"),
+        s.sum("inferprobe_canary_baseline_checks_total", &primary),
         0.0,
-        "the primary is the baseline"
+        "{}",
+        s.text
     );
 
     // The selector Flagger's renaming defeats: the primary is never seen, nothing compared.
@@ -352,4 +358,74 @@ async fn a_flagger_daemonset_canary_is_compared_with_its_primary() {
     let s = scored_by(&daemon, &["llm-b5n8q".to_owned()], 16.0).await;
     daemon.stop().await;
     assert_eq!(compared(&s, "llm-b5n8q"), 0.0, "{}", s.text);
+}
+
+/// Issue 41 item 5: Flagger's promotion copies the canary's spec to the primary and keeps
+/// its `app: llm-primary` label (`makePrimaryLabels`), so during the primary's rolling
+/// update old and new pods share the group `llm-primary`. Each revision keeps its own
+/// reference within the group, so no primary pod of either revision diverges (before: the
+/// first new primary pod diverged in 14 of 14 checks, InferprobeWrongAnswers pending), and
+/// the canary's pair with the primary still reads as it did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flagger_promotion_pages_no_primary_pod() {
+    let api = KubeApi::start().await;
+    let pod = |app: &'static str, hash: &'static str| {
+        vec![("app", app), ("model", "m"), ("pod-template-hash", hash)]
+    };
+    // Three old primary pods, the canary (a new model), and the first new primary pod.
+    let pods = [
+        (0, "node-0".to_owned(), pod("llm-primary", "old")),
+        (0, "node-0".to_owned(), pod("llm-primary", "old")),
+        (0, "node-0".to_owned(), pod("llm-primary", "old")),
+        (7, "node-0".to_owned(), pod("llm", "canary")),
+        (7, "node-0".to_owned(), pod("llm-primary", "new")),
+    ];
+    let _sims = kube_pods(&api, &pods).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    let toml = kube_config(
+        &kubeconfig,
+        "model_label = \"model\"\n        pod_labels = [\"app\"]",
+        "",
+    )
+    .replace(
+        r#"selector = "app=llm""#,
+        r#"selector = "app in (llm, llm-primary)""#,
+    )
+    .replace(
+        r#"canary = { interval = "20ms", max_tokens = 16 }"#,
+        r#"canary = { interval = "20ms", max_tokens = 16, group_by = ["app"] }"#,
+    );
+    let daemon = start_daemon(&toml).await;
+    let s = scored_by(&daemon, &names("llm-", 5), 16.0).await;
+    daemon.stop().await;
+    for pod in names("llm-", 5) {
+        assert_eq!(
+            checks(&s, &[("pod", &pod)], "diverged"),
+            0.0,
+            "{pod}\n{}",
+            s.text
+        );
+    }
+    // The new primary pod is in the group the template reads as the baseline, by label.
+    assert!(
+        s.text
+            .lines()
+            .any(|l| l.starts_with("inferprobe_canary_checks_total")
+                && l.contains(r#"pod="llm-4""#)
+                && l.contains(r#"group="llm-primary""#))
+    );
+    // The canary (the new model) against the primary: diverged, as before the promotion.
+    let pair = [
+        ("pod", "llm-3"),
+        ("group", "llm"),
+        ("baseline", "llm-primary"),
+    ];
+    let mut diverged = pair.to_vec();
+    diverged.push(("result", "diverged"));
+    assert!(
+        s.sum("inferprobe_canary_baseline_checks_total", &diverged) > 0.0,
+        "{}",
+        s.text
+    );
 }

@@ -68,7 +68,37 @@ pub fn describe(
         out +=
             &format!(" ({backend} reports no logprobs: known answers and structured checks only)");
     }
+    if spec.warmup > 0 {
+        out += &format!(
+            "; a replica just found is checked {} times back to back first",
+            spec.warmup
+        );
+    }
+    out += &format!("; rollout gate: {}", gate(spec, compared, known));
     out
+}
+
+/// What a rollout gate (config/rollouts/) can read of this canary: its comparisons with
+/// other groups, and its known answers, without which the known-answers metric never
+/// decides (-1: Argo pauses the rollout, Flagger fails its checks).
+fn gate(spec: &CanarySpec, compared: usize, known: usize) -> String {
+    let pairs = match (&spec.baseline, compared) {
+        (_, 0) => {
+            "no comparison with other versions (no prompt is compared by logprobs)".to_owned()
+        }
+        (Some(b), _) => format!("compared with group {b:?} only (canary.baseline)"),
+        (None, _) => {
+            "each version compared with every other by name (the template selects the pair)"
+                .to_owned()
+        }
+    };
+    let known = if known == 0 {
+        "no known answers, so a gate on known answers (the templates' known-answers metric) stays -1 and cannot pass:          add prompts with an `expect` regex (config/kubernetes/canary-prompts.jsonl has three)"
+            .to_owned()
+    } else {
+        format!("{known} known answer(s) per round of the prompts")
+    };
+    format!("{pairs}; {known}")
 }
 
 /// The shipped alerts' windows and the scored checks they need in them (docs/canary.md, "Canary

@@ -135,9 +135,9 @@ fn key<K: Resource>(object: &K) -> String {
     )
 }
 
-/// Why the API failed, for the log and the block's health.
 /// The pod labels that name the revision of the controller that made it, most specific
-/// first: an Argo Rollout's (its ReplicaSets also carry `pod-template-hash`), a
+/// first: an Argo Rollout's (its ReplicaSets and pods carry `rollouts-pod-template-hash`
+/// only: argo-rollouts `rollout/sync.go` `createDesiredReplicaSet` adds that one key), a
 /// Deployment's ReplicaSet's, a StatefulSet's (LeaderWorkerSet's leaders are one).
 pub const REVISION_LABELS: [&str; 3] = [
     "rollouts-pod-template-hash",
@@ -145,6 +145,7 @@ pub const REVISION_LABELS: [&str; 3] = [
     "controller-revision-hash",
 ];
 
+/// Why the API failed, for the log and the block's health.
 pub fn describe(error: &watcher::Error) -> String {
     let api = match error {
         watcher::Error::InitialListFailed(e)

@@ -111,6 +111,48 @@ fn every_toml_block_passes_check() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// Issue 41 item 6: the rollout gate's configuration as its files show it passes `check`:
+/// the Flagger templates' header block, and the shipped Kubernetes configuration with its
+/// commented canary line on. The mounted prompts file is read from the repository (the
+/// pod's `/etc/inferprobe/canary/prompts.jsonl` is the ConfigMap made of it).
+#[test]
+fn the_rollout_gates_configuration_passes_check() {
+    let prompts = root().join("config/kubernetes/canary-prompts.jsonl");
+    let mounted = |text: &str| {
+        text.replace(
+            "/etc/inferprobe/canary/prompts.jsonl",
+            prompts.to_str().unwrap(),
+        )
+    };
+    let header = read("config/rollouts/flagger-metrictemplates.yaml");
+    let block: Vec<&str> = header
+        .lines()
+        .skip_while(|l| !l.contains("[[discovery]]"))
+        .take_while(|l| l.trim() != "#")
+        .map(|l| l.trim_start_matches('#').trim_start())
+        .collect();
+    assert!(block.len() > 5, "{block:?}");
+    let toml = mounted(&block.join("\n"));
+    assert!(toml.contains("canary = {"), "{toml}");
+    assert_eq!(check_toml(&toml), None, "{toml}");
+    let shipped = read("config/kubernetes/inferprobe.toml");
+    let on = mounted(&shipped.replace("# canary = {", "canary = {"));
+    assert_ne!(on, mounted(&shipped), "the commented canary line");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("inferprobe.toml");
+    std::fs::write(&path, &on).unwrap();
+    // As README's pre-flight runs it: the API key is the cluster's Secret.
+    let args = ["check", "--no-secrets", "--config", path.to_str().unwrap()];
+    let out = inferprobe(&args, &POD_ENV);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("3 known answer(s)"), "{said}");
+}
+
 /// Metric families in an exposition: `# TYPE name kind` (counters without `_total`).
 fn exported(text: &str) -> BTreeSet<String> {
     text.lines()
@@ -177,6 +219,9 @@ async fn every_exported_metric_is_documented_and_every_documented_one_exported()
     // per capability) and a discovery block, so every family is registered.
     let dir = tempfile::tempdir().unwrap();
     let file = common::pool_file(dir.path(), &[(&sim.url(), &[])]);
+    // Known answers have series of their own (the rollout gate's denominator).
+    let known = dir.path().join("known.jsonl");
+    std::fs::write(&known, r#"{"prompt": "What is 2 + 2?", "expect": "4"}"#).unwrap();
     let toml = format!(
         r#"
         [tracing]
@@ -189,6 +234,12 @@ async fn every_exported_metric_is_documented_and_every_documented_one_exported()
         slo = {{ ttft = "1s", objective = 0.99 }}
         canary = {{ interval = "1h", structured = true }}
         prefix_cache = {{ interval = "1h", objective = 0.9 }}
+        [[targets]]
+        name = "k"
+        url = "{}"
+        model = "m"
+        rate = 0.001
+        canary = {{ interval = "1h", warmup = 0, prompts = "{}" }}
         [[discovery]]
         name = "pool"
         source = "file"
@@ -198,6 +249,8 @@ async fn every_exported_metric_is_documented_and_every_documented_one_exported()
         rate = 0.001
         "#,
         sim.url(),
+        sim.url(),
+        known.display(),
         file.display()
     );
     // The simulator's series exist once it has served a request.

@@ -93,7 +93,7 @@ fn gate(spec: &CanarySpec, compared: usize, known: usize) -> String {
         }
     };
     let known = if known == 0 {
-        "no known answers, so a gate on known answers (the templates' known-answers metric) stays -1 and cannot pass:          add prompts with an `expect` regex (config/kubernetes/canary-prompts.jsonl has three)"
+        "no known answers, so a gate on known answers (the templates' known-answers metric) stays -1 and cannot pass: add prompts with an `expect` regex (config/kubernetes/canary-prompts.jsonl has three)"
             .to_owned()
     } else {
         format!("{known} known answer(s) per round of the prompts")

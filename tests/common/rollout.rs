@@ -118,6 +118,8 @@ fn block(name: &str, file: &Path, gate: &Gate, canary: &str) -> String {
 pub const STABLE: &str = "5d8f7c9b4";
 pub const ALIKE: &str = "7b6c4d9f8";
 pub const OTHER: &str = "6c5b4a3f2";
+/// A new version whose every request fails (nothing listens at its address).
+pub const BROKEN: &str = "4e3d2c1b0";
 
 /// Seconds between Argo's measurements (the template's 30s, scaled), Flagger's ticks (15s).
 const ARGO_EVERY: u64 = 2;
@@ -215,14 +217,21 @@ impl Analysis {
             .collect()
     }
 
-    /// Argo's AnalysisRun: the worst of its metrics.
+    /// Argo's AnalysisRun: the worst of its metrics once one failed, errored or went
+    /// Inconclusive (the run then terminates), else Running while any metric runs.
     pub fn argo_run(&self) -> Phase {
-        self.argo
+        let phases: Vec<Phase> = self
+            .argo
             .iter()
             .zip(&self.measurements)
             .map(|(m, taken)| gates::argo_metric(taken, m.limits))
-            .max()
-            .unwrap()
+            .collect();
+        let worst = phases.iter().copied().max().unwrap_or(Phase::Running);
+        if worst > Phase::Successful || !phases.contains(&Phase::Running) {
+            worst
+        } else {
+            Phase::Running
+        }
     }
 
     /// Argo's run completed and Flagger decided.
@@ -342,6 +351,7 @@ pub async fn prove(dir: &Path, gate: &Gate) -> Option<String> {
     let mut argo_rolled = argo_stable.clone();
     argo_rolled.push((gate.alike[0].clone(), argo_pod(ALIKE, 0)));
     argo_rolled.push((gate.other[0].clone(), argo_pod(OTHER, 0)));
+    argo_rolled.push(("127.0.0.1:1".to_owned(), argo_pod(BROKEN, 0)));
     write_pool(&argo_file, &argo_rolled);
     let canaries = [(&gate.alike[1], "good"), (&gate.other[1], "bad")];
     for ((file, members), (canary, ns)) in flagger_files.iter().zip(&primaries).zip(canaries) {
@@ -351,20 +361,24 @@ pub async fn prove(dir: &Path, gate: &Gate) -> Option<String> {
     }
     let mut healthy = Analysis::new(ALIKE, "good");
     let mut bad = Analysis::new(OTHER, "bad");
+    // Argo only: no Flagger canary runs in this namespace.
+    let mut broken = Analysis::new(BROKEN, "none");
     let mut ticks = tokio::time::interval(Duration::from_secs(1));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     for t in 0..=60 {
         ticks.tick().await;
         healthy.step(&prometheus, t).await;
         bad.step(&prometheus, t).await;
-        if healthy.done() && bad.done() {
+        broken.step(&prometheus, t).await;
+        if healthy.done() && bad.done() && broken.argo_at.is_some() {
             break;
         }
     }
     let report = format!(
-        "{}{}",
+        "{}{}{}",
         healthy.report("same weights"),
-        bad.report("other weights")
+        bad.report("other weights"),
+        broken.report("every request failing")
     );
 
     // Issue 31 item 1: the healthy version's `diverged` series is there, at 0.
@@ -407,6 +421,16 @@ pub async fn prove(dir: &Path, gate: &Gate) -> Option<String> {
     assert_eq!(healthy.canary, Canary::Promoted, "{report}");
     assert_eq!(bad.argo_run(), Phase::Failed, "{report}");
     assert_eq!(bad.canary, Canary::RolledBack, "{report}");
+    // A version whose checks all fail fails both metrics (2), within two minutes: it never
+    // waits forever.
+    assert_eq!(broken.argo_run(), Phase::Failed, "{report}");
+    assert!(broken.argo_at.is_some_and(|t| t <= TWO_MINUTES), "{report}");
+    for seconds in &broken.every_second {
+        assert!(
+            seconds.iter().any(|(_, v, _)| v.first() == Some(&2.0)),
+            "{report}"
+        );
+    }
     daemon.stop().await;
     Some(report)
 }

@@ -372,15 +372,26 @@ async fn a_flagger_promotion_pages_no_primary_pod() {
     let pod = |app: &'static str, hash: &'static str| {
         vec![("app", app), ("model", "m"), ("pod-template-hash", hash)]
     };
-    // Three old primary pods, the canary (a new model), and the first new primary pod.
-    let pods = [
-        (0, "node-0".to_owned(), pod("llm-primary", "old")),
-        (0, "node-0".to_owned(), pod("llm-primary", "old")),
-        (0, "node-0".to_owned(), pod("llm-primary", "old")),
-        (7, "node-0".to_owned(), pod("llm", "canary")),
-        (7, "node-0".to_owned(), pod("llm-primary", "new")),
-    ];
-    let _sims = kube_pods(&api, &pods).await;
+    // Three old primary pods; later the canary (a new model) and, promoted, the first new
+    // primary pod (llm-3 and llm-4).
+    let old: Vec<_> = (0..3)
+        .map(|_| (0, "node-0".to_owned(), pod("llm-primary", "old")))
+        .collect();
+    let mut sims = kube_pods(&api, &old).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await; // a later creationTimestamp
+    for (i, app, hash) in [(3, "llm", "canary"), (4, "llm-primary", "new")] {
+        let sim = start_sim(sim(7)).await;
+        api.apply(objects::pod(
+            "inference",
+            &format!("llm-{i}"),
+            "node-0",
+            Some("127.0.0.1"),
+            true,
+            &pod(app, hash),
+            &[("http", sim.addr.port())],
+        ));
+        sims.push(sim);
+    }
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = api.write_kubeconfig(dir.path());
     let toml = kube_config(

@@ -90,7 +90,7 @@ impl Books {
     }
 
     /// The book that answers for `group` of `family` here: of its revisions with a replica
-    /// here, the oldest. `None` when the group has none here.
+    /// here, the oldest (of equals, the larger). `None` when the group has none here.
     pub fn live_group(&self, family: &str, group: Option<&str>) -> Option<Arc<Book>> {
         let groups = lock(&self.groups);
         groups
@@ -98,7 +98,14 @@ impl Books {
             .filter(|((f, key), book)| {
                 f == family && group_of_key(key.as_deref()) == group && book.is_live()
             })
-            .min_by(|(a, x), (b, y)| x.born().total_cmp(&y.born()).then_with(|| a.1.cmp(&b.1)))
+            // Of revisions born alike (pods created in one second), the one with more
+            // replicas here.
+            .min_by(|(a, x), (b, y)| {
+                x.born()
+                    .total_cmp(&y.born())
+                    .then_with(|| y.members().len().cmp(&x.members().len()))
+                    .then_with(|| a.1.cmp(&b.1))
+            })
             .map(|(_, book)| Arc::clone(book))
     }
 

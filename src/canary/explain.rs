@@ -84,7 +84,8 @@ pub fn describe(
 fn gate(spec: &CanarySpec, compared: usize, known: usize) -> String {
     let pairs = match (&spec.baseline, compared) {
         (_, 0) => {
-            "no comparison with other versions (no prompt is compared by logprobs)".to_owned()
+            "no comparison with other versions (every prompt is a known answer or structured)"
+                .to_owned()
         }
         (Some(b), _) => format!("compared with group {b:?} only (canary.baseline)"),
         (None, _) => {

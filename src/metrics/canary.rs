@@ -358,10 +358,10 @@ impl CanarySeries {
             }
         }
         for (baseline, result) in &verdict.baseline {
-            self.gate.record_baseline(baseline, *result);
+            self.gate.record_baseline(baseline, result.as_str());
         }
         if let Some(known) = verdict.known {
-            self.gate.record_known(known);
+            self.gate.record_known(known.as_str());
         }
     }
 }

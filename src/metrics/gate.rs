@@ -19,7 +19,6 @@
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 
-use super::canary::CheckResult;
 use super::{LabeledFamily, TargetLabels, labels};
 
 type PairLabels = (
@@ -37,19 +36,12 @@ type KnownLabels = (
     ),
 );
 
-/// The results a comparison with another group's reference can have.
-pub const BASELINE_RESULTS: [CheckResult; 3] = [
-    CheckResult::Match,
-    CheckResult::Diverged,
-    CheckResult::Unscored,
-];
+/// The results a comparison with another group's reference can have (of
+/// `canary::CheckResult`, spelled as its `result` label; the caller passes them so).
+pub const BASELINE_RESULTS: [&str; 3] = ["match", "diverged", "unscored"];
 
 /// The results a known-answer check can have.
-pub const KNOWN_RESULTS: [CheckResult; 3] = [
-    CheckResult::Match,
-    CheckResult::WrongAnswer,
-    CheckResult::Unscored,
-];
+pub const KNOWN_RESULTS: [&str; 3] = ["match", "wrong_answer", "unscored"];
 
 #[derive(Clone, Debug, Default)]
 pub(super) struct GateFamilies {
@@ -97,7 +89,7 @@ impl GateFamilies {
 }
 
 impl GateSeries {
-    fn pair_key(&self, baseline: &str, result: CheckResult) -> PairLabels {
+    fn pair_key(&self, baseline: &str, result: &'static str) -> PairLabels {
         (
             self.labels.clone(),
             (
@@ -105,7 +97,7 @@ impl GateSeries {
                     (labels::GROUP, self.group.clone()),
                     (labels::BASELINE, baseline.to_owned()),
                 ],
-                [(labels::RESULT, result.as_str())],
+                [(labels::RESULT, result)],
             ),
         )
     }
@@ -128,7 +120,7 @@ impl GateSeries {
         }
     }
 
-    pub(super) fn record_baseline(&self, baseline: &str, result: CheckResult) {
+    pub(super) fn record_baseline(&self, baseline: &str, result: &'static str) {
         for r in BASELINE_RESULTS {
             let counter = self
                 .families
@@ -140,12 +132,12 @@ impl GateSeries {
         }
     }
 
-    fn known_counter(&self, result: CheckResult) -> Counter {
+    fn known_counter(&self, result: &'static str) -> Counter {
         let key = (
             self.labels.clone(),
             (
                 [(labels::GROUP, self.group.clone())],
-                [(labels::RESULT, result.as_str())],
+                [(labels::RESULT, result)],
             ),
         );
         self.families.known.get_or_insert(key, Counter::default)
@@ -159,7 +151,7 @@ impl GateSeries {
         }
     }
 
-    pub(super) fn record_known(&self, result: CheckResult) {
+    pub(super) fn record_known(&self, result: &'static str) {
         self.open_known();
         self.known_counter(result).inc();
     }

@@ -191,19 +191,12 @@ impl Supervisor {
             if let Some(spec) = &target.canary {
                 let group = target.canary_group();
                 let family = canary::book::group_key(&target.name, &target.model, spec);
-                let by_labels = !spec.group_by.is_empty();
-                let key = canary::books::book_key(
-                    group.as_deref(),
-                    target.revision.as_deref(),
-                    by_labels,
-                );
                 let voters = target.origin.is_some().then(|| {
                     let (answered, failed) = self.metrics.canary_votes(&target.name);
                     canary::votes::Voters {
                         pools: Arc::clone(&self.pools),
                         block: target.name.clone(),
                         group: group.clone(),
-                        revision: target.revision.clone().filter(|_| by_labels),
                         answered,
                         failed,
                     }
@@ -211,7 +204,7 @@ impl Supervisor {
                 let sinks = canary::Sinks {
                     metrics: metrics.clone(),
                     status: Arc::clone(&status),
-                    book: self.books.group(&family, key.as_deref()),
+                    book: self.books.group(&family, group.as_deref()),
                     golden: spec.golden_applies(&target.model, group.as_deref()),
                     baseline: canary::baseline::Baseline {
                         books: Arc::clone(&self.books),

@@ -289,6 +289,8 @@ async fn the_rollout_templates_pass_the_same_weights_and_stop_other_weights() {
         stable: [0; 3].map(|_| vec![address(&stable.url)]),
         alike: [0; 2].map(|_| address(&alike.url)),
         other: [0; 2].map(|_| address(&wrong.url)),
+        hung: None,
+        scale: 1,
     };
     if let Some(report) = common::rollout::prove(dir.path(), &gate).await {
         eprintln!("llama-server rollout gate:\n{report}");

@@ -183,6 +183,12 @@ async fn the_gates_pass_a_healthy_version_and_stop_other_weights_on_a_real_prome
     for seed in [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 7] {
         sims.push(start_sim(sim(seed)).await);
     }
+    // A version that never sends a first token.
+    let hung = start_sim(inferprobe::sim::SimConfig {
+        faults: vec![(inferprobe::sim::Fault::TtftStall, 1.0)],
+        ..sim(0)
+    })
+    .await;
     let address = |i: usize| sims[i].addr.to_string();
     let prompts = prompts(dir.path(), (&sims[0].url(), &sims[10].url()), "m", None).await;
     let gate = Gate {
@@ -192,6 +198,8 @@ async fn the_gates_pass_a_healthy_version_and_stop_other_weights_on_a_real_prome
         stable: [0, 3, 6].map(|first| (first..first + 3).map(address).collect()),
         alike: [address(9), address(11)],
         other: [address(10), address(12)],
+        hung: Some(hung.addr.to_string()),
+        scale: 15,
     };
     if let Some(report) = prove(dir.path(), &gate).await {
         eprintln!("{report}");
@@ -226,6 +234,8 @@ async fn the_gates_on_servers_named_by_the_environment() {
         stable: [0; 3].map(|_| vec![stable.clone()]),
         alike: [0; 2].map(|_| alike.clone()),
         other: [0; 2].map(|_| other.clone()),
+        hung: None,
+        scale: 1,
     };
     let report = prove(dir.path(), &gate).await.expect("Prometheus");
     eprintln!("{report}");

@@ -25,7 +25,7 @@ use super::books::Books;
 use super::compare::{Verdict, answers};
 use super::votes::Pools;
 use crate::endpoint::canary::{CanaryPrompt, CanarySpec, Reference};
-use crate::metrics::CheckResult;
+use crate::metrics::PairResult;
 use crate::probe::ProbeReport;
 
 /// The most other groups one replica is compared with (the oldest first): a rollout has
@@ -113,7 +113,7 @@ impl Baseline {
         }
         others
             .iter()
-            .filter(|g| self.books.live_group(&self.family, g.as_deref()).is_none())
+            .filter(|g| self.books.live(&self.family, g.as_deref()).is_none())
             .map(|g| {
                 let book = self.books.remote(&self.family, g.as_deref(), others);
                 (g.clone(), book)
@@ -130,7 +130,7 @@ impl Baseline {
         report: &ProbeReport,
         margin: f64,
         others: &[Option<String>],
-    ) -> Vec<(String, CheckResult)> {
+    ) -> Vec<(String, PairResult)> {
         if !prompt.compared() || others.is_empty() {
             return Vec::new();
         }
@@ -139,11 +139,12 @@ impl Baseline {
             .iter()
             .map(|group| {
                 let result = match (&answer, self.reference(spec, group.as_deref(), prompt)) {
+                    (None, _) => PairResult::Failed,
+                    (Some(_), None) => PairResult::Unscored,
                     (Some(answer), Some(reference)) => match answers(&reference, answer, margin) {
-                        Verdict::Match { .. } => CheckResult::Match,
-                        Verdict::Diverged(_) => CheckResult::Diverged,
+                        Verdict::Match { .. } => PairResult::Match,
+                        Verdict::Diverged(_) => PairResult::Diverged,
                     },
-                    _ => CheckResult::Unscored,
                 };
                 (label(group), result)
             })
@@ -163,7 +164,7 @@ impl Baseline {
             return prompt.reference.clone();
         }
         let text = &prompt.text;
-        match self.books.live_group(&self.family, group) {
+        match self.books.live(&self.family, group) {
             Some(book) => book.reference_for_others(text),
             None => self
                 .books

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::endpoint::canary::{CanaryPrompt, CanarySpec, Reference};
 use crate::error::ProbeError;
 use crate::logprobs::Unreadable;
-use crate::metrics::{CanaryVerdict, CheckResult, InvalidReason, TargetMetrics};
+use crate::metrics::{CanaryVerdict, CheckResult, InvalidReason, PairResult, TargetMetrics};
 use crate::probe::{Outcome, ProbeReport, Prober};
 use crate::prompt::{Greedy, Prompt};
 use crate::record::{Logprobs, Measurement};
@@ -285,7 +285,6 @@ async fn check(
             voters
                 .ensure_for(
                     group.as_deref(),
-                    None,
                     target,
                     spec,
                     &book,
@@ -362,7 +361,7 @@ async fn record(
     request_id: &Arc<String>,
     prompt: &CanaryPrompt,
     result: &Result<Measurement, ProbeError>,
-    (check, versus): (&Check, Vec<(String, CheckResult)>),
+    (check, versus): (&Check, Vec<(String, PairResult)>),
     sinks: &Sinks,
 ) {
     let verdict = CanaryVerdict {

@@ -64,9 +64,6 @@ pub struct Voters {
     /// The block, and the replica's group in it.
     pub block: String,
     pub group: Option<String>,
-    /// The replica's controller revision where its group is named by labels (a group then
-    /// holds one book per revision: `super::books`); only that revision votes for it.
-    pub revision: Option<String>,
     pub answered: Counter,
     pub failed: Counter,
 }
@@ -82,27 +79,15 @@ impl Voters {
         prompt: &str,
         abort: &CancellationToken,
     ) {
-        let revision = self.revision.as_deref();
-        self.ensure_for(
-            self.group.as_deref(),
-            revision,
-            target,
-            spec,
-            book,
-            prompt,
-            abort,
-        )
-        .await;
+        self.ensure_for(self.group.as_deref(), target, spec, book, prompt, abort)
+            .await;
     }
 
-    /// The same for `group`'s `book` (of that `revision` only, where given), which may be
-    /// another group's with no replica on this node (its book has no members; votes alone
-    /// answer).
-    #[allow(clippy::too_many_arguments)]
+    /// The same for `group`'s `book`, which may be another group's with no replica on this
+    /// node (its book has no members; votes alone answer).
     pub async fn ensure_for(
         &self,
         group: Option<&str>,
-        revision: Option<&str>,
         target: &Target,
         spec: &CanarySpec,
         book: &Arc<Book>,
@@ -125,7 +110,6 @@ impl Voters {
                 p.model == target.model
                     && !members.contains(&p.id)
                     && p.canary_group().as_deref() == group
-                    && revision.is_none_or(|r| p.revision.as_deref() == Some(r))
             })
             .collect();
         peers.shuffle(&mut rand::rng());

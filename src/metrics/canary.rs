@@ -7,7 +7,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use super::gate::{GateFamilies, GateSeries};
+use super::gate::{GateFamilies, GateSeries, PairResult};
 use super::{LabeledFamily, TargetLabels, labels};
 
 /// A target's labels and its canary `group` (the reference group it is judged in: its
@@ -128,7 +128,7 @@ pub struct CanaryVerdict {
     pub drift: Option<f64>,
     /// Its comparisons with other groups' references (the rollout gate): the other
     /// group, and the result.
-    pub baseline: Vec<(String, CheckResult)>,
+    pub baseline: Vec<(String, PairResult)>,
     /// A known-answer prompt's result (the gate's known-answers metric counts these).
     pub known: Option<CheckResult>,
     /// A structured check that was scored, and the capability it exercised: `None` valid,
@@ -358,10 +358,14 @@ impl CanarySeries {
             }
         }
         for (baseline, result) in &verdict.baseline {
-            self.gate.record_baseline(baseline, result.as_str());
+            self.gate.record_baseline(baseline, *result);
         }
         if let Some(known) = verdict.known {
-            self.gate.record_known(known.as_str());
+            // No answer is the version's failure, as a comparison's `failed` is.
+            self.gate.record_known(match known {
+                CheckResult::Unscored => "failed",
+                other => other.as_str(),
+            });
         }
     }
 }

@@ -8,7 +8,7 @@
 //!   and `<target>`), so its template selects the pair; the daemon never has to guess which
 //!   group is the baseline, and no pod restart, abort, retry or rollback can move it.
 //! - `inferprobe_canary_known_answer_checks_total{<target>, group, result}`: the checks of
-//!   known-answer prompts alone (`match`, `wrong_answer`, `unscored`), so a gate on known
+//!   known-answer prompts alone (`match`, `wrong_answer`, `failed`), so a gate on known
 //!   answers counts *known answers* scored, not every scored check: a version none of whose
 //!   known answers was scored yet must not pass.
 //!
@@ -36,12 +36,34 @@ type KnownLabels = (
     ),
 );
 
-/// The results a comparison with another group's reference can have (of
-/// `canary::CheckResult`, spelled as its `result` label; the caller passes them so).
-pub const BASELINE_RESULTS: [&str; 3] = ["match", "diverged", "unscored"];
+/// How a comparison with another group's reference ended (the `result` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PairResult {
+    Match,
+    Diverged,
+    /// The other group has no reference for the prompt yet (no majority, no voter): no
+    /// fault of the replica compared.
+    Unscored,
+    /// The replica gave no answer to compare (its request failed or timed out, or it sent
+    /// no logprobs): the fault of the version compared, which a gate fails.
+    Failed,
+}
 
-/// The results a known-answer check can have.
-pub const KNOWN_RESULTS: [&str; 3] = ["match", "wrong_answer", "unscored"];
+impl PairResult {
+    pub const ALL: [Self; 4] = [Self::Match, Self::Diverged, Self::Unscored, Self::Failed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Match => "match",
+            Self::Diverged => "diverged",
+            Self::Unscored => "unscored",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// The results a known-answer check can have (`failed`: no answer, the request failed).
+pub const KNOWN_RESULTS: [&str; 3] = ["match", "wrong_answer", "failed"];
 
 #[derive(Clone, Debug, Default)]
 pub(super) struct GateFamilies {
@@ -112,20 +134,20 @@ impl GateSeries {
                 || baselines.iter().any(|b| *b == pair[1].1)
         });
         for baseline in baselines {
-            for result in BASELINE_RESULTS {
+            for result in PairResult::ALL {
                 self.families
                     .baseline
-                    .get_or_insert(self.pair_key(baseline, result), Counter::default);
+                    .get_or_insert(self.pair_key(baseline, result.as_str()), Counter::default);
             }
         }
     }
 
-    pub(super) fn record_baseline(&self, baseline: &str, result: &'static str) {
-        for r in BASELINE_RESULTS {
+    pub(super) fn record_baseline(&self, baseline: &str, result: PairResult) {
+        for r in PairResult::ALL {
             let counter = self
                 .families
                 .baseline
-                .get_or_insert(self.pair_key(baseline, r), Counter::default);
+                .get_or_insert(self.pair_key(baseline, r.as_str()), Counter::default);
             if r == result {
                 counter.inc();
             }

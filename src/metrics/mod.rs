@@ -37,6 +37,7 @@ pub use canary::{CanaryVerdict, CheckResult, InvalidReason};
 use dual::DualHistogram;
 pub use expose::Format;
 pub use family::{LabeledFamily, TargetLabels};
+pub use gate::PairResult;
 pub use prefix::{PrefixRule, PrefixSeries, PrefixVerdict};
 pub use runtime::RuntimeCollector;
 pub use target::{InFlight, ProbeId, TargetMetrics, is_good};

@@ -300,7 +300,7 @@ fn the_groups_here_are_listed_oldest_first_and_answer_for_others() {
         .map(|(g, _)| g)
         .collect();
     assert_eq!(groups, [Some("old".to_owned()), Some("new".to_owned())]);
-    let found = books.live_group("pool", Some("old")).unwrap();
+    let found = books.live("pool", Some("old")).unwrap();
     assert_eq!(found.reference_for_others(P), Some(Arc::clone(&good)));
     assert_eq!(found.lock().answers[P].len(), 3, "nothing recorded");
     assert!(books.groups_here("other").is_empty());
@@ -311,34 +311,6 @@ fn the_groups_here_are_listed_oldest_first_and_answer_for_others() {
         .map(|(g, _)| g)
         .collect();
     assert_eq!(groups, [Some("new".to_owned())], "a group gone is no group");
-}
-
-/// Issue 41, item 5: a group named by labels keeps one book per revision (Flagger's
-/// promotion: old and new primary pods share `app: llm-primary`); the group answers for
-/// others by its oldest revision, and is listed once.
-#[test]
-fn a_labelled_group_keeps_a_book_per_revision() {
-    use crate::canary::books::{book_key, group_of_key};
-    let key = |rev| book_key(Some("llm-primary"), Some(rev), true);
-    assert_eq!(group_of_key(key("abc").as_deref()), Some("llm-primary"));
-    assert_eq!(
-        book_key(Some("abc"), Some("abc"), false).as_deref(),
-        Some("abc")
-    );
-    let books = Books::default();
-    let old = books.group("pool", key("old").as_deref());
-    let _o = old.join_at("llm-primary-1", Some(1_000));
-    let new = books.group("pool", key("new").as_deref());
-    let _n = new.join_at("llm-primary-2", Some(3_000));
-    assert!(!Arc::ptr_eq(&old, &new), "one book per revision");
-    let groups: Vec<_> = books
-        .groups_here("pool")
-        .into_iter()
-        .map(|(g, _)| g)
-        .collect();
-    assert_eq!(groups, [Some("llm-primary".to_owned())]);
-    let answering = books.live_group("pool", Some("llm-primary")).unwrap();
-    assert!(Arc::ptr_eq(&answering, &old), "the oldest revision answers");
 }
 
 /// Item 5: a baseline group with no replica here answers by its voters alone: one voter's

@@ -109,7 +109,7 @@ async fn a_canary_check_ending_after_its_target_left_makes_no_series() {
         result: CheckResult::InvalidOutput,
         position: None,
         drift: None,
-        baseline: vec![("v1".into(), CheckResult::Match)],
+        baseline: vec![("v1".into(), crate::metrics::PairResult::Match)],
         known: Some(CheckResult::Match),
         structured: Some((
             crate::structure::Capability::Json,

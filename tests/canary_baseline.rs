@@ -42,8 +42,9 @@ async fn one_replica_per_node_is_compared_with_the_baseline_on_other_nodes() {
     unsafe { std::env::set_var("INFERPROBE_TEST_NODE_VOTES", "node-0") };
     for (new_seed, expect) in [(7, "diverged"), (0, "match")] {
         let api = KubeApi::start().await;
-        // The stable revision's pods are created first, on nodes 1-3.
-        let stable: Vec<_> = (1..4)
+        // The stable revision's pods are created first, on nodes 1 and 2: fewer than
+        // `votes` (3), so each is asked once per prompt, not at every check.
+        let stable: Vec<_> = (1..3)
             .map(|i| {
                 let labels = vec![("app", "llm"), ("model", "m"), ("pod-template-hash", "old")];
                 (0, format!("node-{i}"), labels)
@@ -79,6 +80,10 @@ async fn one_replica_per_node_is_compared_with_the_baseline_on_other_nodes() {
         }
         // Its own checks are judged within its own group: the gate never pages.
         assert_eq!(checks(&s, &[("pod", "llm-new")], "diverged"), 0.0);
+        // Two voters, 8 prompts, a vote counting 10 minutes: 16 at most, however many
+        // checks (the warm-up asks each prompt several times; before, each check re-asked).
+        let votes = s.sum("inferprobe_canary_votes_total", &[("result", "answered")]);
+        assert!((1.0..=16.0).contains(&votes), "{votes}\n{}", s.text);
     }
 }
 

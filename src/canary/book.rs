@@ -317,6 +317,18 @@ impl Book {
         self.lock().expire_votes(prompt)
     }
 
+    /// The voters whose vote on `prompt` still counts: they are not asked again until it
+    /// expires, however few voters the pool has.
+    pub fn fresh_voters(&self, prompt: &str) -> Vec<String> {
+        let mut state = self.lock();
+        state.expire_votes(prompt);
+        state
+            .votes
+            .get(prompt)
+            .map(|v| v.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Record a vote: the answer of `voter`, a replica of the group on another node, to
     /// `prompt`, counted until `until` as one replica more of the group. It is compared
     /// with the members' answers like theirs are; nothing of it is a check.

@@ -98,7 +98,8 @@ impl Voters {
         if spec.votes == 0 || members.len() >= MAJORITY_FROM {
             return;
         }
-        let missing = spec.votes.saturating_sub(book.fresh_votes(prompt));
+        let voted = book.fresh_voters(prompt);
+        let missing = spec.votes.saturating_sub(voted.len());
         if missing == 0 {
             return;
         }
@@ -109,6 +110,7 @@ impl Voters {
             .filter(|p| {
                 p.model == target.model
                     && !members.contains(&p.id)
+                    && !voted.contains(&p.id)
                     && p.canary_group().as_deref() == group
             })
             .collect();

@@ -16,6 +16,8 @@ use common::rollout::{Labels, write_pool};
 use common::{Scrape, Sim, start_daemon, start_sim};
 
 const WAIT: Duration = Duration::from_secs(60);
+/// The stable pods' names after they were recreated mid-rollout.
+const RECREATED: [&str; 3] = ["v1-x", "v1-y", "v1-z"];
 
 fn pair(s: &Scrape, group: &str, baseline: &str, result: &str) -> f64 {
     s.sum(
@@ -52,24 +54,17 @@ async fn the_pair_holds_through_recreation_abort_retry_and_undo() {
     let (v2, v0) = (start_sim(sim(7)).await, start_sim(sim(0)).await);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("pool.json");
-    let stable_as = |names: [&str; 3]| -> Vec<(String, Labels)> {
-        names
+    // The pool as Argo leaves it: the stable pods by these names, and a new version's pod.
+    let roll = |names: [&str; 3], new: Option<(&Sim, &str, &str)>| {
+        let mut pods: Vec<(String, Labels)> = names
             .iter()
             .zip(&stable)
             .map(|(name, sim)| member(sim, name, "v1"))
-            .collect()
+            .collect();
+        pods.extend(new.map(|(sim, pod, version)| member(sim, pod, version)));
+        write_pool(&file, &pods);
     };
-    let with = |mut pods: Vec<(String, Labels)>, extra: (String, Labels)| {
-        pods.push(extra);
-        pods
-    };
-    write_pool(
-        &file,
-        &with(
-            stable_as(["v1-a", "v1-b", "v1-c"]),
-            member(&v2, "v2-a", "v2"),
-        ),
-    );
+    roll(["v1-a", "v1-b", "v1-c"], Some((&v2, "v2-a", "v2")));
     let daemon = start_daemon(&file_config(&file, r#", group_by = ["version"]"#)).await;
     let s = daemon
         .wait_for(WAIT, |s| pair(s, "v2", "v1", "diverged") >= 10.0)
@@ -78,13 +73,7 @@ async fn the_pair_holds_through_recreation_abort_retry_and_undo() {
 
     // The stable pods recreated (an eviction, a drain, `kubectl argo rollouts restart`):
     // new pods, created after the canary's. The pair is still v2 against v1.
-    write_pool(
-        &file,
-        &with(
-            stable_as(["v1-x", "v1-y", "v1-z"]),
-            member(&v2, "v2-a", "v2"),
-        ),
-    );
+    roll(RECREATED, Some((&v2, "v2-a", "v2")));
     let s = daemon
         .wait_for(WAIT, |s| {
             pair(s, "v2", "v1", "diverged") >= before + 10.0
@@ -103,17 +92,11 @@ async fn the_pair_holds_through_recreation_abort_retry_and_undo() {
     }
 
     // An abort scales the canary down: its pairs go with it, on both sides.
-    write_pool(&file, &stable_as(["v1-x", "v1-y", "v1-z"]));
+    roll(RECREATED, None);
     daemon.wait_for(WAIT, |s| !names_group(s, "v2")).await;
 
     // A retry brings a new canary pod of the same revision: the pair counts again.
-    write_pool(
-        &file,
-        &with(
-            stable_as(["v1-x", "v1-y", "v1-z"]),
-            member(&v2, "v2-b", "v2"),
-        ),
-    );
+    roll(RECREATED, Some((&v2, "v2-b", "v2")));
     let s = daemon
         .wait_for(WAIT, |s| pair(s, "v2", "v1", "diverged") >= 10.0)
         .await;
@@ -121,13 +104,7 @@ async fn the_pair_holds_through_recreation_abort_retry_and_undo() {
 
     // An undo to an older revision: Argo's Latest is then v0, its Stable still v1, and that
     // pair exists too; v0 answers as v1 does.
-    write_pool(
-        &file,
-        &with(
-            stable_as(["v1-x", "v1-y", "v1-z"]),
-            member(&v0, "v0-a", "v0"),
-        ),
-    );
+    roll(RECREATED, Some((&v0, "v0-a", "v0")));
     let s = daemon
         .wait_for(WAIT, |s| {
             pair(s, "v0", "v1", "match") >= 10.0 && !names_group(s, "v2")

@@ -30,7 +30,7 @@ use crate::probe::ProbeReport;
 
 /// The most other groups one replica is compared with (the oldest first): a rollout has
 /// two versions, an aborted one retried or a rollout started mid-rollout three; each pair
-/// costs three series per replica and one comparison per check.
+/// costs four series per replica and one comparison per check.
 pub const MAX_OTHERS: usize = 3;
 
 /// A node-local block's pool on every node, as the gate sees it.
@@ -44,20 +44,25 @@ impl PoolView {
     /// The groups of `model` over the whole pool, each with its oldest pod's creation
     /// time (Unix seconds; `f64::MAX` where discovery does not say).
     fn groups(&self, model: &str) -> Vec<(Option<String>, f64)> {
-        let mut found: Vec<(Option<String>, f64)> = Vec::new();
+        let mut found = Vec::new();
         for t in self
             .pools
             .get(&self.block)
             .iter()
             .filter(|t| t.model == model)
         {
-            let (group, created) = (t.canary_group(), t.created.map_or(f64::MAX, |c| c as f64));
-            match found.iter_mut().find(|(g, _)| *g == group) {
-                Some((_, c)) => *c = c.min(created),
-                None => found.push((group, created)),
-            }
+            let created = t.created.map_or(f64::MAX, |c| c as f64);
+            oldest(&mut found, t.canary_group(), created);
         }
         found
+    }
+}
+
+/// Add `group`, born at `born`, to `groups`: once, at the earliest time seen.
+fn oldest(groups: &mut Vec<(Option<String>, f64)>, group: Option<String>, born: f64) {
+    match groups.iter_mut().find(|(g, _)| *g == group) {
+        Some((_, b)) => *b = b.min(born),
+        None => groups.push((group, born)),
     }
 }
 
@@ -88,10 +93,7 @@ impl Baseline {
         let mut groups = self.books.groups_here(&self.family);
         if let Some(pool) = &self.pool {
             for (group, created) in pool.groups(&self.model) {
-                match groups.iter_mut().find(|(g, _)| *g == group) {
-                    Some((_, born)) => *born = born.min(created),
-                    None => groups.push((group, created)),
-                }
+                oldest(&mut groups, group, created);
             }
             groups.sort_by(|(a, x), (b, y)| x.total_cmp(y).then_with(|| a.cmp(b)));
         }

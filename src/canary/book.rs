@@ -313,10 +313,6 @@ impl Book {
     }
 
     /// The votes for `prompt` that still count.
-    pub fn fresh_votes(&self, prompt: &str) -> usize {
-        self.lock().expire_votes(prompt)
-    }
-
     /// The voters whose vote on `prompt` still counts: they are not asked again until it
     /// expires, however few voters the pool has.
     pub fn fresh_voters(&self, prompt: &str) -> Vec<String> {

@@ -19,7 +19,7 @@ pub fn describe(
         .filter(|p| p.structure.is_some())
         .count();
     let compared = spec.prompts.iter().filter(|p| p.compared()).count();
-    let known = spec.prompts.len() - structured - compared;
+    let known = spec.prompts.iter().filter(|p| p.known()).count();
     let groups = match (spec.group_by.is_empty(), source) {
         (false, _) => format!("its group (labels {})", spec.group_by.join(", ")),
         (true, Some("pods" | "inferencepool")) => {

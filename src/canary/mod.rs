@@ -221,10 +221,7 @@ pub async fn run(
     let mut ticker = crate::ticker::Ticker::with_warmup(spec.interval, spec.warmup);
     if spec.prompts.iter().any(CanaryPrompt::compared) {
         // Before the first check: a gate's query finds every result at 0, not nothing.
-        let others = sinks.baseline.others();
-        sinks
-            .metrics
-            .open_canary_baselines(&others.iter().map(baseline::label).collect::<Vec<_>>());
+        open_pairs(&sinks);
     }
     for round in 0usize.. {
         let Some((_, permit)) = ticker.tick(&stop).await else {
@@ -243,6 +240,15 @@ pub async fn run(
             check(&prober, &spec, index, &sinks, &member, &ctx_for_check).await;
         });
     }
+}
+
+/// The other groups this replica is compared with now, their pair series opened (at 0 if
+/// new; those of groups gone dropped).
+fn open_pairs(sinks: &Sinks) -> Vec<Option<String>> {
+    let others = sinks.baseline.others();
+    let labels: Vec<String> = others.iter().map(baseline::label).collect();
+    sinks.metrics.open_canary_baselines(&labels);
+    others
 }
 
 /// One check of prompt `index`.
@@ -271,14 +277,10 @@ async fn check(
             .await;
     }
     let others = if canary_prompt.compared() {
-        sinks.baseline.others()
+        open_pairs(sinks)
     } else {
         Vec::new()
     };
-    if canary_prompt.compared() {
-        let labels: Vec<String> = others.iter().map(baseline::label).collect();
-        sinks.metrics.open_canary_baselines(&labels);
-    }
     if let Some(voters) = &sinks.voters {
         for (group, book) in sinks.baseline.remote(&others) {
             // That group runs on other nodes only: its replicas there answer for it.
@@ -369,11 +371,7 @@ async fn record(
         position: check.divergence.as_ref().map(|d| d.position),
         drift: check.drift,
         baseline: versus,
-        known: prompt
-            .expect
-            .as_ref()
-            .filter(|_| prompt.structure.is_none())
-            .map(|_| check.result),
+        known: prompt.known().then_some(check.result),
         structured: prompt
             .structure
             .as_deref()

@@ -37,10 +37,7 @@ const WARMUP_MAX: usize = 48;
 /// The default warm-up of a canary with these prompts.
 fn warmup(prompts: &[canary::CanaryPrompt]) -> usize {
     let compared = prompts.iter().filter(|p| p.compared()).count();
-    let known = prompts
-        .iter()
-        .filter(|p| p.expect.is_some() && p.structure.is_none())
-        .count();
+    let known = prompts.iter().filter(|p| p.known()).count();
     let rounds_for = |want: usize, per_round: usize| match per_round {
         0 => 0,
         n => want.div_ceil(n),

@@ -107,6 +107,11 @@ impl CanaryPrompt {
     pub fn compared(&self) -> bool {
         self.expect.is_none() && self.structure.is_none()
     }
+
+    /// A known answer: scored by its `expect` regex on the text (not a structure).
+    pub fn known(&self) -> bool {
+        self.expect.is_some() && self.structure.is_none()
+    }
 }
 
 /// A reference answer: its tokens with their logprobs, and how it ended.

@@ -306,7 +306,7 @@ impl Metrics {
                     .canary
                     .iter()
                     .flat_map(|spec| spec.prompts.iter())
-                    .any(|p| p.expect.is_some() && p.structure.is_none());
+                    .any(crate::endpoint::canary::CanaryPrompt::known);
                 self.canary.series(
                     &labels,
                     group.as_deref().unwrap_or(""),

@@ -179,8 +179,10 @@ pub struct Target {
     /// The prefix-cache check (docs/prefix-cache.md), off unless set.
     pub prefix_cache: Option<prefix_cache::PrefixCacheSpec>,
     /// The controller revision of the pod behind a discovered target (see
-    /// `discovery::kube::REVISION_LABELS`): the canary's default group. Never a label.
+    /// `discovery::owner::REVISION_LABELS`): the canary's default group. Never a label.
     pub revision: Option<String>,
+    /// The workload that owns that pod (`discovery::owner::workload`). Never a label.
+    pub workload: Option<String>,
     /// When the pod behind a discovered target was created (Unix seconds): the oldest
     /// pod's group is its block's canary baseline. Never a label.
     pub created: Option<i64>,

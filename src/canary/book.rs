@@ -24,15 +24,23 @@
 //! while its author stays in the group (an answer whose author left is forgotten, so a
 //! healthy survivor is never judged by a broken pod's answer of days ago).
 //!
+//! "The group" above is, for each replica, its group less its **rivals**: the replicas at
+//! another revision of its own workload (a Flagger promotion's old and new primary pods,
+//! [`super::lineage`]), whose answers and votes are never its reference.
+//!
 //! Cost: each answer's agreement with every other is cached; a new answer is compared
 //! with the group's other answers once each (2·(n−1) comparisons), and the reference is
 //! then picked in one pass: O(n) per check, not O(n²).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use super::compare::{Verdict, answers};
+use super::lineage::{Lineage, Lineages};
 use crate::endpoint::canary::{CanarySpec, Reference};
+
+mod agreement;
+
+use agreement::{Entry, forget, insert, majority};
 
 /// Fewer replicas than this: no majority (see the module's rule below three).
 pub const MAJORITY_FROM: usize = 3;
@@ -67,16 +75,6 @@ impl NoReference {
     }
 }
 
-/// One replica's latest answer to one prompt, with what it agrees with.
-#[derive(Debug)]
-struct Entry {
-    answer: Arc<Reference>,
-    /// The other replicas whose answers agree with this one, and the drift between the two.
-    agrees: HashMap<String, f64>,
-    /// The sum of `agrees`' drifts.
-    spread: f64,
-}
-
 #[derive(Debug, Default)]
 struct State {
     /// Replicas of the group alive now, with how many canary tasks each has (a restarted
@@ -84,11 +82,15 @@ struct State {
     replicas: BTreeMap<String, usize>,
     /// Per prompt text: each replica's latest answer.
     answers: HashMap<String, BTreeMap<String, Entry>>,
-    /// Per prompt text: the first answer of a replica alone in the group, and its author.
-    first: HashMap<String, (String, Arc<Reference>)>,
+    /// Per prompt text: the first answer of a replica alone in the group (or alone but
+    /// for its rivals), and its author.
+    first: HashMap<String, Vec<(String, Arc<Reference>)>>,
     /// Per prompt text: the last answer a majority agreed with, for when the group shrinks
-    /// below [`MAJORITY_FROM`].
-    settled: HashMap<String, Arc<Reference>>,
+    /// below [`MAJORITY_FROM`], and its author's lineage.
+    settled: HashMap<String, (Option<Lineage>, Arc<Reference>)>,
+    /// The workload revision of each member and voter that has one: a replica is never
+    /// judged by another revision of its own workload ([`super::lineage`]).
+    lineages: Lineages,
     /// Per prompt text: the replicas of the pool on other nodes that voted (their answers
     /// are in `answers` beside the members'), and until when each vote counts.
     votes: HashMap<String, HashMap<String, std::time::Instant>>,
@@ -137,7 +139,10 @@ impl Drop for Member {
         }
         state.replicas.remove(&self.replica);
         state.created.remove(&self.replica);
-        state.first.retain(|_, (author, _)| author != &self.replica);
+        state.lineages.remove(&self.replica);
+        for firsts in state.first.values_mut() {
+            firsts.retain(|(author, _)| author != &self.replica);
+        }
         for answers in state.answers.values_mut() {
             forget(answers, &self.replica);
         }
@@ -152,50 +157,6 @@ impl Drop for Member {
     }
 }
 
-/// Remove `replica`'s answer and every agreement with it.
-fn forget(answers: &mut BTreeMap<String, Entry>, replica: &str) {
-    let Some(old) = answers.remove(replica) else {
-        return;
-    };
-    for other in old.agrees.keys() {
-        if let Some(entry) = answers.get_mut(other) {
-            if let Some(drift) = entry.agrees.remove(replica) {
-                entry.spread -= drift;
-            }
-        }
-    }
-}
-
-/// Put `replica`'s answer in `answers` (replacing its last), with its agreement with each
-/// of the others.
-fn insert(
-    answers: &mut BTreeMap<String, Entry>,
-    replica: &str,
-    answer: Arc<Reference>,
-    margin: f64,
-    comparisons: &mut u64,
-) {
-    forget(answers, replica);
-    let mut entry = Entry {
-        answer,
-        agrees: HashMap::new(),
-        spread: 0.0,
-    };
-    for (other, theirs) in answers.iter_mut() {
-        *comparisons += 2;
-        let there = one_way(&theirs.answer, &entry.answer, margin);
-        let back = one_way(&entry.answer, &theirs.answer, margin);
-        if let (Some(a), Some(b)) = (there, back) {
-            let drift = a.max(b);
-            theirs.agrees.insert(replica.to_owned(), drift);
-            theirs.spread += drift;
-            entry.agrees.insert(other.clone(), drift);
-            entry.spread += drift;
-        }
-    }
-    answers.insert(replica.to_owned(), entry);
-}
-
 impl State {
     /// Drop the votes for `prompt` that no longer count, with their answers; how many do.
     fn expire_votes(&mut self, prompt: &str) -> usize {
@@ -204,22 +165,34 @@ impl State {
         };
         let now = std::time::Instant::now();
         let mut answers = self.answers.get_mut(prompt);
+        let mut gone = Vec::new();
         votes.retain(|voter, &mut until| {
             let counts = until > now;
             if let (false, Some(answers)) = (counts, answers.as_deref_mut()) {
                 forget(answers, voter);
             }
+            if !counts {
+                gone.push(voter.clone());
+            }
             counts
         });
-        votes.len()
+        let fresh = votes.len();
+        for voter in gone {
+            let votes_elsewhere = self.votes.values().any(|v| v.contains_key(&voter));
+            if !votes_elsewhere && !self.replicas.contains_key(&voter) {
+                self.lineages.remove(&voter);
+            }
+        }
+        fresh
     }
-}
 
-/// Whether `answer` does not diverge from `reference`, and the drift between them.
-fn one_way(reference: &Reference, answer: &Reference, margin: f64) -> Option<f64> {
-    match answers(reference, answer, margin) {
-        Verdict::Match { drift, .. } => Some(drift),
-        Verdict::Diverged(_) => None,
+    /// Of `replicas`, those that answer `prompt` now (members, and voters whose vote on it
+    /// counts).
+    fn present(&self, prompt: &str, mut replicas: HashSet<String>) -> HashSet<String> {
+        let votes = self.votes.get(prompt);
+        replicas
+            .retain(|r| self.replicas.contains_key(r) || votes.is_some_and(|v| v.contains_key(r)));
+        replicas
     }
 }
 
@@ -230,16 +203,23 @@ impl Book {
 
     /// Join the group as `replica` until the returned member is dropped.
     pub fn join(self: &Arc<Self>, replica: &str) -> Member {
-        self.join_at(replica, None)
+        self.join_at(replica, None, None)
     }
 
-    /// Join as `replica`, whose pod was created at `created` (Unix seconds).
-    pub fn join_at(self: &Arc<Self>, replica: &str, created: Option<i64>) -> Member {
+    /// Join as `replica`, whose pod was created at `created` (Unix seconds), of `lineage`
+    /// (its workload's revision, where discovery read it).
+    pub fn join_at(
+        self: &Arc<Self>,
+        replica: &str,
+        created: Option<i64>,
+        lineage: Option<Lineage>,
+    ) -> Member {
         let mut state = self.lock();
         *state.replicas.entry(replica.to_owned()).or_default() += 1;
         if let Some(created) = created {
             state.created.insert(replica.to_owned(), created);
         }
+        state.lineages.insert(replica, lineage, created);
         Member {
             book: Arc::clone(self),
             replica: replica.to_owned(),
@@ -274,8 +254,11 @@ impl Book {
     ) -> Result<Arc<Reference>, NoReference> {
         let mut guard = self.lock();
         let state = &mut *guard;
-        let replicas = state.replicas.len() + state.expire_votes(prompt);
         let me = &member.replica;
+        let everyone = state.replicas.len() + state.expire_votes(prompt);
+        // Another revision of my own workload is not my group for this (a promotion).
+        let rivals = state.present(prompt, state.lineages.rivals_of(me));
+        let replicas = everyone - rivals.len();
         let answers = state.answers.entry(prompt.to_owned()).or_default();
         insert(
             answers,
@@ -285,24 +268,35 @@ impl Book {
             &mut state.comparisons,
         );
         if replicas >= MAJORITY_FROM {
-            if let Some(agreed) = majority(answers, None, replicas) {
-                state.settled.insert(prompt.to_owned(), agreed);
+            if let Some((author, agreed)) = majority(answers, None, replicas, &rivals) {
+                let lineage = state.lineages.get(author).cloned();
+                state.settled.insert(prompt.to_owned(), (lineage, agreed));
             }
-            return majority(answers, Some(me), replicas).ok_or(NoReference::NoMajority);
+            return majority(answers, Some(me), replicas, &rivals)
+                .map(|(_, reference)| reference)
+                .ok_or(NoReference::NoMajority);
         }
-        if let Some(settled) = state.settled.get(prompt) {
-            return Ok(Arc::clone(settled));
+        if let Some((lineage, settled)) = state.settled.get(prompt) {
+            if state.lineages.kin(me, lineage.as_ref()) {
+                return Ok(Arc::clone(settled));
+            }
         }
-        let other = answers.iter().find(|(replica, _)| *replica != me);
+        let other = answers
+            .iter()
+            .find(|(replica, _)| *replica != me && !rivals.contains(*replica));
         match other {
             Some((_, entry)) if entry.agrees.contains_key(me) => Ok(Arc::clone(&entry.answer)),
             Some(_) => Err(NoReference::TwoDisagree),
             None => {
-                let (_, first) = state
-                    .first
-                    .entry(prompt.to_owned())
-                    .or_insert_with(|| (me.clone(), answer));
-                Ok(Arc::clone(first))
+                let firsts = state.first.entry(prompt.to_owned()).or_default();
+                let kin = firsts
+                    .iter()
+                    .find(|(author, _)| author == me || !rivals.contains(author));
+                if let Some((_, first)) = kin {
+                    return Ok(Arc::clone(first));
+                }
+                firsts.push((me.clone(), Arc::clone(&answer)));
+                Ok(answer)
             }
         }
     }
@@ -335,12 +329,14 @@ impl Book {
         answer: Arc<Reference>,
         margin: f64,
         until: std::time::Instant,
+        lineage: Option<Lineage>,
     ) {
         let mut guard = self.lock();
         let state = &mut *guard;
         if state.replicas.contains_key(voter) {
             return; // a member answers for itself
         }
+        state.lineages.insert(voter, lineage, None);
         let answers = state.answers.entry(prompt.to_owned()).or_default();
         insert(answers, voter, answer, margin, &mut state.comparisons);
         state
@@ -358,51 +354,36 @@ impl Book {
     /// A group with no replica on this node (a node-local block's baseline elsewhere in
     /// the pool) answers by its votes alone: the answer more than half of the voters agree
     /// with (one voter: its answer; two that disagree: none).
+    ///
+    /// While one of its workloads rolls, the group answers by that workload's oldest
+    /// revision alone (the stable the gate judged against, [`super::lineage`]).
     pub fn reference_for_others(&self, prompt: &str) -> Option<Arc<Reference>> {
         let mut guard = self.lock();
         let state = &mut *guard;
         let members = state.replicas.len();
-        let replicas = members + state.expire_votes(prompt);
+        let everyone = members + state.expire_votes(prompt);
+        let newer = state.present(prompt, state.lineages.newer());
+        let replicas = everyone - newer.len();
         if replicas == 0 {
             return None;
         }
         if members > 0 && replicas < MAJORITY_FROM {
-            if let Some(settled) = state.settled.get(prompt) {
-                return Some(Arc::clone(settled));
+            if let Some((lineage, settled)) = state.settled.get(prompt) {
+                let stale = newer
+                    .iter()
+                    .any(|r| state.lineages.get(r) == lineage.as_ref() && lineage.is_some());
+                if !stale {
+                    return Some(Arc::clone(settled));
+                }
             }
         }
-        majority(state.answers.get(prompt)?, None, replicas)
+        majority(state.answers.get(prompt)?, None, replicas, &newer).map(|(_, answer)| answer)
     }
 
     #[cfg(test)]
     fn comparisons(&self) -> u64 {
         self.lock().comparisons
     }
-}
-
-/// Of the answers other than `me`'s (a replica's own is never its reference), the one
-/// that agrees with more than half of `replicas` counting itself: most agreement first,
-/// then least summed drift.
-fn majority(
-    answers: &BTreeMap<String, Entry>,
-    me: Option<&str>,
-    replicas: usize,
-) -> Option<Arc<Reference>> {
-    let mut best: Option<(usize, f64, &Entry)> = None;
-    for (replica, entry) in answers {
-        if Some(replica.as_str()) == me {
-            continue;
-        }
-        let support = entry.agrees.len() + 1;
-        let better = best.is_none_or(|(most, spread, _)| {
-            support > most || (support == most && entry.spread < spread)
-        });
-        if better {
-            best = Some((support, entry.spread, entry));
-        }
-    }
-    best.filter(|&(support, ..)| 2 * support > replicas)
-        .map(|(.., entry)| Arc::clone(&entry.answer))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod baseline;
 pub mod book;
 pub mod books;
 mod explain;
+pub mod lineage;
 pub mod votes;
 pub use explain::{ALERT_WINDOW, DRIFT_NEEDS, WRONG_ANSWERS_NEED, describe, warnings};
 pub mod compare;
@@ -217,7 +218,11 @@ pub async fn run(
     ctx: Context,
 ) {
     let target = Arc::clone(&prober.target);
-    let member = Arc::new(sinks.book.join_at(&target.id, target.created));
+    let member = Arc::new(sinks.book.join_at(
+        &target.id,
+        target.created,
+        lineage::Lineage::of(&target),
+    ));
     let mut ticker = crate::ticker::Ticker::with_warmup(spec.interval, spec.warmup);
     if spec.prompts.iter().any(CanaryPrompt::compared) {
         // Before the first check: a gate's query finds every result at 0, not nothing.

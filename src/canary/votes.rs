@@ -139,7 +139,15 @@ impl Voters {
                 Some(answer) => {
                     self.answered.inc();
                     let until = std::time::Instant::now() + VOTE_TTL;
-                    book.vote(&peer.id, prompt, Arc::new(answer), spec.margin, until);
+                    let lineage = super::lineage::Lineage::of(&peer);
+                    book.vote(
+                        &peer.id,
+                        prompt,
+                        Arc::new(answer),
+                        spec.margin,
+                        until,
+                        lineage,
+                    );
                 }
                 None => {
                     self.failed.inc();

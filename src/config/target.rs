@@ -284,6 +284,7 @@ pub(super) fn validate_target(
         canary,
         prefix_cache,
         revision: None,
+        workload: None,
         created: None,
         connection,
         tls,

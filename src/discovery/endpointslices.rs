@@ -111,6 +111,7 @@ fn endpoints(
                 labels,
                 // A slice's endpoints name their pods but carry none of their labels.
                 revision: None,
+                workload: None,
                 created: None,
             })
         })

@@ -141,6 +141,7 @@ pub fn parse(path: &Path, bytes: &[u8], scheme: &str) -> Result<Parsed, String> 
                     labels,
                     origin: format!("{address} in {name}"),
                     revision: None,
+                    workload: None,
                     created: None,
                 },
             );

@@ -69,6 +69,7 @@ pub async fn run(
         labels: BTreeMap::from([("pool".to_owned(), pool.clone())]),
         origin: format!("the gateway in front of pool {namespace}/{pool}"),
         revision: None,
+        workload: None,
         created: None,
     });
     let publish = |members: Vec<Found>| {

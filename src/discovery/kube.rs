@@ -135,16 +135,6 @@ fn key<K: Resource>(object: &K) -> String {
     )
 }
 
-/// The pod labels that name the revision of the controller that made it, most specific
-/// first: an Argo Rollout's (its ReplicaSets and pods carry `rollouts-pod-template-hash`
-/// only: argo-rollouts `rollout/sync.go` `createDesiredReplicaSet` adds that one key), a
-/// Deployment's ReplicaSet's, a StatefulSet's (LeaderWorkerSet's leaders are one).
-pub const REVISION_LABELS: [&str; 3] = [
-    "rollouts-pod-template-hash",
-    "pod-template-hash",
-    "controller-revision-hash",
-];
-
 /// Why the API failed, for the log and the block's health.
 pub fn describe(error: &watcher::Error) -> String {
     let api = match error {
@@ -236,12 +226,11 @@ pub fn pod_endpoint(
         .filter(|m| !m.is_empty())
         .cloned();
     let address = socket(ip, number);
-    let revision = REVISION_LABELS
-        .iter()
-        .find_map(|label| pod_labels.get(*label))
-        .cloned();
+    let revision = super::owner::revision(pod);
+    let workload = super::owner::workload(pod, revision.as_deref());
     Some(Found {
         revision,
+        workload,
         created: pod
             .metadata
             .creation_timestamp

@@ -20,6 +20,7 @@ mod health;
 mod inferencepool;
 mod kube;
 mod models;
+mod owner;
 mod pods;
 
 use std::collections::{BTreeSet, HashMap};
@@ -298,6 +299,7 @@ mod tests {
             labels: Default::default(),
             origin: String::new(),
             revision: None,
+            workload: None,
             created: None,
         };
         let builds = std::cell::Cell::new(0);

@@ -1,3 +1,4 @@
+use super::agreement::one_way;
 use super::*;
 use crate::canary::books::Books;
 use crate::logprobs::{Position, Token};
@@ -284,11 +285,11 @@ fn replicas_leave_with_their_answers() {
 fn the_groups_here_are_listed_oldest_first_and_answer_for_others() {
     let books = Books::default();
     let new = books.group("pool", Some("new"));
-    let _n = new.join_at("llm-a", Some(2_000));
+    let _n = new.join_at("llm-a", Some(2_000), None);
     std::thread::sleep(std::time::Duration::from_millis(2));
     let old = books.group("pool", Some("old"));
     let members: Vec<Member> = (0..3)
-        .map(|i| old.join_at(&format!("llm-b{i}"), Some(1_000 + i)))
+        .map(|i| old.join_at(&format!("llm-b{i}"), Some(1_000 + i), None))
         .collect();
     let good = answer(&[" a", " b"]);
     for m in &members {
@@ -322,15 +323,15 @@ fn a_remote_baseline_answers_by_its_votes() {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let (good, bad) = (answer(&[" a", " b"]), answer(&[" x", " y"]));
     assert_eq!(remote.reference_for_others(P), None, "no vote yet");
-    remote.vote("n1", P, Arc::clone(&good), 1.0, until);
+    remote.vote("n1", P, Arc::clone(&good), 1.0, until, None);
     assert_eq!(remote.reference_for_others(P), Some(Arc::clone(&good)));
-    remote.vote("n2", P, Arc::clone(&bad), 1.0, until);
+    remote.vote("n2", P, Arc::clone(&bad), 1.0, until, None);
     assert_eq!(
         remote.reference_for_others(P),
         None,
         "two disagree: no verdict"
     );
-    remote.vote("n3", P, Arc::clone(&good), 1.0, until);
+    remote.vote("n3", P, Arc::clone(&good), 1.0, until, None);
     assert_eq!(remote.reference_for_others(P), Some(Arc::clone(&good)));
     // Another group has its own; one no longer compared with is dropped.
     let other = books.remote("pool", Some("older"), &[Some("old".into())]);
@@ -398,3 +399,6 @@ fn below_three_the_last_majority_answer_is_the_reference() {
     );
     assert_eq!(book.reference_for_others(P), Some(good));
 }
+
+#[path = "lineage_tests.rs"]
+mod lineage;

@@ -154,6 +154,10 @@ pub struct Found {
     /// The revision of the controller that made the pod (a Deployment's ReplicaSet, a
     /// StatefulSet's or an Argo Rollout's): which version of the spec it runs. Not a label.
     pub revision: Option<String>,
+    /// The workload that owns the pod (`namespace/kind/name` of its controlling owner, a
+    /// ReplicaSet's name without its revision hash): replicas of one workload at two
+    /// revisions are a rollout of it, never a reference for each other. Not a label.
+    pub workload: Option<String>,
     /// When the pod was created (its `creationTimestamp`, Unix seconds): the canary's
     /// baseline is the group whose oldest pod is oldest, the same on every node and after
     /// any restart of inferprobe. Not a label.
@@ -178,6 +182,7 @@ impl Discovery {
         target.id = format!("{}/{}", self.name, found.key);
         target.origin = Some(found.origin.clone());
         target.revision = found.revision.clone();
+        target.workload = found.workload.clone();
         target.created = found.created;
         Ok(target)
     }
@@ -191,6 +196,7 @@ impl Discovery {
             labels: BTreeMap::new(),
             origin: String::new(),
             revision: None,
+            workload: None,
             created: None,
         };
         // The model when the template names none: each replica's comes from its /v1/models.

@@ -268,7 +268,8 @@ async fn both_keeps_the_native_histogram_and_its_exemplars() {
     daemon.stop().await;
 }
 
-const PROTOBUF_ACCEPT: &str = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3";
+/// Prometheus 2.42's Accept header with native histograms on (`scrape/scrape.go`).
+const PROTOBUF_ACCEPT: &str = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
 
 /// The TTFT histogram of a protobuf scrape: (classic buckets, native spans, schema).
 async fn protobuf_ttft(daemon: &common::Daemon) -> (usize, usize, i32) {

@@ -5,6 +5,8 @@
 //! text format 0.0.4, derived from the same bytes: exemplars, `# UNIT` and `# EOF` dropped,
 //! and counter families renamed to their `_total` sample name, which is what 0.0.4 expects.
 
+use std::time::SystemTime;
+
 use prometheus_client::registry::Registry;
 
 use super::native::NativeBuckets;
@@ -81,17 +83,20 @@ impl Format {
     }
 }
 
-/// The native buckets of a latency family's series, by family name and labels.
-pub type NativeOf<'a> = &'a dyn Fn(&str, &TargetLabels) -> Option<NativeBuckets>;
+/// A per-target histogram's series (family name, labels) as encoded in this scrape: its
+/// native buckets as they were when its classic part was encoded (`None` for a family
+/// without them), and when it was made.
+pub type DualOf<'a> =
+    &'a dyn Fn(&str, &TargetLabels) -> Option<(Option<NativeBuckets>, SystemTime)>;
 
 pub fn encode(
     registry: &Registry,
     format: Format,
     mode: HistogramMode,
-    native: NativeOf<'_>,
+    dual: DualOf<'_>,
 ) -> Result<Vec<u8>, std::fmt::Error> {
     if format == Format::Protobuf {
-        return encode_protobuf(registry, mode, native);
+        return encode_protobuf(registry, mode, dual);
     }
     let mut open_metrics = String::with_capacity(16 * 1024);
     prometheus_client::encoding::text::encode(&mut open_metrics, registry)?;
@@ -102,19 +107,24 @@ pub fn encode(
     .into_bytes())
 }
 
-/// prometheus-client's protobuf encoding, with each latency series' native buckets added
-/// to its classic ones (and their exemplars) in the same histogram message.
+/// prometheus-client's protobuf encoding, with each per-target histogram's native buckets
+/// added to its classic ones (and their exemplars) in the same histogram message, from the
+/// copy made when its classic part was encoded (so count, sum and buckets are one
+/// snapshot: `super::dual`), and its start timestamp.
 /// In `native` mode the classic buckets go and their exemplars move to the histogram's own
 /// exemplar list (read by Prometheus 2.50 and later); in `both`, Prometheus reads a native
 /// histogram's exemplars from its classic buckets.
 fn encode_protobuf(
     registry: &Registry,
     mode: HistogramMode,
-    native: NativeOf<'_>,
+    dual: DualOf<'_>,
 ) -> Result<Vec<u8>, std::fmt::Error> {
     use prometheus_client::encoding::prometheus_protobuf::{encode, prometheus_data_model};
     use prost::Message;
-    let mut families = encode(registry)?;
+    let mut families = {
+        let _keep = super::dual::keeping_native();
+        encode(registry)?
+    };
     for family in &mut families {
         for metric in &mut family.metric {
             let Some(histogram) = metric.histogram.as_mut() else {
@@ -127,12 +137,24 @@ fn encode_protobuf(
                     .map(|l| (l.name.clone(), l.value.clone()))
                     .collect(),
             );
-            if mode == HistogramMode::Classic {
-                continue;
-            }
-            let Some(buckets) = native(&family.name, &labels) else {
+            let Some((buckets, created)) = dual(&family.name, &labels) else {
                 continue;
             };
+            histogram.start_timestamp = Some(created.into());
+            let Some(buckets) = buckets.filter(|_| mode != HistogramMode::Classic) else {
+                continue;
+            };
+            if buckets.count() != histogram.sample_count {
+                // Never sent: Prometheus would reject the whole scrape. `super::dual`
+                // makes it impossible; this keeps it so if that ever breaks.
+                tracing::error!(
+                    family = %family.name,
+                    count = histogram.sample_count,
+                    native = buckets.count(),
+                    "a histogram's native buckets disagree with its count; sent classic only"
+                );
+                continue;
+            }
             if mode == HistogramMode::Native {
                 let classic = std::mem::take(&mut histogram.bucket);
                 histogram.exemplars = classic.into_iter().filter_map(|b| b.exemplar).collect();
@@ -218,9 +240,17 @@ mod tests {
         assert_eq!(Format::negotiate(Some(prometheus)), Format::OpenMetrics);
         assert_eq!(Format::negotiate(Some("*/*")), Format::Text);
         assert_eq!(Format::negotiate(None), Format::Text);
-        // Prometheus with native histograms: protobuf first.
-        let native = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,application/openmetrics-text;version=1.0.0;q=0.6,text/plain;version=0.0.4;q=0.3,*/*;q=0.1";
-        assert_eq!(Format::negotiate(Some(native)), Format::Protobuf);
+        // Prometheus 2.x with native histograms on: protobuf first, with no weight
+        // (`scrape/scrape.go` `scrapeAcceptHeaderWithProtobuf`).
+        let v2 = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        assert_eq!(Format::negotiate(Some(v2)), Format::Protobuf);
+        // Prometheus 3.x, its proto-first `scrape_protocols`, each weighed by its place
+        // (`scrape/scrape.go` `acceptHeader`, with the escaping of the text formats).
+        let v3 = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.6,application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1";
+        assert_eq!(Format::negotiate(Some(v3)), Format::Protobuf);
+        // 3.x's default protocols without native histograms: OpenMetrics first.
+        let v3_text = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+        assert_eq!(Format::negotiate(Some(v3_text)), Format::OpenMetrics);
         // The weight decides, not the order; spaces and case do not matter.
         let weighed = "application/openmetrics-text; version=1.0.0; q=0.5, Application/Vnd.Google.Protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited; q=0.9";
         assert_eq!(Format::negotiate(Some(weighed)), Format::Protobuf);

@@ -145,7 +145,7 @@ impl Metrics {
     /// with respect to probe recordings.
     pub fn encode(&self, registry: &Registry, format: Format) -> Result<Vec<u8>, std::fmt::Error> {
         let _exclusive = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
-        let native = |family: &str, labels: &TargetLabels| {
+        let dual = |family: &str, labels: &TargetLabels| {
             let family = match family {
                 "inferprobe_time_to_first_token_seconds" => &self.ttft,
                 "inferprobe_time_per_output_token_seconds" => &self.tpot,
@@ -158,10 +158,10 @@ impl Metrics {
                 "inferprobe_prefix_cache_warm_ttft_seconds" => &self.prefix.warm,
                 _ => return None,
             };
-            family.get(labels).map(|h| h.native())
+            family.get(labels).map(|h| (h.encoded(), h.created()))
         };
         let mode = *self.histograms.lock().unwrap_or_else(|e| e.into_inner());
-        expose::encode(registry, format, mode, &native)
+        expose::encode(registry, format, mode, &dual)
     }
 
     pub fn config_loaded(&self, ok: bool) {

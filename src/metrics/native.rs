@@ -82,6 +82,11 @@ impl NativeBuckets {
         self.zero_count
     }
 
+    /// Every observation: the zero bucket's and the positive buckets'.
+    pub fn count(&self) -> u64 {
+        self.zero_count + self.positive.values().sum::<u64>()
+    }
+
     /// Count `value`. Latencies are never negative; a negative or NaN value (which the
     /// probe never records) lands in the zero bucket rather than being lost from the count.
     pub fn observe(&mut self, value: f64) {

@@ -204,7 +204,7 @@ impl Metrics {
         );
         r.register_with_unit(
             "slo_threshold",
-            "An SLO latency threshold; `le` is the matching histogram bucket bound",
+            "An SLO latency threshold; `bound` is it as the classic histogram bucket `le` spells it",
             Unit::Seconds,
             m.slo_threshold.clone(),
         );

@@ -9,7 +9,8 @@
 //! counts on every probe), 12 of them also running the prefix-cache check (its cold and warm
 //! histograms), while protobuf scrapes with Prometheus 2.42's header are decoded back to
 //! back. Every histogram of every scrape: native count (zero bucket + buckets) = count =
-//! the classic `+Inf` bucket, no bucket below zero, and a start timestamp. Meanwhile Debian's
+//! the classic `+Inf` bucket, no bucket below zero; and every per-target counter and
+//! histogram has a start timestamp, when its series were made. Meanwhile Debian's
 //! Prometheus 2.42 with native histograms on scrapes the same daemon every second for two
 //! minutes: `up` is 1 on every scrape (a rejected scrape reads 0).
 
@@ -58,9 +59,22 @@ fn torn(h: &Histogram) -> Option<String> {
             inf.cumulative_count, h.sample_count
         )),
         None => Some("no classic buckets in `both` mode".into()),
-        _ if h.start_timestamp.is_none() => Some("no start timestamp".into()),
         _ => None,
     }
+}
+
+/// Whether a start timestamp was given, and is when the series were made: after `since`
+/// (the daemon's start), and not in the future.
+fn started_at<T: Clone>(start: Option<&T>, since: std::time::SystemTime) -> bool
+where
+    std::time::SystemTime: TryFrom<T>,
+{
+    let Some(start) = start else { return false };
+    let Ok(at) = std::time::SystemTime::try_from(start.clone()) else {
+        return false;
+    };
+    let slack = Duration::from_secs(1);
+    at + slack >= since && at <= std::time::SystemTime::now()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,6 +107,7 @@ async fn every_histogram_of_every_protobuf_scrape_is_one_snapshot() {
             sim.addr
         ));
     }
+    let since = std::time::SystemTime::now();
     let daemon = start_daemon(&config).await;
     let prometheus = Prometheus::start_native(&format!(
         "  - job_name: inferprobe\n    honor_labels: true\n\
@@ -115,7 +130,20 @@ async fn every_histogram_of_every_protobuf_scrape_is_one_snapshot() {
         while !body.is_empty() {
             let family = MetricFamily::decode_length_delimited(&mut body).unwrap();
             for metric in &family.metric {
+                let per_target = metric.label.iter().any(|l| l.name == "target");
+                if let Some(counter) = &metric.counter
+                    && per_target
+                    && !started_at(counter.start_timestamp.as_ref(), since)
+                {
+                    problems.push(format!(
+                        "scrape {scrape}: {}: start timestamp {:?}",
+                        family.name, counter.start_timestamp
+                    ));
+                }
                 let Some(h) = &metric.histogram else { continue };
+                if !started_at(h.start_timestamp.as_ref(), since) {
+                    problems.push(format!("scrape {scrape}: {}: no start", family.name));
+                }
                 histograms += 1;
                 if let Some(problem) = torn(h) {
                     problems.push(format!("scrape {scrape}: {}: {problem}", family.name));

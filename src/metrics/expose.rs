@@ -89,14 +89,18 @@ impl Format {
 pub type DualOf<'a> =
     &'a dyn Fn(&str, &TargetLabels) -> Option<(Option<NativeBuckets>, SystemTime)>;
 
+/// When a target's series were made, by its labels.
+pub type BuiltOf<'a> = &'a dyn Fn(&TargetLabels) -> Option<SystemTime>;
+
 pub fn encode(
     registry: &Registry,
     format: Format,
     mode: HistogramMode,
     dual: DualOf<'_>,
+    built: BuiltOf<'_>,
 ) -> Result<Vec<u8>, std::fmt::Error> {
     if format == Format::Protobuf {
-        return encode_protobuf(registry, mode, dual);
+        return encode_protobuf(registry, mode, dual, built);
     }
     let mut open_metrics = String::with_capacity(16 * 1024);
     prometheus_client::encoding::text::encode(&mut open_metrics, registry)?;
@@ -118,6 +122,7 @@ fn encode_protobuf(
     registry: &Registry,
     mode: HistogramMode,
     dual: DualOf<'_>,
+    built: BuiltOf<'_>,
 ) -> Result<Vec<u8>, std::fmt::Error> {
     use prometheus_client::encoding::prometheus_protobuf::{encode, prometheus_data_model};
     use prost::Message;
@@ -127,9 +132,6 @@ fn encode_protobuf(
     };
     for family in &mut families {
         for metric in &mut family.metric {
-            let Some(histogram) = metric.histogram.as_mut() else {
-                continue;
-            };
             let labels = TargetLabels::new(
                 metric
                     .label
@@ -137,7 +139,14 @@ fn encode_protobuf(
                     .map(|l| (l.name.clone(), l.value.clone()))
                     .collect(),
             );
+            if let Some(counter) = metric.counter.as_mut() {
+                counter.start_timestamp = target_built(&labels, built).map(Into::into);
+            }
+            let Some(histogram) = metric.histogram.as_mut() else {
+                continue;
+            };
             let Some((buckets, created)) = dual(&family.name, &labels) else {
+                histogram.start_timestamp = target_built(&labels, built).map(Into::into);
                 continue;
             };
             histogram.start_timestamp = Some(created.into());
@@ -177,6 +186,17 @@ fn encode_protobuf(
             .map_err(|_| std::fmt::Error)?;
     }
     Ok(out)
+}
+
+/// When the series of the target a per-target series belongs to were made: its labels
+/// are the target's, then the family's own (`category`, `reason`, `slo`, …), so the longest
+/// leading run of them that names a target does. A counter made later than its target (a
+/// pair the canary opened) starts at 0 all the same, so the target's time is a true start.
+fn target_built(labels: &TargetLabels, built: BuiltOf<'_>) -> Option<SystemTime> {
+    let pairs = labels.pairs();
+    (1..=pairs.len())
+        .rev()
+        .find_map(|n| built(&TargetLabels::new(pairs[..n].to_vec())))
 }
 
 fn to_text_format(open_metrics: &str) -> String {

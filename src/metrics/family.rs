@@ -116,6 +116,10 @@ impl TargetLabels {
         Self(pairs.into())
     }
 
+    pub fn pairs(&self) -> &[(String, String)] {
+        &self.0
+    }
+
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0
             .iter()

@@ -109,9 +109,10 @@ pub struct Metrics {
     slo_threshold: LabeledFamily<SloLabels, F64Gauge>,
     slo_observations: LabeledFamily<WithLabel<&'static str>, Counter>,
     slo_slow: LabeledFamily<WithLabel<&'static str>, Counter>,
-    /// The SLO each target's histograms were built with: a changed threshold changes the
-    /// buckets, so the series must be rebuilt rather than reattached.
-    slos: Arc<Mutex<HashMap<TargetLabels, Option<Slo>>>>,
+    /// The SLO each target's histograms were built with (a changed threshold changes the
+    /// buckets, so the series must be rebuilt rather than reattached), and when they were
+    /// built: their start (created) timestamp in the protobuf exposition.
+    slos: Arc<Mutex<HashMap<TargetLabels, (Option<Slo>, SystemTime)>>>,
     config_reload_successful: Gauge,
     config_reload_success_time: F64Gauge,
     canary: canary::CanaryFamilies,
@@ -160,8 +161,10 @@ impl Metrics {
             };
             family.get(labels).map(|h| (h.encoded(), h.created()))
         };
+        let slos = self.slos.lock().unwrap_or_else(|e| e.into_inner());
+        let built = |labels: &TargetLabels| slos.get(labels).map(|&(_, built)| built);
         let mode = *self.histograms.lock().unwrap_or_else(|e| e.into_inner());
-        expose::encode(registry, format, mode, &dual)
+        expose::encode(registry, format, mode, &dual, &built)
     }
 
     pub fn config_loaded(&self, ok: bool) {
@@ -199,10 +202,15 @@ impl Metrics {
         let _exclusive = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
         {
             let mut slos = self.slos.lock().unwrap_or_else(|e| e.into_inner());
-            if slos.get(&labels).is_some_and(|old| *old != slo) {
-                self.remove_series_locked(&labels);
-            }
-            slos.insert(labels.clone(), slo);
+            let built = match slos.get(&labels) {
+                Some(&(old, _)) if old != slo => {
+                    self.remove_series_locked(&labels);
+                    SystemTime::now()
+                }
+                Some(&(_, built)) => built,
+                None => SystemTime::now(),
+            };
+            slos.insert(labels.clone(), (slo, built));
         }
         let l = || labels.clone();
         let threshold = |f: fn(&Slo) -> Option<std::time::Duration>| slo.as_ref().and_then(f);

@@ -71,6 +71,9 @@ type Exemplar = Vec<(&'static str, Arc<String>)>;
 type F64Gauge = Gauge<f64, AtomicU64>;
 /// A target's labels plus one more, e.g. `category="dns"`.
 type WithLabel<V> = (TargetLabels, [(&'static str, V); 1]);
+/// Per target, the SLO its series were built with and when.
+type Built = HashMap<TargetLabels, (Option<Slo>, SystemTime)>;
+
 /// A target's labels plus `slo="ttft"` and the threshold's `le`.
 type SloLabels = (
     TargetLabels,
@@ -112,7 +115,7 @@ pub struct Metrics {
     /// The SLO each target's histograms were built with (a changed threshold changes the
     /// buckets, so the series must be rebuilt rather than reattached), and when they were
     /// built: their start (created) timestamp in the protobuf exposition.
-    slos: Arc<Mutex<HashMap<TargetLabels, (Option<Slo>, SystemTime)>>>,
+    slos: Arc<Mutex<Built>>,
     config_reload_successful: Gauge,
     config_reload_success_time: F64Gauge,
     canary: canary::CanaryFamilies,

@@ -51,7 +51,14 @@ fn slo_target<const N: usize>(
 
 fn exposition(registry: &Registry, format: Format) -> String {
     String::from_utf8(
-        expose::encode(registry, format, super::HistogramMode::Both, &|_, _| None).unwrap(),
+        expose::encode(
+            registry,
+            format,
+            super::HistogramMode::Both,
+            &|_, _| None,
+            &|_| None,
+        )
+        .unwrap(),
     )
     .unwrap()
 }

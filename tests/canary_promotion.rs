@@ -20,30 +20,45 @@ use common::{Scrape, Sim, start_daemon, start_sim};
 
 const WAIT: Duration = Duration::from_secs(90);
 
-/// A Ready pod of `app`, made by the ReplicaSet `<deployment>-<hash>`, created `at`.
-fn pod(
-    name: &str,
-    app: &str,
-    deployment: &str,
-    hash: &str,
-    at: &str,
-    sim: &Sim,
-) -> serde_json::Value {
+/// A Ready pod of `app` on `node`, made by its controller as Kubernetes names it: a
+/// Deployment's ReplicaSet `<deployment>-<hash>` (`pod-template-hash`), or the DaemonSet
+/// itself (`controller-revision-hash`); created `at`.
+struct Made<'a> {
+    node: &'a str,
+    kind: &'a str,
+    owner: &'a str,
+    hash: &'a str,
+}
+
+fn made_by<'a>(owner: &'a str, hash: &'a str) -> Made<'a> {
+    Made {
+        node: "node-0",
+        kind: "ReplicaSet",
+        owner,
+        hash,
+    }
+}
+
+fn pod(name: &str, app: &str, made: &Made, at: &str, sim: &Sim) -> serde_json::Value {
+    let (hash_label, owner) = match made.kind {
+        "ReplicaSet" => ("pod-template-hash", format!("{}-{}", made.owner, made.hash)),
+        _ => ("controller-revision-hash", made.owner.to_owned()),
+    };
     let mut pod = objects::pod(
         "inference",
         name,
-        "node-0",
+        made.node,
         Some("127.0.0.1"),
         true,
-        &[("app", app), ("pod-template-hash", hash)],
+        &[("app", app), (hash_label, made.hash)],
         &[("http", sim.addr.port())],
     );
     pod["metadata"]["creationTimestamp"] = at.into();
     pod["metadata"]["ownerReferences"] = serde_json::json!([{
         "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "name": format!("{deployment}-{hash}"),
-        "uid": format!("uid-{deployment}-{hash}"),
+        "kind": made.kind,
+        "name": owner,
+        "uid": format!("uid-{owner}"),
         "controller": true,
         "blockOwnerDeletion": true,
     }]);
@@ -77,8 +92,7 @@ async fn a_promotion_to_a_new_model_pages_nobody_and_keeps_the_gate_s_answer() {
         api.apply(pod(
             &format!("primary-old-{i}"),
             "llm-primary",
-            "llm-primary",
-            "5d8f7c9b4",
+            &made_by("llm-primary", "5d8f7c9b4"),
             T0,
             sim,
         ));
@@ -86,8 +100,7 @@ async fn a_promotion_to_a_new_model_pages_nobody_and_keeps_the_gate_s_answer() {
     api.apply(pod(
         "canary-0",
         "llm",
-        "llm",
-        "7b6c4d9f8",
+        &made_by("llm", "7b6c4d9f8"),
         "2026-11-02T10:00:00Z",
         &canary,
     ));
@@ -111,28 +124,48 @@ async fn a_promotion_to_a_new_model_pages_nobody_and_keeps_the_gate_s_answer() {
     assert_eq!(pair(&before, "match"), 0.0, "{}", before.text);
 
     // The promotion: the primary's new ReplicaSet surges one pod at a time, and an old
-    // pod goes as each new one is Ready (maxSurge 1, maxUnavailable 0).
+    // pod goes as each new one is Ready (maxSurge 1, maxUnavailable 0). After the first,
+    // a node drain recreates an old pod: younger than the new one, still the old revision.
+    let unscored = pair(&before, "unscored");
     let mut seen = before;
     for (i, sim) in new.iter().enumerate() {
         let name = format!("primary-new-{i}");
+        let at = "2026-11-03T10:00:00Z";
         api.apply(pod(
             &name,
             "llm-primary",
-            "llm-primary",
-            "6c5b4a3f2",
-            "2026-11-03T10:00:00Z",
+            &made_by("llm-primary", "6c5b4a3f2"),
+            at,
             sim,
         ));
         seen = daemon.wait_for(WAIT, |s| scored(s, &name) >= 10.0).await;
-        if i < 2 {
-            // The gate's pair is still against the old primary while any of it is left.
-            assert_eq!(pair(&seen, "match"), 0.0, "{}", seen.text);
+        if i == 0 {
+            api.delete("v1", "Pod", "inference", "primary-old-2");
+            let drained = "2026-11-04T10:00:00Z";
+            let (name, hash) = ("primary-old-2b", "5d8f7c9b4");
+            api.apply(pod(
+                name,
+                "llm-primary",
+                &made_by("llm-primary", hash),
+                drained,
+                &old[2],
+            ));
+            seen = daemon.wait_for(WAIT, |s| scored(s, name) >= 10.0).await;
         }
-        api.delete("v1", "Pod", "inference", &format!("primary-old-{i}"));
+        // While any old pod is left the primary is no baseline: the pair is unscored,
+        // never a match (which would flip the gate's divergence) nor a new divergence.
+        assert_eq!(pair(&seen, "match"), 0.0, "{}", seen.text);
+        let old_pod = if i == 2 {
+            "primary-old-2b"
+        } else {
+            &format!("primary-old-{i}")
+        };
+        api.delete("v1", "Pod", "inference", old_pod);
     }
+    assert!(pair(&seen, "unscored") > unscored, "{}", seen.text);
     let s = daemon
         .wait_for(WAIT, |s| {
-            !s.has_replica("llm", "primary-old-2") && scored(s, "primary-new-0") >= 30.0
+            !s.has_replica("llm", "primary-old-2b") && scored(s, "primary-new-0") >= 30.0
         })
         .await;
     daemon.stop().await;
@@ -148,4 +181,87 @@ async fn a_promotion_to_a_new_model_pages_nobody_and_keeps_the_gate_s_answer() {
     }
     // The old primary's pods were judged against each other all along, and matched.
     assert!(checks(&seen, &primary, "match") >= 30.0, "{}", seen.text);
+}
+
+/// The DaemonSet form (Flagger's `daemonset_controller.go`): one primary pod per node, a
+/// node-local block whose replicas are too few for a majority, so the pool's pods on other
+/// nodes vote. The promotion reaches node 0 first: its new pod has only old pods beside it
+/// in the pool, which are its rivals (no vote), and the canary's pair is unscored while any
+/// old primary pod is left, never a match.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemonset_promotion_node_by_node_keeps_the_pair_and_pages_nobody() {
+    // SAFETY: only this test reads this variable.
+    unsafe { std::env::set_var("INFERPROBE_TEST_NODE_VOTES", "node-0") };
+    let api = KubeApi::start().await;
+    let ds = |node, owner, hash| Made {
+        node,
+        kind: "DaemonSet",
+        owner,
+        hash,
+    };
+    let nodes = ["node-0", "node-1", "node-2", "node-3"];
+    let mut old = Vec::new();
+    for node in nodes {
+        let sim = start_sim(common::canary::sim(0)).await;
+        let made = ds(node, "llm-primary", "aaa111");
+        let name = format!("primary-old-{node}");
+        api.apply(pod(
+            &name,
+            "llm-primary",
+            &made,
+            "2026-11-01T10:00:00Z",
+            &sim,
+        ));
+        old.push(sim);
+    }
+    let canary = start_sim(common::canary::sim(7)).await;
+    let made = ds("node-0", "llm", "ccc333");
+    api.apply(pod(
+        "canary-0",
+        "llm",
+        &made,
+        "2026-11-02T10:00:00Z",
+        &canary,
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    let block = "node_local = true\n        pod_labels = [\"app\"]";
+    let config = kube_config(&kubeconfig, block, r#"model = "m""#)
+        .replace(
+            r#"selector = "app=llm""#,
+            r#"selector = "app in (llm, llm-primary)""#,
+        )
+        .replace(
+            r#"canary = { interval = "20ms", max_tokens = 16 }"#,
+            r#"canary = { interval = "20ms", max_tokens = 16, group_by = ["app"] }"#,
+        );
+    let daemon = start_daemon(&config).await;
+    let before = daemon.wait_for(WAIT, |s| pair(s, "diverged") >= 10.0).await;
+    assert_eq!(pair(&before, "match"), 0.0, "{}", before.text);
+    let unscored = pair(&before, "unscored");
+    // A DaemonSet's rolling update: delete the node's pod, then create the new one.
+    api.delete("v1", "Pod", "inference", "primary-old-node-0");
+    let new = start_sim(common::canary::sim(7)).await;
+    let made = ds("node-0", "llm-primary", "bbb222");
+    api.apply(pod(
+        "primary-new-node-0",
+        "llm-primary",
+        &made,
+        "2026-11-03T10:00:00Z",
+        &new,
+    ));
+    let s = daemon
+        .wait_for(WAIT, |s| {
+            s.has_replica("llm", "primary-new-node-0") && pair(s, "unscored") >= unscored + 10.0
+        })
+        .await;
+    daemon.stop().await;
+    assert_eq!(
+        pair(&s, "match"),
+        0.0,
+        "3 of 4 primary pods are old: {}",
+        s.text
+    );
+    let primary = [("group", "llm-primary")];
+    assert_eq!(checks(&s, &primary, "diverged"), 0.0, "{}", s.text);
 }

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use super::book::Book;
 use super::books::Books;
 use super::compare::{Verdict, answers};
+use super::lineage::Lineage;
 use super::votes::Pools;
 use crate::endpoint::canary::{CanaryPrompt, CanarySpec, Reference};
 use crate::metrics::PairResult;
@@ -55,6 +56,17 @@ impl PoolView {
             oldest(&mut found, t.canary_group(), created);
         }
         found
+    }
+
+    /// Whether `group` of `model` holds two revisions of one workload anywhere in the pool
+    /// (a node whose own pod is already the new revision, while other nodes' are not).
+    fn rolling(&self, model: &str, group: Option<&str>) -> bool {
+        let pool = self.pools.get(&self.block);
+        let of_group = pool
+            .iter()
+            .filter(|t| t.model == model && t.canary_group().as_deref() == group);
+        let lineages: Vec<Lineage> = of_group.filter_map(|t| Lineage::of(t)).collect();
+        super::lineage::rolling(lineages.iter())
     }
 }
 
@@ -164,6 +176,14 @@ impl Baseline {
     ) -> Option<Arc<Reference>> {
         if spec.golden_applies(&self.model, group) {
             return prompt.reference.clone();
+        }
+        // A group mid-rollout is no baseline ([`super::lineage`]), wherever it rolls.
+        if self
+            .pool
+            .as_ref()
+            .is_some_and(|p| p.rolling(&self.model, group))
+        {
+            return None;
         }
         let text = &prompt.text;
         match self.books.live(&self.family, group) {

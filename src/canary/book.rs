@@ -86,8 +86,9 @@ struct State {
     /// for its rivals), and its author.
     first: HashMap<String, Vec<(String, Arc<Reference>)>>,
     /// Per prompt text: the last answer a majority agreed with, for when the group shrinks
-    /// below [`MAJORITY_FROM`], and its author's lineage.
-    settled: HashMap<String, (Option<Lineage>, Arc<Reference>)>,
+    /// below [`MAJORITY_FROM`], and the lineages that made that majority (a revision that
+    /// came later is not held to it).
+    settled: HashMap<String, (HashSet<Lineage>, Arc<Reference>)>,
     /// The workload revision of each member and voter that has one: a replica is never
     /// judged by another revision of its own workload ([`super::lineage`]).
     lineages: Lineages,
@@ -151,6 +152,7 @@ impl Drop for Member {
             // learns its reference afresh.
             state.first.clear();
             state.settled.clear();
+            state.lineages.clear();
             state.answers.clear();
             state.votes.clear();
         }
@@ -186,6 +188,16 @@ impl State {
         fresh
     }
 
+    /// Whether a workload has two revisions among those that answer `prompt` now.
+    fn rolling(&self, prompt: &str) -> bool {
+        let votes = self.votes.get(prompt);
+        let present = self
+            .replicas
+            .keys()
+            .chain(votes.into_iter().flat_map(|v| v.keys()));
+        self.lineages.two_revisions(present)
+    }
+
     /// Of `replicas`, those that answer `prompt` now (members, and voters whose vote on it
     /// counts).
     fn present(&self, prompt: &str, mut replicas: HashSet<String>) -> HashSet<String> {
@@ -219,7 +231,7 @@ impl Book {
         if let Some(created) = created {
             state.created.insert(replica.to_owned(), created);
         }
-        state.lineages.insert(replica, lineage, created);
+        state.lineages.insert(replica, lineage);
         Member {
             book: Arc::clone(self),
             replica: replica.to_owned(),
@@ -268,16 +280,24 @@ impl Book {
             &mut state.comparisons,
         );
         if replicas >= MAJORITY_FROM {
-            if let Some((author, agreed)) = majority(answers, None, replicas, &rivals) {
-                let lineage = state.lineages.get(author).cloned();
-                state.settled.insert(prompt.to_owned(), (lineage, agreed));
+            if let Some((_, agreed)) = majority(answers, None, replicas, &rivals) {
+                let voters = answers.keys().filter(|r| !rivals.contains(*r));
+                let lineages = voters.filter_map(|r| state.lineages.get(r).cloned());
+                state
+                    .settled
+                    .insert(prompt.to_owned(), (lineages.collect(), agreed));
             }
             return majority(answers, Some(me), replicas, &rivals)
                 .map(|(_, reference)| reference)
                 .ok_or(NoReference::NoMajority);
         }
-        if let Some((lineage, settled)) = state.settled.get(prompt) {
-            if state.lineages.kin(me, lineage.as_ref()) {
+        if let Some((lineages, settled)) = state.settled.get(prompt) {
+            // A revision that was not in that majority (a rollout's new pods) learns anew.
+            if state
+                .lineages
+                .get(me)
+                .is_none_or(|mine| lineages.contains(mine))
+            {
                 return Ok(Arc::clone(settled));
             }
         }
@@ -336,7 +356,7 @@ impl Book {
         if state.replicas.contains_key(voter) {
             return; // a member answers for itself
         }
-        state.lineages.insert(voter, lineage, None);
+        state.lineages.insert(voter, lineage);
         let answers = state.answers.entry(prompt.to_owned()).or_default();
         insert(answers, voter, answer, margin, &mut state.comparisons);
         state
@@ -355,29 +375,25 @@ impl Book {
     /// the pool) answers by its votes alone: the answer more than half of the voters agree
     /// with (one voter: its answer; two that disagree: none).
     ///
-    /// While one of its workloads rolls, the group answers by that workload's oldest
-    /// revision alone (the stable the gate judged against, [`super::lineage`]).
+    /// While one of its workloads rolls (two revisions of it answer), the group is no
+    /// baseline: it gives no reference, and the pair is unscored. Which revision is the
+    /// stable one cannot be told from the pods (a drained old pod is younger than the new
+    /// ones), and a baseline that changes mid-promotion would change the gate's answer.
     pub fn reference_for_others(&self, prompt: &str) -> Option<Arc<Reference>> {
         let mut guard = self.lock();
         let state = &mut *guard;
         let members = state.replicas.len();
-        let everyone = members + state.expire_votes(prompt);
-        let newer = state.present(prompt, state.lineages.newer());
-        let replicas = everyone - newer.len();
-        if replicas == 0 {
+        let replicas = members + state.expire_votes(prompt);
+        if replicas == 0 || state.rolling(prompt) {
             return None;
         }
         if members > 0 && replicas < MAJORITY_FROM {
-            if let Some((lineage, settled)) = state.settled.get(prompt) {
-                let stale = newer
-                    .iter()
-                    .any(|r| state.lineages.get(r) == lineage.as_ref() && lineage.is_some());
-                if !stale {
-                    return Some(Arc::clone(settled));
-                }
+            if let Some((_, settled)) = state.settled.get(prompt) {
+                return Some(Arc::clone(settled));
             }
         }
-        majority(state.answers.get(prompt)?, None, replicas, &newer).map(|(_, answer)| answer)
+        let none = HashSet::new();
+        majority(state.answers.get(prompt)?, None, replicas, &none).map(|(_, answer)| answer)
     }
 
     #[cfg(test)]

@@ -5,15 +5,18 @@
 //! so while the primary rolls its old and new pods share the group `llm-primary`; with a
 //! new model the new pods answer otherwise by design. A rollout is not an outage: a
 //! replica's reference never comes from another revision of **its own workload** (those
-//! are its *rivals*), and what the group gives another group as its reference (the
-//! rollout gate's baseline) comes from each workload's oldest revision — the one being
-//! replaced, the stable the gate was judging against — until the last of its pods is gone.
+//! are its *rivals*), nor from a majority settled before its revision came; and while a
+//! workload of the group rolls, the group is no baseline for another group (the rollout
+//! gate's pair is unscored): which revision is the stable one cannot be told from the pods
+//! (an old pod drained and recreated is younger than the new ones), and a baseline that
+//! changed mid-promotion would change the gate's answer.
 //!
 //! Separate workloads in one group (a Deployment per zone, all `app=llm`) still judge each
-//! other, whatever their revisions: one zone's pod loaded with the wrong weights has the
-//! rest of its group against it. Splitting the group by revision instead would make such
-//! a pod its own reference. Replicas without an owner or a revision (a static target, a
-//! file_sd pool) have no lineage and are everyone's kin.
+//! other, whatever their revisions: a zone's pod loaded with the wrong weights is outvoted
+//! by the pods of its own revision and of the other zones, when they are a majority of
+//! those. Splitting the group by revision instead would make such a pod its own reference.
+//! Replicas without an owner or a revision (a static target, a file_sd pool) have no
+//! lineage and are everyone's kin.
 
 use std::collections::{HashMap, HashSet};
 
@@ -42,17 +45,16 @@ impl Lineage {
     }
 }
 
-/// The lineage of each replica of a group that has one (members and voters), with when
-/// its pod was created where discovery says.
+/// The lineage of each replica of a group that has one (members and voters).
 #[derive(Debug, Default)]
 pub struct Lineages {
-    known: HashMap<String, (Lineage, Option<i64>)>,
+    known: HashMap<String, Lineage>,
 }
 
 impl Lineages {
-    pub fn insert(&mut self, replica: &str, lineage: Option<Lineage>, created: Option<i64>) {
+    pub fn insert(&mut self, replica: &str, lineage: Option<Lineage>) {
         match lineage {
-            Some(lineage) => self.known.insert(replica.to_owned(), (lineage, created)),
+            Some(lineage) => self.known.insert(replica.to_owned(), lineage),
             None => self.known.remove(replica),
         };
     }
@@ -61,16 +63,17 @@ impl Lineages {
         self.known.remove(replica);
     }
 
-    pub fn get(&self, replica: &str) -> Option<&Lineage> {
-        self.known.get(replica).map(|(lineage, _)| lineage)
+    pub fn clear(&mut self) {
+        self.known.clear();
     }
 
-    /// Whether `lineage` may be a reference for `replica` (it is not a rival's).
-    pub fn kin(&self, replica: &str, lineage: Option<&Lineage>) -> bool {
-        match (self.get(replica), lineage) {
-            (Some(mine), Some(theirs)) => !mine.rivals(theirs),
-            _ => true,
-        }
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.known.is_empty()
+    }
+
+    pub fn get(&self, replica: &str) -> Option<&Lineage> {
+        self.known.get(replica)
     }
 
     /// The replicas at another revision of `replica`'s workload.
@@ -80,37 +83,25 @@ impl Lineages {
         };
         self.known
             .iter()
-            .filter(|(_, (theirs, _))| mine.rivals(theirs))
+            .filter(|(_, theirs)| mine.rivals(theirs))
             .map(|(other, _)| other.clone())
             .collect()
     }
 
-    /// The replicas at a revision newer than their workload's oldest here (by its oldest
-    /// pod; where no pod says, by revision name, so every node picks the same).
-    pub fn newer(&self) -> HashSet<String> {
-        // A revision is as old as its oldest pod.
-        let mut born: HashMap<(&str, &str), i64> = HashMap::new();
-        for (lineage, created) in self.known.values() {
-            let at = created.unwrap_or(i64::MAX);
-            born.entry((&lineage.workload, &lineage.revision))
-                .and_modify(|b| *b = (*b).min(at))
-                .or_insert(at);
-        }
-        let mut stable: HashMap<&str, (i64, &str)> = HashMap::new();
-        for ((workload, revision), at) in born {
-            stable
-                .entry(workload)
-                .and_modify(|s| *s = (*s).min((at, revision)))
-                .or_insert((at, revision));
-        }
-        self.known
-            .iter()
-            .filter(|(_, (lineage, _))| {
-                stable
-                    .get(lineage.workload.as_str())
-                    .is_some_and(|&(_, revision)| revision != lineage.revision)
-            })
-            .map(|(replica, _)| replica.clone())
-            .collect()
+    /// Whether two of `replicas` are rivals: a workload of the group is mid-rollout.
+    pub fn two_revisions<'a>(&self, replicas: impl Iterator<Item = &'a String>) -> bool {
+        rolling(replicas.filter_map(|r| self.get(r)))
     }
+}
+
+/// Whether two of `lineages` are two revisions of one workload.
+pub fn rolling<'a>(lineages: impl Iterator<Item = &'a Lineage>) -> bool {
+    let mut seen: HashMap<&str, &str> = HashMap::new();
+    for lineage in lineages {
+        match seen.insert(&lineage.workload, &lineage.revision) {
+            Some(other) if other != lineage.revision => return true,
+            _ => {}
+        }
+    }
+    false
 }

@@ -26,6 +26,7 @@ use rand::seq::SliceRandom;
 use tokio_util::sync::CancellationToken;
 
 use super::book::{Book, MAJORITY_FROM};
+use super::lineage::Lineage;
 use crate::endpoint::Target;
 use crate::endpoint::canary::CanarySpec;
 use crate::probe::{Outcome, Prober};
@@ -94,24 +95,44 @@ impl Voters {
         prompt: &str,
         abort: &CancellationToken,
     ) {
+        let pool = self.pools.get(&self.block);
+        if spec.votes == 0 {
+            return;
+        }
+        // For the replica's own group, another revision of its workload is no voter nor a
+        // member that counts (`super::lineage`): it must not fill the quota either.
+        let mine = (group == self.group.as_deref())
+            .then(|| Lineage::of(target))
+            .flatten();
+        let kin = |p: &Target| match (&mine, Lineage::of(p)) {
+            (Some(mine), Some(theirs)) => !mine.rivals(&theirs),
+            _ => true,
+        };
         let members = book.members();
-        if spec.votes == 0 || members.len() >= MAJORITY_FROM {
+        let rival_members = pool
+            .iter()
+            .filter(|p| members.contains(&p.id) && !kin(p))
+            .count();
+        if members.len().saturating_sub(rival_members) >= MAJORITY_FROM {
             return;
         }
         let voted = book.fresh_voters(prompt);
-        let missing = spec.votes.saturating_sub(voted.len());
+        let counted = pool
+            .iter()
+            .filter(|p| voted.contains(&p.id) && kin(p))
+            .count();
+        let missing = spec.votes.saturating_sub(counted);
         if missing == 0 {
             return;
         }
-        let mut peers: Vec<Arc<Target>> = self
-            .pools
-            .get(&self.block)
+        let mut peers: Vec<Arc<Target>> = pool
             .into_iter()
             .filter(|p| {
                 p.model == target.model
                     && !members.contains(&p.id)
                     && !voted.contains(&p.id)
                     && p.canary_group().as_deref() == group
+                    && kin(p)
             })
             .collect();
         peers.shuffle(&mut rand::rng());

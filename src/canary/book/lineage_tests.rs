@@ -39,13 +39,13 @@ fn a_promotion_s_new_pods_are_not_judged_by_the_old_ones() {
         book.observe(&third, P, Arc::clone(&new), 1.0).ok(),
         Some(Arc::clone(&new))
     );
-    // The old pods still agree among themselves; the gate's baseline is still the old
-    // revision while any of it is left.
+    // The old pods still agree among themselves; mid-rollout the group is no baseline for
+    // another group (the gate's pair is unscored), whichever pods are older.
     assert_eq!(
         book.observe(&stable[0], P, Arc::clone(&old), 1.0).ok(),
         Some(Arc::clone(&old))
     );
-    assert_eq!(book.reference_for_others(P), Some(Arc::clone(&old)));
+    assert_eq!(book.reference_for_others(P), None);
     drop(stable);
     assert_eq!(book.reference_for_others(P), Some(Arc::clone(&new)));
     assert_eq!(
@@ -113,4 +113,71 @@ fn a_rival_s_vote_does_not_count() {
     );
     let kin = book.join_at("old-here", Some(1_000), of("llm", "aaa"));
     assert_eq!(book.observe(&kin, P, Arc::clone(&old), 1.0).ok(), Some(old));
+}
+
+/// A replica with no lineage (no controlling owner) was in the old majority: the new
+/// revision is not held to that majority's settled answer (before, it diverged on every
+/// check); with the ownerless pod disagreeing, nothing tells which is right.
+#[test]
+fn a_majority_settled_before_a_revision_came_does_not_judge_it() {
+    let book = Arc::new(Book::default());
+    let (old, new) = (answer(&[" a", " b"]), answer(&[" x", " y"]));
+    let bare = book.join_at("a-bare-pod", Some(500), None);
+    let stable: Vec<Member> = (0..2)
+        .map(|i| book.join_at(&format!("p-old{i}"), Some(1_000), of("llm-primary", "aaa")))
+        .collect();
+    for m in std::iter::once(&bare).chain(&stable) {
+        book.observe(m, P, Arc::clone(&old), 1.0).ok();
+    }
+    let first = book.join_at("p-new0", Some(2_000), of("llm-primary", "bbb"));
+    assert_eq!(
+        book.observe(&first, P, Arc::clone(&new), 1.0),
+        Err(NoReference::TwoDisagree)
+    );
+    // The ownerless pod is kin to both revisions: the majority of all four is its reference.
+    assert_eq!(
+        book.observe(&bare, P, Arc::clone(&old), 1.0).ok(),
+        Some(old)
+    );
+}
+
+/// Whoever authored the settled answer (the order of pod names), a corrupt pod of a
+/// zone's new revision beside one pod of another zone is not scored against its own
+/// workload's old pods: unscored, the same both ways.
+#[test]
+fn the_verdict_does_not_depend_on_pod_names() {
+    for (zone_a, zone_b) in [("a", "b"), ("y", "b")] {
+        let book = Arc::new(Book::default());
+        let (good, bad) = (answer(&[" a", " b"]), answer(&[" x", " y"]));
+        let olds: Vec<Member> = (0..2)
+            .map(|i| book.join_at(&format!("{zone_a}{i}"), Some(1_000), of("llm-a", "aaa")))
+            .collect();
+        let b = book.join_at(&format!("{zone_b}0"), Some(1_000), of("llm-b", "bbb"));
+        for m in olds.iter().chain([&b]) {
+            book.observe(m, P, Arc::clone(&good), 1.0).ok();
+        }
+        let corrupt = book.join_at(&format!("{zone_a}-new"), Some(3_000), of("llm-a", "fff"));
+        assert_eq!(
+            book.observe(&corrupt, P, Arc::clone(&bad), 1.0),
+            Err(NoReference::TwoDisagree),
+            "{zone_a}"
+        );
+    }
+}
+
+/// A voter's lineage goes with its votes, and all of them when the book empties.
+#[test]
+fn lineages_do_not_outlive_their_replicas() {
+    let book = Arc::new(Book::default());
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for turnover in 0..100 {
+        let me = book.join_at(&format!("m{turnover}"), None, of("llm", "aaa"));
+        for v in 0..3 {
+            let voter = format!("v{turnover}-{v}");
+            book.vote(&voter, P, answer(&[" a"]), 1.0, until, of("llm", "aaa"));
+        }
+        book.observe(&me, P, answer(&[" a"]), 1.0).ok();
+    }
+    drop(book.join("last"));
+    assert!(book.lock().lineages.is_empty());
 }

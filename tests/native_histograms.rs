@@ -212,19 +212,13 @@ async fn native_quantiles_agree_with_the_exact_latencies_at_every_scale() {
     daemon.stop().await;
 }
 
-/// `both` (the default) on a Prometheus with native histograms on: it keeps the native
-/// histogram (Prometheus 2.x and 3.x drop the classic buckets of a histogram that has
-/// native ones unless `scrape_classic_histograms` / `always_scrape_classic_histograms` is
-/// set), and the probes' exemplars ride on it: Prometheus 2.42 takes a native histogram's
-/// exemplar from its classic buckets', which `both` carries.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn both_keeps_the_native_histogram_and_its_exemplars() {
+/// What a Prometheus with native histograms on kept of the probes' TTFTs with `mode`: its
+/// version, whether it kept the classic buckets too, and the exemplars it stored.
+async fn kept(mode: &str) -> Option<(String, bool, Vec<serde_json::Value>)> {
     let sim = start_sim(SimConfig::default()).await;
     let collector = otlp::start(Duration::ZERO).await;
-    let daemon = start_daemon(&config(&[sim.url()], "both", &collector.url)).await;
-    let Some(prometheus) = scraping(&daemon).await else {
-        return;
-    };
+    let daemon = start_daemon(&config(&[sim.url()], mode, &collector.url)).await;
+    let prometheus = scraping(&daemon).await?;
     let selector = "inferprobe_time_to_first_token_seconds{target=\"ttft-1ms\"}";
     prometheus
         .wait_for(
@@ -236,28 +230,69 @@ async fn both_keeps_the_native_histogram_and_its_exemplars() {
         .query("count(inferprobe_time_to_first_token_seconds_bucket)")
         .await
         .unwrap();
-    assert!(
-        classic.is_empty(),
-        "Prometheus kept the classic buckets too: {classic:?}"
-    );
+    let get = |path: &str, params: Vec<(&str, String)>| {
+        let url = reqwest::Url::parse_with_params(&format!("{}{path}", prometheus.url), params);
+        async move {
+            let body: serde_json::Value = reqwest::get(url.unwrap())
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            body
+        }
+    };
     let now = unix_now();
-    let url = reqwest::Url::parse_with_params(
-        &format!("{}/api/v1/query_exemplars", prometheus.url),
-        [
-            ("query", selector),
-            ("start", &format!("{:.3}", now - 120.0)),
-            ("end", &format!("{now:.3}")),
+    let body = get(
+        "/api/v1/query_exemplars",
+        vec![
+            ("query", selector.to_owned()),
+            ("start", format!("{:.3}", now - 120.0)),
+            ("end", format!("{now:.3}")),
         ],
     )
-    .unwrap();
-    let body: serde_json::Value = reqwest::get(url).await.unwrap().json().await.unwrap();
-    let exemplars: Vec<&serde_json::Value> = body["data"]
+    .await;
+    let exemplars: Vec<serde_json::Value> = body["data"]
         .as_array()
         .into_iter()
         .flatten()
         .flat_map(|series| series["exemplars"].as_array().into_iter().flatten())
+        .cloned()
         .collect();
-    assert!(!exemplars.is_empty(), "no exemplars: {body}");
+    let version = get("/api/v1/status/buildinfo", Vec::new()).await["data"]["version"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    daemon.stop().await;
+    Some((version, !classic.is_empty(), exemplars))
+}
+
+/// Whether a Prometheus version reads a native histogram's own exemplar list (2.50 on).
+fn reads_histogram_exemplars(version: &str) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    major > 2 || (major == 2 && minor >= 50)
+}
+
+/// `both` (the default) on a Prometheus with native histograms on: it keeps the native
+/// histogram (Prometheus 2.x and 3.x drop the classic buckets of a histogram that has
+/// native ones unless `scrape_classic_histograms` / `always_scrape_classic_histograms` is
+/// set), and the probes' exemplars ride on it: Prometheus 2.42 takes a native histogram's
+/// exemplars from its classic buckets (`model/textparse/protobufparse.go` `Exemplar`), which
+/// `both` carries, timestamped as it keeps only those.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_keeps_the_native_histogram_and_its_exemplars() {
+    let Some((version, classic, exemplars)) = kept("both").await else {
+        return;
+    };
+    assert!(
+        !classic,
+        "Prometheus {version} kept the classic buckets too"
+    );
+    assert!(
+        !exemplars.is_empty(),
+        "no exemplars on Prometheus {version}"
+    );
     for exemplar in exemplars {
         let id = exemplar["labels"]["request_id"]
             .as_str()
@@ -265,7 +300,27 @@ async fn both_keeps_the_native_histogram_and_its_exemplars() {
         let trace = exemplar["labels"]["trace_id"].as_str().unwrap_or_default();
         assert!(!id.is_empty() && trace.len() == 32, "{exemplar}");
     }
-    daemon.stop().await;
+}
+
+/// `native` moves the exemplars to the histogram's own exemplar list (the classic buckets
+/// that carried them are gone), which only Prometheus 2.50 and later read: on 2.42 a
+/// `native` daemon's TTFTs have no exemplars at all (docs/metrics.md says so), on 2.50+
+/// they have them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_exemplars_need_prometheus_2_50() {
+    let Some((version, classic, exemplars)) = kept("native").await else {
+        return;
+    };
+    assert!(
+        !classic,
+        "Prometheus {version} kept classic buckets in native mode"
+    );
+    assert_eq!(
+        !exemplars.is_empty(),
+        reads_histogram_exemplars(&version),
+        "Prometheus {version}: {} exemplars",
+        exemplars.len()
+    );
 }
 
 /// Prometheus 2.42's Accept header with native histograms on (`scrape/scrape.go`).

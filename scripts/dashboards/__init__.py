@@ -1,0 +1,1 @@
+"""The Grafana dashboards in dashboards/, written as code: `python3 scripts/gen-dashboards.py`."""

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Writes the Grafana dashboards in dashboards/ from their source in scripts/dashboards/.
+
+    python3 scripts/gen-dashboards.py           # rewrite dashboards/*.json
+    python3 scripts/gen-dashboards.py --check   # exit 1 if a file differs from its source
+"""
+
+import argparse
+import json
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from dashboards import overview, target  # noqa: E402
+
+FILES = {"inferprobe-overview.json": overview, "inferprobe-target.json": target}
+
+
+def number(panels, start=1):
+    """Panel ids in reading order, rows' panels after their row."""
+    n = start
+    for p in panels:
+        p["id"] = n
+        n += 1
+        if p.get("panels"):
+            n = number(p["panels"], n)
+    return n
+
+
+def build(module):
+    dashboard = dict(module.DASHBOARD)
+    panels = json.loads(json.dumps(module.PANELS))
+    number(panels)
+    out = {}
+    for key, value in dashboard.items():
+        out[key] = value
+        if key == "liveNow":
+            out["panels"] = panels
+    return json.dumps(out, indent=2, ensure_ascii=False) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true")
+    parser.add_argument("--out", type=pathlib.Path, default=ROOT / "dashboards")
+    args = parser.parse_args()
+    stale = []
+    for name, module in FILES.items():
+        text = build(module)
+        path = args.out / name
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(name)
+        else:
+            path.write_text(text)
+    if stale:
+        print(f"not what scripts/gen-dashboards.py writes: {', '.join(stale)}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -280,12 +280,18 @@ impl Book {
             &mut state.comparisons,
         );
         if replicas >= MAJORITY_FROM {
-            if let Some((_, agreed)) = majority(answers, None, replicas, &rivals) {
-                let voters = answers.keys().filter(|r| !rivals.contains(*r));
-                let lineages = voters.filter_map(|r| state.lineages.get(r).cloned());
-                state
-                    .settled
-                    .insert(prompt.to_owned(), (lineages.collect(), agreed));
+            if let Some((author, agreed)) = majority(answers, None, replicas, &rivals) {
+                // The lineages of those whose answers make that majority: a revision that
+                // only disagreed with it is not held to it later.
+                let agreeing = answers
+                    .get(author)
+                    .into_iter()
+                    .flat_map(|e| e.agrees.keys())
+                    .chain(std::iter::once(&author.to_owned()))
+                    .filter(|r| !rivals.contains(*r))
+                    .filter_map(|r| state.lineages.get(r).cloned())
+                    .collect();
+                state.settled.insert(prompt.to_owned(), (agreeing, agreed));
             }
             return majority(answers, Some(me), replicas, &rivals)
                 .map(|(_, reference)| reference)
@@ -337,6 +343,31 @@ impl Book {
             .get(prompt)
             .map(|v| v.keys().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// Forget the votes of voters no longer in the group's pool (a pod gone mid-promotion
+    /// would otherwise keep the group "rolling" until its votes expire).
+    pub fn keep_voters(&self, pool: &std::collections::HashSet<&str>) {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let mut gone = HashSet::new();
+        for votes in state.votes.values_mut() {
+            votes.retain(|voter, _| {
+                let keep = pool.contains(voter.as_str());
+                if !keep {
+                    gone.insert(voter.clone());
+                }
+                keep
+            });
+        }
+        for voter in &gone {
+            for answers in state.answers.values_mut() {
+                forget(answers, voter);
+            }
+            if !state.replicas.contains_key(voter) {
+                state.lineages.remove(voter);
+            }
+        }
     }
 
     /// Record a vote: the answer of `voter`, a replica of the group on another node, to

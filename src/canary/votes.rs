@@ -96,6 +96,7 @@ impl Voters {
         abort: &CancellationToken,
     ) {
         let pool = self.pools.get(&self.block);
+        book.keep_voters(&pool.iter().map(|p| p.id.as_str()).collect());
         if spec.votes == 0 {
             return;
         }

@@ -181,3 +181,79 @@ fn lineages_do_not_outlive_their_replicas() {
     drop(book.join("last"));
     assert!(book.lock().lineages.is_empty());
 }
+
+/// A settled majority holds the lineages of those who agreed with it, not of everyone who
+/// answered: with an ownerless pod answering in between, neither revision is held to the
+/// other's answer, in either order (found by a hostile review: the new pod diverged).
+#[test]
+fn a_settled_answer_binds_only_the_revisions_that_agreed() {
+    let (old, new) = (answer(&[" a", " b"]), answer(&[" x", " y"]));
+    // The first new pod, then the ownerless pod settles the old majority of everyone.
+    let book = Arc::new(Book::default());
+    let bare = book.join_at("orphan", Some(500), None);
+    let stable: Vec<Member> = (0..3)
+        .map(|i| book.join_at(&format!("p-old{i}"), Some(1_000), of("llm-primary", "aaa")))
+        .collect();
+    for m in std::iter::once(&bare).chain(&stable) {
+        book.observe(m, P, Arc::clone(&old), 1.0).ok();
+    }
+    let first = book.join_at("p-new0", Some(2_000), of("llm-primary", "bbb"));
+    book.observe(&first, P, Arc::clone(&new), 1.0).ok();
+    for _ in 0..5 {
+        book.observe(&bare, P, Arc::clone(&old), 1.0).ok();
+        let got = book.observe(&first, P, Arc::clone(&new), 1.0);
+        assert_ne!(
+            got.ok(),
+            Some(Arc::clone(&old)),
+            "the new pod judged by the old answer"
+        );
+    }
+    // Later: three new pods settle the new majority of everyone; the last old pod is not
+    // held to it.
+    let news: Vec<Member> = (1..3)
+        .map(|i| book.join_at(&format!("p-new{i}"), Some(2_000), of("llm-primary", "bbb")))
+        .collect();
+    for m in std::iter::once(&first).chain(&news) {
+        book.observe(m, P, Arc::clone(&new), 1.0).ok();
+    }
+    let mut stable = stable;
+    let last_old = stable.pop().unwrap();
+    drop(stable);
+    book.observe(&bare, P, Arc::clone(&old), 1.0).ok();
+    let got = book.observe(&last_old, P, Arc::clone(&old), 1.0);
+    assert_ne!(got.ok(), Some(new), "the old pod judged by the new answer");
+}
+
+/// The votes of pods that left the pool go at once: a group whose old revision is gone is
+/// a baseline again, not "rolling" until the votes expire.
+#[test]
+fn votes_of_pods_gone_from_the_pool_do_not_keep_a_group_rolling() {
+    let book = Arc::new(Book::default());
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    let (old, new) = (answer(&[" a", " b"]), answer(&[" x", " y"]));
+    for i in 0..2 {
+        let voter = format!("old{i}");
+        book.vote(
+            &voter,
+            P,
+            Arc::clone(&old),
+            1.0,
+            until,
+            of("llm-primary", "aaa"),
+        );
+    }
+    for i in 0..3 {
+        let voter = format!("new{i}");
+        book.vote(
+            &voter,
+            P,
+            Arc::clone(&new),
+            1.0,
+            until,
+            of("llm-primary", "bbb"),
+        );
+    }
+    assert_eq!(book.reference_for_others(P), None, "mid-rollout");
+    book.keep_voters(&["new0", "new1", "new2"].into_iter().collect());
+    assert_eq!(book.reference_for_others(P), Some(new));
+}

@@ -39,8 +39,8 @@ cd "$(dirname "$0")/.."
 wait_seconds=${PROOF_WAIT_SECONDS:-90}
 histograms=${PROOF_HISTOGRAMS:-}
 case "$histograms" in
-  "" | classic | native | both) ;;
-  *) echo "PROOF_HISTOGRAMS=$histograms: classic, native or both" >&2; exit 64 ;;
+  "" | classic | native | both | mixed) ;;
+  *) echo "PROOF_HISTOGRAMS=$histograms: classic, native, both or mixed" >&2; exit 64 ;;
 esac
 
 # --- (a) Debian's prometheus (prometheus + promtool) and python3, if missing ------------
@@ -201,8 +201,14 @@ EOF
 }
 for node in a b; do
   config "$node" >"$tmp/inferprobe-$node.toml"
-  if [ -n "$histograms" ]; then
-    printf '\n[metrics]\nhistograms = "%s"\n' "$histograms" >>"$tmp/inferprobe-$node.toml"
+  mode=$histograms
+  # A mixed fleet: node a's daemon classic, node b's native (as mid-upgrade from a text-only
+  # version, or a mode switch half rolled out).
+  if [ "$histograms" = mixed ]; then
+    if [ "$node" = a ]; then mode=classic; else mode=native; fi
+  fi
+  if [ -n "$mode" ]; then
+    printf '\n[metrics]\nhistograms = "%s"\n' "$mode" >>"$tmp/inferprobe-$node.toml"
   fi
   NODE_NAME=proof-node-$node POD_NAME=proof-probe-$node "$bin" check \
     --config "$tmp/inferprobe-$node.toml" >/dev/null
@@ -476,10 +482,14 @@ for name in HISTOGRAMS:
     want = {"native": 2, "classic": 0} if mode == "native" else None
     if mode in ("", "classic"):
         want = {"native": 0, "classic": 2}
+    if mode == "mixed":
+        want = {"native": 1, "classic": 1}
     if want is not None and stored != want:
         sys.exit(f"FAIL: {name}: nodes with native / classic series {stored}, want {want}")
 print(f"per-target histograms stored as {'native' if stored['native'] else 'classic'} series "
-      f"([metrics] histograms = {mode or 'default'}, {'protobuf' if mode else 'text'} scrape)")
+      f"([metrics] histograms = {mode or 'default'}, {'protobuf' if mode else 'text'} scrape)"
+      if mode != "mixed" else "per-target histograms stored as classic series on node a and "
+      "native series on node b (a mixed fleet)")
 
 # Every rule of both rules files evaluates without error in Prometheus itself.
 groups = get("/api/v1/rules")["data"]["groups"]
@@ -513,6 +523,73 @@ for name, want in EXPECTED_ALERTS.items():
               f"  expr: {alerts[name]}\n  response: {json.dumps(answer)[:2000]}", file=sys.stderr)
     elif verbose:
         print(f"ok  alert {name} picks {got}: {answer['data']['result'][0]['value'][1]}")
+
+# A mixed fleet: every histogram panel shows each member, once. At one instant, a quantile
+# panel's line per kind equals the same query over that kind's node alone, and a heatmap's
+# counts per bound are node a's plus node b's.
+def at(expr, t):
+    data = urllib.parse.urlencode({"query": expr, "time": f"{t:.3f}"}).encode()
+    with urllib.request.urlopen(base + "/api/v1/query", data=data, timeout=15) as r:
+        return json.load(r)["data"]["result"]
+
+
+def keyed(result, drop=()):
+    return {tuple(sorted((k, v) for k, v in s["metric"].items() if k not in drop)):
+            float(s["value"][1]) for s in result}
+
+
+def close(a, b):
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b)) or (a != a and b != b)
+
+
+mixed_checked = 0
+if mode == "mixed":
+    t = time.time() - 10  # a settled instant, the same for every query
+    overview = json.load(open("dashboards/inferprobe-overview.json"))
+    target = json.load(open("dashboards/inferprobe-target.json"))
+    alone = {"classic": "proof-node-a", "native": "proof-node-b"}
+    for p in panels(overview["panels"]):
+        for q in p.get("targets", []):
+            if '"histograms", "native"' not in q["expr"]:
+                continue
+            fleet = at(substitute(q["expr"], ALL), t)
+            kinds = {s["metric"].get("histograms") for s in fleet}
+            if kinds != {"classic", "native"}:
+                failures += 1
+                print(f"FAIL: mixed fleet: {p['title']!r} [{q['refId']}] shows kinds {kinds}",
+                      file=sys.stderr)
+                continue
+            for kind, node in alone.items():
+                one = keyed(at(substitute(q["expr"], dict(ALL, node=node)), t))
+                mine = keyed([s for s in fleet if s["metric"]["histograms"] == kind])
+                if mine.keys() != one.keys() or not all(close(mine[k], one[k]) for k in one):
+                    failures += 1
+                    print(f"FAIL: mixed fleet: {p['title']!r} [{q['refId']}] {kind}: {mine} "
+                          f"but {node} alone: {one}", file=sys.stderr)
+            mixed_checked += 1
+    for p in panels(target["panels"]):
+        if p["type"] != "heatmap" or "histogram_fraction" not in p["targets"][0]["expr"]:
+            continue
+        variables = VARIABLES["inferprobe-target.json"][0]
+        expr = p["targets"][0]["expr"]
+        fleet = keyed(at(substitute(expr, variables), t))
+        a = keyed(at(substitute(expr, dict(variables, node="proof-node-a")), t))
+        b = keyed(at(substitute(expr, dict(variables, node="proof-node-b")), t))
+        summed = {k: a.get(k, 0.0) + b.get(k, 0.0) for k in a.keys() | b.keys()}
+        inf = (("le", "+Inf"),)
+        if not fleet.get(inf) or fleet.keys() != summed.keys() or \
+                not all(close(fleet[k], summed[k]) for k in fleet):
+            failures += 1
+            print(f"FAIL: mixed fleet: heatmap {p['title']!r}: {fleet} is not node a's {a} plus "
+                  f"node b's {b}", file=sys.stderr)
+        mixed_checked += 1
+    # Every latency quantile of the overview (4 latencies x 3, and the schedule lag) and
+    # the four latency heatmaps.
+    if mixed_checked < 17:
+        failures += 1
+        print(f"FAIL: mixed fleet: only {mixed_checked} histogram queries checked, want 17",
+              file=sys.stderr)
+    print(f"mixed fleet: {mixed_checked} histogram queries show every member once")
 
 # (e) Every expression. A failed answer is asked again after two scrapes, up to twice: one
 # scrape that times out on a loaded machine (the 2 s scrape_timeout) writes staleness markers

@@ -1,7 +1,7 @@
 """The inferprobe / Overview dashboard: All probed LLM inference endpoints at a glance: availability, errors, latency percentiles, SLOs, goodput and tokens, and the health of discovery and the probe fleet."""
 
 from .grafana import TARGET_LINK, TIMESERIES_CUSTOM, panel, queries, query, row
-from .promql import S
+from .promql import HAS_POD, S, heatmap, mean, quantile
 
 DASHBOARD = {'annotations': {'list': [{'builtIn': 1,
                            'datasource': {'type': 'grafana', 'uid': '-- Grafana --'},
@@ -303,9 +303,9 @@ PANELS = [
         (0, 24, 12, 8),
         'Percentiles of time to first token (t0 to the first token-carrying event) per target, from the histogram buckets (histogram_quantile over the bucket rates summed by le and target, all nodes together). Only successful probes are observed.',
         queries(
-            query(f'(histogram_quantile(0.5, sum by (cluster, target) (rate(inferprobe_time_to_first_token_seconds{{{S}}}[$__rate_interval]))) or histogram_quantile(0.5, sum by (cluster, le, target) (rate(inferprobe_time_to_first_token_seconds_bucket{{{S}}}[$__rate_interval]))))', '{{target}} p50'),
-            query(f'(histogram_quantile(0.9, sum by (cluster, target) (rate(inferprobe_time_to_first_token_seconds{{{S}}}[$__rate_interval]))) or histogram_quantile(0.9, sum by (cluster, le, target) (rate(inferprobe_time_to_first_token_seconds_bucket{{{S}}}[$__rate_interval]))))', '{{target}} p90'),
-            query(f'(histogram_quantile(0.99, sum by (cluster, target) (rate(inferprobe_time_to_first_token_seconds{{{S}}}[$__rate_interval]))) or histogram_quantile(0.99, sum by (cluster, le, target) (rate(inferprobe_time_to_first_token_seconds_bucket{{{S}}}[$__rate_interval]))))', '{{target}} p99'),
+            query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "target")}', '{{target}} p50'),
+            query(f'{quantile(0.9, "inferprobe_time_to_first_token_seconds", "target")}', '{{target}} p90'),
+            query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "target")}', '{{target}} p99'),
         ),
         {
             'unit': 's',
@@ -322,9 +322,9 @@ PANELS = [
         (12, 24, 12, 8),
         'Percentiles of time per output token after the first per target, from the histogram buckets (histogram_quantile over the bucket rates summed by le and target, all nodes together). Only successful probes are observed.',
         queries(
-            query(f'(histogram_quantile(0.5, sum by (cluster, target) (rate(inferprobe_time_per_output_token_seconds{{{S}}}[$__rate_interval]))) or histogram_quantile(0.5, sum by (cluster, le, target) (rate(inferprobe_time_per_output_token_seconds_bucket{{{S}}}[$__rate_interval]))))', '{{target}} p50'),
-            query(f'(histogram_quantile(0.9, sum by (cluster, target) (rate(inferprobe_time_per_output_token_seconds{{{S}}}[$__rate_interval]))) or histogram_quantile(0.9, sum by (cluster, le, target) (rate(inferprobe_time_per_output_token_seconds_bucket{{{S}}}[$__rate_interval]))))', '{{target}} p90'),
-            query(f'(histogram_quantile(0.99, sum by (cluster, target) (rate(inferprobe_time_per_output_token_seconds{{{S}}}[$__rate_interval]))) or histogram_quantile(0.99, sum by (cluster, le, target) (rate(inferprobe_time_per_output_token_seconds_bucket{{{S}}}[$__rate_interval]))))', '{{target}} p99'),
+            query(f'{quantile(0.5, "inferprobe_time_per_output_token_seconds", "target")}', '{{target}} p50'),
+            query(f'{quantile(0.9, "inferprobe_time_per_output_token_seconds", "target")}', '{{target}} p90'),
+            query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "target")}', '{{target}} p99'),
         ),
         {
             'unit': 's',
@@ -341,9 +341,9 @@ PANELS = [
         (0, 32, 12, 8),
         'Percentiles of inter-token latency (gap between successive tokens) per target, from the histogram buckets (histogram_quantile over the bucket rates summed by le and target, all nodes together). Only successful probes are observed.',
         queries(
-            query(f'(histogram_quantile(0.5, sum by (cluster, target) (rate(inferprobe_inter_token_latency_seconds{{{S}}}[$__rate_interval]))) or histogram_quantile(0.5, sum by (cluster, le, target) (rate(inferprobe_inter_token_latency_seconds_bucket{{{S}}}[$__rate_interval]))))', '{{target}} p50'),
-            query(f'(histogram_quantile(0.9, sum by (cluster, target) (rate(inferprobe_inter_token_latency_seconds{{{S}}}[$__rate_interval]))) or histogram_quantile(0.9, sum by (cluster, le, target) (rate(inferprobe_inter_token_latency_seconds_bucket{{{S}}}[$__rate_interval]))))', '{{target}} p90'),
-            query(f'(histogram_quantile(0.99, sum by (cluster, target) (rate(inferprobe_inter_token_latency_seconds{{{S}}}[$__rate_interval]))) or histogram_quantile(0.99, sum by (cluster, le, target) (rate(inferprobe_inter_token_latency_seconds_bucket{{{S}}}[$__rate_interval]))))', '{{target}} p99'),
+            query(f'{quantile(0.5, "inferprobe_inter_token_latency_seconds", "target")}', '{{target}} p50'),
+            query(f'{quantile(0.9, "inferprobe_inter_token_latency_seconds", "target")}', '{{target}} p90'),
+            query(f'{quantile(0.99, "inferprobe_inter_token_latency_seconds", "target")}', '{{target}} p99'),
         ),
         {
             'unit': 's',
@@ -360,9 +360,9 @@ PANELS = [
         (12, 32, 12, 8),
         'Percentiles of end-to-end request latency per target, from the histogram buckets (histogram_quantile over the bucket rates summed by le and target, all nodes together). Only successful probes are observed.',
         queries(
-            query(f'(histogram_quantile(0.5, sum by (cluster, target) (rate(inferprobe_e2e_request_latency_seconds{{{S}}}[$__rate_interval]))) or histogram_quantile(0.5, sum by (cluster, le, target) (rate(inferprobe_e2e_request_latency_seconds_bucket{{{S}}}[$__rate_interval]))))', '{{target}} p50'),
-            query(f'(histogram_quantile(0.9, sum by (cluster, target) (rate(inferprobe_e2e_request_latency_seconds{{{S}}}[$__rate_interval]))) or histogram_quantile(0.9, sum by (cluster, le, target) (rate(inferprobe_e2e_request_latency_seconds_bucket{{{S}}}[$__rate_interval]))))', '{{target}} p90'),
-            query(f'(histogram_quantile(0.99, sum by (cluster, target) (rate(inferprobe_e2e_request_latency_seconds{{{S}}}[$__rate_interval]))) or histogram_quantile(0.99, sum by (cluster, le, target) (rate(inferprobe_e2e_request_latency_seconds_bucket{{{S}}}[$__rate_interval]))))', '{{target}} p99'),
+            query(f'{quantile(0.5, "inferprobe_e2e_request_latency_seconds", "target")}', '{{target}} p50'),
+            query(f'{quantile(0.9, "inferprobe_e2e_request_latency_seconds", "target")}', '{{target}} p90'),
+            query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "target")}', '{{target}} p99'),
         ),
         {
             'unit': 's',
@@ -517,7 +517,7 @@ PANELS = [
         (0, 65, 12, 8),
         'How late the daemon sent its arrivals versus their schedule (99th percentile). Large values mean the probing host is overloaded, which would also inflate the measured latencies.',
         queries(
-            query(f'(histogram_quantile(0.99, sum by (cluster, target) (rate(inferprobe_schedule_lag_seconds{{{S}}}[$__rate_interval]))) or histogram_quantile(0.99, sum by (cluster, le, target) (rate(inferprobe_schedule_lag_seconds_bucket{{{S}}}[$__rate_interval]))))', '{{target}}'),
+            query(f'{quantile(0.99, "inferprobe_schedule_lag_seconds", "target")}', '{{target}}'),
         ),
         {
             'unit': 's',

@@ -1,6 +1,114 @@
-"""PromQL as every panel writes it: the matchers of the template variables."""
+"""PromQL as every panel writes it: the matchers of the template variables, the site labels
+first in every grouping, and the per-target histograms read the same way everywhere.
+
+**Histograms in a mixed fleet.** A Prometheus stores a daemon's histogram as native series
+(protobuf scrape, native histograms on), as classic `_bucket`/`_count`/`_sum` series, or as
+both (`scrape_classic_histograms` / `always_scrape_classic_histograms`). One fleet can hold
+all three at once: a DaemonSet upgraded from a text-only version, the window after a
+`[metrics] histograms` switch, two clusters behind one Thanos. A query that aggregates first
+and then takes `native or classic` drops every classic member of a group that has one
+native member (the two sides' groups match), and a heatmap of `sum(native) or sum by (le)
+(classic)` keeps both (their label sets never match). So here:
+
+- counts and sums pick a side **per series**, before aggregating:
+  `sum by (g) (histogram_count(rate(h[w])) or rate(h_count[w]))` (a series with both keeps its
+  native count, once);
+- quantiles are read per kind, each over the members of that kind, and say which
+  (`histograms="native"` / `"classic"`): a group of one kind is one line, a mixed group two,
+  each exact for its members; no member is dropped and none is counted twice (classic
+  buckets of a series that also has a native histogram are left to the native line);
+- heatmaps draw one picture on the classic bounds: the classic buckets, plus each native-only
+  series' count at every classic bound (`histogram_fraction(0, le, h) * histogram_count(h)`),
+  summed by `le`.
+"""
 
 from .config import CONFIG
 
+RATE = "$__rate_interval"
+
 # The matchers every inferprobe selector carries: the site labels, then the variables.
 S = ", ".join(f'{v}=~"${v}"' for v in CONFIG["site_labels"] + CONFIG["variables"])
+
+# The classic bucket bounds of each per-target histogram, as the daemon exports them
+# (src/metrics/values.rs; tests/dashboards.rs holds them to a live daemon's `le` values).
+TTFT = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+        10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
+TOKEN_LATENCY = [0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.008, 0.01, 0.025, 0.05, 0.075,
+                 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+                 80.0]
+E2EL = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+        120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0]
+BOUNDS = {
+    "inferprobe_time_to_first_token_seconds": TTFT,
+    "inferprobe_time_per_output_token_seconds": TOKEN_LATENCY,
+    "inferprobe_inter_token_latency_seconds": TOKEN_LATENCY,
+    "inferprobe_e2e_request_latency_seconds": E2EL,
+    "inferprobe_prefix_cache_cold_ttft_seconds": TTFT,
+    "inferprobe_prefix_cache_warm_ttft_seconds": TTFT,
+}
+
+
+def sel(*extra):
+    """The variables' matchers, and `extra` ones."""
+    return "{" + ", ".join([S, *extra]) + "}"
+
+
+def by(*labels):
+    """A grouping by the site labels and `labels`."""
+    return ", ".join(CONFIG["site_labels"] + [l for l in labels if l not in CONFIG["site_labels"]])
+
+
+def le_text(bound):
+    """A bound as a classic bucket's `le` label spells it (OpenMetrics floats: `1.0`)."""
+    text = repr(float(bound))
+    return text
+
+
+def _series(metric, fn, window, extra, suffix=""):
+    return f"{fn}({metric}{suffix}{sel(*extra)}[{window}])"
+
+
+def quantile(q, metric, *labels, fn="rate", window=RATE, extra=()):
+    """The `q` quantile of `metric` per group, per kind of histogram (module doc). A
+    grouping by `node` holds one daemon's series, so one kind: it needs no `histograms`
+    label (and a table that joins it with other queries by its labels keeps one row)."""
+    g = by(*labels)
+    native = _series(metric, fn, window, extra)
+    buckets = _series(metric, fn, window, extra, "_bucket")
+    native_q = f"histogram_quantile({q}, sum by ({g}) ({native}))"
+    classic_q = f"histogram_quantile({q}, sum by ({g}, le) ({buckets} unless ignoring (le) {native}))"
+    if "node" in labels:
+        return f"({native_q} or {classic_q})"
+    return (
+        f'label_replace({native_q}, "histograms", "native", "", "") or '
+        f'label_replace({classic_q}, "histograms", "classic", "", "")'
+    )
+
+
+def mean(metric, *labels, fn="rate", window=RATE, extra=()):
+    """The mean of `metric` per group, each series counted once, of whichever kind."""
+    g = by(*labels)
+
+    def side(native_fn, suffix):
+        return (f"sum by ({g}) ({native_fn}({_series(metric, fn, window, extra)}) or "
+                f"{_series(metric, fn, window, extra, suffix)})")
+
+    return f"({side('histogram_sum', '_sum')} / {side('histogram_count', '_count')})"
+
+
+def heatmap(metric, fn="rate", window=RATE, extra=()):
+    """Counts per classic bound, summed over every series of either kind (module doc)."""
+    native = _series(metric, fn, window, extra)
+    count = _series(metric, fn, window, extra, "_count")
+    buckets = _series(metric, fn, window, extra, "_bucket")
+    native_only = f"({native} unless {count})"
+    converted = " or ".join(
+        f'label_replace(histogram_fraction(0, {b!r}, {native_only}) * histogram_count({native_only}), '
+        f'"le", "{le_text(b)}", "", "")'
+        for b in BOUNDS[metric]
+    )
+    total = f'label_replace(histogram_count({native_only}), "le", "+Inf", "", "")'
+    return f"sum by (le) ({buckets} or {converted} or {total})"
+
+# A discovered replica's series (configured targets have no `pod`).
+HAS_POD = 'pod!=""'

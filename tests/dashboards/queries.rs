@@ -151,7 +151,7 @@ fn dashboards_cover_latency_errors_slos_nodes_and_replicas() {
     for metric in LATENCY_HISTOGRAMS {
         for q in ["0.5", "0.9", "0.99"] {
             let quantile = format!(
-                "histogram_quantile({q}, sum by (cluster, le, target) (rate({metric}_bucket{{"
+                "histogram_quantile({q}, sum by (cluster, target, le) (rate({metric}_bucket{{"
             );
             let native =
                 format!("histogram_quantile({q}, sum by (cluster, target) (rate({metric}{{");
@@ -235,7 +235,7 @@ fn dashboards_cover_latency_errors_slos_nodes_and_replicas() {
         has(
             &target_exprs,
             &[
-                "sum by (cluster, le, node)",
+                "sum by (cluster, node, le)",
                 "inferprobe_time_to_first_token_seconds_bucket",
             ],
         ),
@@ -308,10 +308,13 @@ fn dashboards_cover_latency_errors_slos_nodes_and_replicas() {
 }
 
 /// Every query over a per-target histogram reads it in every `[metrics] histograms` mode
-/// (issue 34): the native series first, then `or` the classic buckets, with the same
-/// matchers. A Prometheus that keeps only the native histogram (native mode; `both` on
-/// Prometheus 2.x) has no `_bucket`, `_sum` or `_count` series, and one that scrapes text
-/// has no native one. `scripts/prometheus-proof.sh` runs them on both.
+/// and in a fleet that mixes them (issue 34, issue 42 item 2): both kinds, with the same
+/// matchers, and a side picked per series, never per aggregate (`scripts/dashboards/promql.py`
+/// says why): a quantile per kind, labelled `histograms`, the classic side without the
+/// series that also have a native histogram; a heatmap on the classic bounds with the
+/// native-only series converted; a count or sum that picks per series inside its `sum`.
+/// `scripts/prometheus-proof.sh` runs them on each kind and on a mixed fleet, where it checks
+/// each member is shown once.
 #[test]
 fn every_histogram_query_reads_native_and_classic_histograms() {
     let mut f = Failures::default();
@@ -348,17 +351,27 @@ fn every_histogram_query_reads_native_and_classic_histograms() {
                         )
                     },
                 );
-                let first_native = expr.find(&format!("{metric}{{"));
-                let first_classic = expr.find(&format!("{metric}_"));
-                f.check(
-                    expr.contains(" or ") && first_native < first_classic,
-                    || {
-                        format!(
-                            "{} {panel}: native first, then `or` classic: {expr:?}",
-                            d.file
-                        )
-                    },
-                );
+                // One kind per group where it groups by node (one daemon's series).
+                let kinds = grouped_by(&expr, "node")
+                    || (expr.contains("\"histograms\", \"native\"")
+                        && expr.contains("\"histograms\", \"classic\""));
+                let quantile = expr.contains("histogram_quantile(")
+                    && kinds
+                    && expr.contains(&format!("{metric}_bucket{{"))
+                    && expr.contains(" unless ignoring (le) ");
+                let heatmap = expr.starts_with("sum by (le) (")
+                    && expr.contains("histogram_fraction(0, ")
+                    && expr.contains(&format!(" unless rate({metric}_count{{"));
+                let per_series = ["count", "sum"].iter().all(|side| {
+                    expr.contains(&format!("(histogram_{side}(rate({metric}{{"))
+                        && expr.contains(&format!(") or rate({metric}_{side}{{"))
+                });
+                f.check(quantile || heatmap || per_series, || {
+                    format!(
+                        "{} {panel}: not mixed-fleet safe (scripts/dashboards/promql.py): {expr:?}",
+                        d.file
+                    )
+                });
             }
         }
     }

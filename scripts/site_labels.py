@@ -9,7 +9,8 @@ a `$cluster` variable. `cluster` is the default, as in the monitoring mixins'
 and joins like any other).
 
 This script is that one setting. With `--labels region,cluster` it rewrites the shipped
-rules (config/prometheus/*.yml) and dashboards (dashboards/*.json) for those labels:
+rules (config/prometheus/*.yml) for those labels, and has scripts/gen-dashboards.py write
+the dashboards (dashboards/*.json) with them:
 
     python3 scripts/site_labels.py --labels region,cluster --out /tmp/site
     python3 scripts/site_labels.py --labels cluster --in-place     # the shipped files
@@ -17,17 +18,17 @@ rules (config/prometheus/*.yml) and dashboards (dashboards/*.json) for those lab
 Every `by (...)` and `on (...)` list that names a target-level label gets the site labels
 first; alert annotations name them; each dashboard gets one variable per site label
 (`label_values(inferprobe_requests_total, <label>)`, All = `.*`, which also matches series
-without the label) and a matcher for it on every selector.
+without the label), a matcher for it on every selector, and the labels first in every
+grouping.
 """
 import argparse
-import json
 import pathlib
 import re
+import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RULES = ["config/prometheus/recording-rules.yml", "config/prometheus/alerting-rules.yml"]
-DASHBOARDS = ["dashboards/inferprobe-overview.json", "dashboards/inferprobe-target.json"]
 # The labels site labels go in front of (a list without any of them, such as `by (le)` in a
 # heatmap or `by (instance)`, is about something else).
 KEYS = {"target", "pod", "discovery", "instance", "reason", "category", "namespace", "node"}
@@ -68,68 +69,6 @@ def rules(text, labels):
     return "\n".join(out)
 
 
-def dashboard_expr(expr, labels):
-    expr = group(expr, labels)
-    # Whatever site matchers were there go; every selector that filters on a template
-    # variable starts with the labels' own.
-    for label in set(labels) | {"cluster"}:
-        expr = re.sub(r'(?<![a-z_])%s=~"\$%s",\s*' % (label, label), "", expr)
-    site = "".join(f'{l}=~"${l}", ' for l in labels)
-    return re.sub(r'\{(?=[^{}]*=~"\$)', lambda m: "{" + site, expr)
-
-
-def variable(label, template):
-    v = json.loads(json.dumps(template))
-    v.update({
-        "name": label,
-        "label": label,
-        "query": {"query": f"label_values(inferprobe_requests_total, {label})", "refId": "site"},
-        "definition": f"label_values(inferprobe_requests_total, {label})",
-        "multi": True,
-        "includeAll": True,
-        "allValue": ".*",
-        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-        "description": f"The site label `{label}` (Thanos, Mimir, federation). All (`.*`) also "
-                       "matches series without it: with one site, leave it at All.",
-    })
-    return v
-
-
-def dashboard(doc, labels):
-    def walk(o):
-        if isinstance(o, dict):
-            for k, v in o.items():
-                if k == "expr" and isinstance(v, str):
-                    o[k] = dashboard_expr(v, labels)
-                else:
-                    walk(v)
-        elif isinstance(o, list):
-            for x in o:
-                walk(x)
-    walk(doc.get("panels", []))
-    variables = doc["templating"]["list"]
-    template = next(v for v in variables if v["name"] == "model")
-    kept = [v for v in variables if v["name"] not in labels and v["name"] != "cluster"]
-    at = next(i for i, v in enumerate(kept) if v["name"] == "target")
-    site = [variable(l, template) for l in labels]
-    for v in kept:
-        if v["name"] in ("target", "model", "node", "pod"):
-            for key in ("query", "definition"):
-                q = v.get(key)
-                text = q["query"] if isinstance(q, dict) else q
-                if not isinstance(text, str):
-                    continue
-                new = re.sub(r"label_values\(inferprobe_requests_total(\{[^}]*\})?,",
-                             lambda m: "label_values(inferprobe_requests_total{"
-                             + ", ".join(f'{l}=~"${l}"' for l in labels) + "},", text)
-                if isinstance(q, dict):
-                    q["query"] = new
-                else:
-                    v[key] = new
-    doc["templating"]["list"] = kept[:at] + site + kept[at:]
-    return doc
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--labels", default="cluster", help="comma-separated site labels (default: cluster)")
@@ -140,17 +79,19 @@ def main():
     labels = [l.strip() for l in args.labels.split(",") if l.strip()]
     if not labels or not all(re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", l) for l in labels):
         sys.exit(f"--labels: {args.labels!r} is not a list of label names")
-    for rel in RULES + DASHBOARDS:
+    for rel in RULES:
         src = ROOT / rel
-        text = src.read_text()
-        if rel.endswith(".json"):
-            text = json.dumps(dashboard(json.loads(text), labels), indent=2, ensure_ascii=False) + "\n"
-        else:
-            text = rules(text, labels)
+        text = rules(src.read_text(), labels)
         dst = src if args.in_place else args.out / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.write_text(text)
         print(f"wrote {dst}")
+    # The dashboards are generated: the generator takes the site labels (one setting there,
+    # scripts/dashboards/config.py).
+    out = ROOT / "dashboards" if args.in_place else args.out / "dashboards"
+    subprocess.run([sys.executable, str(ROOT / "scripts/gen-dashboards.py"),
+                    "--site-labels", ",".join(labels), "--out", str(out)], check=True)
+    print(f"wrote {out}/*.json")
 
 
 if __name__ == "__main__":

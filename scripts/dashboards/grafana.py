@@ -104,3 +104,63 @@ def row(title, y, panels=None, collapsed=False):
     r["title"] = title
     r["type"] = "row"
     return r
+
+
+def _query_variable(name, label, definition, all_=True, description=None):
+    v = {
+        "current": {},
+        "datasource": dict(CONFIG["datasource"]),
+        "definition": definition,
+        "hide": 0,
+        "includeAll": all_,
+        "label": label,
+        "multi": all_,
+        "name": name,
+        "options": [],
+        "query": definition,
+        "refresh": 2,
+        "regex": "",
+        "skipUrlSync": False,
+        "sort": 1,
+        "type": "query",
+    }
+    if all_:
+        # All as `.*`, which also matches series without the label.
+        v["allValue"] = ".*"
+    if description:
+        v["description"] = description
+    return v
+
+
+def variables(one_target=False):
+    """The data source, a variable per site label, then target, model, node and pod, each
+    listed from `inferprobe_requests_total` of the sites picked."""
+    out = [{
+        "current": {}, "hide": 0, "includeAll": False, "label": "Data source", "multi": False,
+        "name": "datasource", "options": [], "query": "prometheus", "refresh": 1, "regex": "",
+        "skipUrlSync": False, "type": "datasource",
+    }]
+    for label in CONFIG["site_labels"]:
+        definition = f"label_values(inferprobe_requests_total, {label})"
+        v = _query_variable(
+            label, label, definition,
+            description=f"The site label `{label}` (Thanos, Mimir, federation). All (`.*`) also "
+            "matches series without it: with one site, leave it at All.",
+        )
+        v["current"] = {"selected": True, "text": ["All"], "value": ["$__all"]}
+        v["query"] = {"query": definition, "refId": "site"}
+        out.append(v)
+    sites = ", ".join(f'{l}=~"${l}"' for l in CONFIG["site_labels"])
+    of = lambda label: f"label_values(inferprobe_requests_total{{{sites}}}, {label})"  # noqa: E731
+    out += [
+        _query_variable("target", "Target", of("target"), all_=not one_target),
+        _query_variable("model", "Model", of("model")),
+        _query_variable("node", "Node", of("node")),
+        _query_variable(
+            "pod", "Replica (pod)", of("pod"),
+            description="A discovered replica's pod (the `pod` label of a [[discovery]] block's "
+            "targets). All also matches series without a pod: configured targets and a pool's "
+            "gateway.",
+        ),
+    ]
+    return {"list": out}

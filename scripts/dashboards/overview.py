@@ -1,7 +1,7 @@
 """The inferprobe / Overview dashboard: All probed LLM inference endpoints at a glance: availability, errors, latency percentiles, SLOs, goodput and tokens, and the health of discovery and the probe fleet."""
 
-from .grafana import TARGET_LINK, TIMESERIES_CUSTOM, panel, queries, query, row
-from .promql import HAS_POD, S, heatmap, mean, quantile
+from .grafana import TARGET_LINK, TIMESERIES_CUSTOM, panel, queries, query, row, variables
+from .promql import HAS_POD, S, SITE, SITE_MATCH, heatmap, mean, quantile
 
 DASHBOARD = {'annotations': {'list': [{'builtIn': 1,
                            'datasource': {'type': 'grafana', 'uid': '-- Grafana --'},
@@ -29,118 +29,7 @@ DASHBOARD = {'annotations': {'list': [{'builtIn': 1,
  'refresh': '30s',
  'schemaVersion': 39,
  'tags': ['inferprobe', 'llm-inference', 'slo'],
- 'templating': {'list': [{'current': {},
-                          'hide': 0,
-                          'includeAll': False,
-                          'label': 'Data source',
-                          'multi': False,
-                          'name': 'datasource',
-                          'options': [],
-                          'query': 'prometheus',
-                          'refresh': 1,
-                          'regex': '',
-                          'skipUrlSync': False,
-                          'type': 'datasource'},
-                         {'current': {'selected': True,
-                                      'text': ['All'],
-                                      'value': ['$__all']},
-                          'datasource': {'type': 'prometheus', 'uid': '${datasource}'},
-                          'definition': 'label_values(inferprobe_requests_total, '
-                                        'cluster)',
-                          'hide': 0,
-                          'includeAll': True,
-                          'label': 'cluster',
-                          'multi': True,
-                          'name': 'cluster',
-                          'options': [],
-                          'query': {'query': 'label_values(inferprobe_requests_total, '
-                                             'cluster)',
-                                    'refId': 'site'},
-                          'refresh': 2,
-                          'regex': '',
-                          'skipUrlSync': False,
-                          'sort': 1,
-                          'type': 'query',
-                          'allValue': '.*',
-                          'description': 'The site label `cluster` (Thanos, Mimir, '
-                                         'federation). All (`.*`) also matches series '
-                                         'without it: with one site, leave it at All.'},
-                         {'current': {},
-                          'datasource': {'type': 'prometheus', 'uid': '${datasource}'},
-                          'definition': 'label_values(inferprobe_requests_total{cluster=~"$cluster"}, '
-                                        'target)',
-                          'hide': 0,
-                          'includeAll': True,
-                          'label': 'Target',
-                          'multi': True,
-                          'name': 'target',
-                          'options': [],
-                          'query': 'label_values(inferprobe_requests_total{cluster=~"$cluster"}, '
-                                   'target)',
-                          'refresh': 2,
-                          'regex': '',
-                          'skipUrlSync': False,
-                          'sort': 1,
-                          'type': 'query',
-                          'allValue': '.*'},
-                         {'current': {},
-                          'datasource': {'type': 'prometheus', 'uid': '${datasource}'},
-                          'definition': 'label_values(inferprobe_requests_total{cluster=~"$cluster"}, '
-                                        'model)',
-                          'hide': 0,
-                          'includeAll': True,
-                          'label': 'Model',
-                          'multi': True,
-                          'name': 'model',
-                          'options': [],
-                          'query': 'label_values(inferprobe_requests_total{cluster=~"$cluster"}, '
-                                   'model)',
-                          'refresh': 2,
-                          'regex': '',
-                          'skipUrlSync': False,
-                          'sort': 1,
-                          'type': 'query',
-                          'allValue': '.*'},
-                         {'current': {},
-                          'datasource': {'type': 'prometheus', 'uid': '${datasource}'},
-                          'definition': 'label_values(inferprobe_requests_total{cluster=~"$cluster"}, '
-                                        'node)',
-                          'hide': 0,
-                          'includeAll': True,
-                          'label': 'Node',
-                          'multi': True,
-                          'name': 'node',
-                          'options': [],
-                          'query': 'label_values(inferprobe_requests_total{cluster=~"$cluster"}, '
-                                   'node)',
-                          'refresh': 2,
-                          'regex': '',
-                          'skipUrlSync': False,
-                          'sort': 1,
-                          'type': 'query',
-                          'allValue': '.*'},
-                         {'current': {},
-                          'datasource': {'type': 'prometheus', 'uid': '${datasource}'},
-                          'definition': 'label_values(inferprobe_requests_total{cluster=~"$cluster"}, '
-                                        'pod)',
-                          'hide': 0,
-                          'includeAll': True,
-                          'label': 'Replica (pod)',
-                          'multi': True,
-                          'name': 'pod',
-                          'options': [],
-                          'query': 'label_values(inferprobe_requests_total{cluster=~"$cluster"}, '
-                                   'pod)',
-                          'refresh': 2,
-                          'regex': '',
-                          'skipUrlSync': False,
-                          'sort': 1,
-                          'type': 'query',
-                          'allValue': '.*',
-                          'description': "A discovered replica's pod (the `pod` label "
-                                         "of a [[discovery]] block's targets). All "
-                                         'also matches series without a pod: '
-                                         "configured targets and a pool's gateway."}]},
+ 'templating': variables(one_target=False),
  'time': {'from': 'now-3h', 'to': 'now'},
  'timepicker': {},
  'timezone': 'browser',
@@ -157,7 +46,7 @@ PANELS = [
         (0, 1, 8, 6),
         'Fraction of finished probes that succeeded, per target, over the last rate interval (1 - errors / requests). Red below 95%, orange below 99%.',
         queries(
-            query(f'1 - (\n  sum by (cluster, target) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n  /\n  sum by (cluster, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))\n)', '{{target}}'),
+            query(f'1 - (\n  sum by ({SITE}, target) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n  /\n  sum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))\n)', '{{target}}'),
         ),
         {
             'unit': 'percentunit',
@@ -176,7 +65,7 @@ PANELS = [
         (8, 1, 8, 6),
         "Seconds since each target last answered a probe successfully (inferprobe_last_success_timestamp_seconds). Grows without bound while a target is down; compare it with the target's probe interval (1 / rate).",
         queries(
-            query(f'time() - max by (cluster, target) (inferprobe_last_success_timestamp_seconds{{{S}}})', '{{target}}'),
+            query(f'time() - max by ({SITE}, target) (inferprobe_last_success_timestamp_seconds{{{S}}})', '{{target}}'),
         ),
         {
             'unit': 's',
@@ -195,7 +84,7 @@ PANELS = [
         (16, 1, 8, 6),
         "What is left of each target's 30-day error budget (recording rule inferprobe:error_budget_remaining:ratio): 100% untouched, 0% spent, negative overspent. Aggregated over all nodes; the model and node filters do not apply.",
         queries(
-            query(f'inferprobe:error_budget_remaining:ratio{{cluster=~"$cluster", target=~"$target"}}', '{{target}}'),
+            query(f'inferprobe:error_budget_remaining:ratio{{{SITE_MATCH}, target=~"$target"}}', '{{target}}'),
         ),
         {
             'unit': 'percentunit',
@@ -220,7 +109,7 @@ PANELS = [
         (0, 7, 12, 8),
         "Probes that finished per second (successful or not), per target. The probe is open loop, so this follows the configured rate times the number of nodes, whatever the endpoint's speed; a drop means the probe itself is in trouble (see skipped probes and schedule lag).",
         queries(
-            query(f'sum by (cluster, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '{{target}}'),
+            query(f'sum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '{{target}}'),
         ),
         {
             'unit': 'reqps',
@@ -237,7 +126,7 @@ PANELS = [
         (12, 7, 12, 8),
         '1 - errors / requests per target. A probe succeeds only with a 2xx, a well-formed event stream, at least one token, no error event and a proper end of stream.',
         queries(
-            query(f'1 - (\n  sum by (cluster, target) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n  /\n  sum by (cluster, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))\n)', '{{target}}'),
+            query(f'1 - (\n  sum by ({SITE}, target) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n  /\n  sum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))\n)', '{{target}}'),
         ),
         {
             'unit': 'percentunit',
@@ -254,7 +143,7 @@ PANELS = [
         (0, 15, 12, 8),
         'Failed probes per second by error category (stacked), summed over the selected targets. Every failure lands in exactly one category: rate_limited = HTTP 429, stream_interrupted = connection dropped or no end marker, stream_error_event = error object inside a 2xx stream, and so on (see docs/errors.md).',
         queries(
-            query(f'sum by (cluster, category) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))', '{{category}}'),
+            query(f'sum by ({SITE}, category) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))', '{{category}}'),
         ),
         {
             'unit': 'reqps',
@@ -278,7 +167,7 @@ PANELS = [
         (12, 15, 12, 8),
         'Arrivals the daemon did not send, per second (stacked): reason=concurrency when max_concurrency probes were already in flight (the endpoint is slower than the probe rate allows), reason=budget when max_output_tokens_per_hour was spent.',
         queries(
-            query(f'sum by (cluster, target, reason) (rate(inferprobe_requests_skipped_total{{{S}}}[$__rate_interval]))', '{{target}} {{reason}}'),
+            query(f'sum by ({SITE}, target, reason) (rate(inferprobe_requests_skipped_total{{{S}}}[$__rate_interval]))', '{{target}} {{reason}}'),
         ),
         {
             'unit': 'reqps',
@@ -380,7 +269,7 @@ PANELS = [
         (0, 41, 12, 8),
         'Good probes per second: successes within every SLO threshold of their target (inferprobe_good_requests_total; every success counts for a target without an SLO).',
         queries(
-            query(f'sum by (cluster, target) (rate(inferprobe_good_requests_total{{{S}}}[$__rate_interval]))', '{{target}}'),
+            query(f'sum by ({SITE}, target) (rate(inferprobe_good_requests_total{{{S}}}[$__rate_interval]))', '{{target}}'),
         ),
         {
             'unit': 'reqps',
@@ -397,7 +286,7 @@ PANELS = [
         (12, 41, 12, 8),
         "Good probes / all finished probes, per target: the share that succeeded and met every SLO threshold. Compare with the target's objective.",
         queries(
-            query(f'sum by (cluster, target) (rate(inferprobe_good_requests_total{{{S}}}[$__rate_interval]))\n/\nsum by (cluster, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '{{target}}'),
+            query(f'sum by ({SITE}, target) (rate(inferprobe_good_requests_total{{{S}}}[$__rate_interval]))\n/\nsum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '{{target}}'),
         ),
         {
             'unit': 'percentunit',
@@ -414,12 +303,12 @@ PANELS = [
         (0, 49, 24, 7),
         'Per target, from the recording rules (aggregated over all nodes): the objective, the fraction of probes that succeeded in the last hour, the fraction of successful probes within the TTFT and TPOT thresholds in the last hour (empty when the target has no such threshold), what is left of the 30-day error budget, and how fast the last hour burned it (1 = exactly on budget, 14.4 = a 30-day budget gone in about 2 days).',
         queries(
-            query(f'inferprobe:slo_objective{{cluster=~"$cluster", target=~"$target"}}', '', fmt='table', instant=True),
-            query(f'1 - inferprobe:sli_errors:ratio_rate1h{{cluster=~"$cluster", target=~"$target"}}', '', fmt='table', instant=True),
-            query(f'1 - inferprobe:sli_ttft_slow:ratio_rate1h{{cluster=~"$cluster", target=~"$target"}}', '', fmt='table', instant=True),
-            query(f'1 - inferprobe:sli_tpot_slow:ratio_rate1h{{cluster=~"$cluster", target=~"$target"}}', '', fmt='table', instant=True),
-            query(f'inferprobe:error_budget_remaining:ratio{{cluster=~"$cluster", target=~"$target"}}', '', fmt='table', instant=True),
-            query(f'inferprobe:sli_errors:ratio_rate1h{{cluster=~"$cluster", target=~"$target"}}\n/ on (cluster, target)\ninferprobe:error_budget:ratio{{cluster=~"$cluster", target=~"$target"}}', '', fmt='table', instant=True),
+            query(f'inferprobe:slo_objective{{{SITE_MATCH}, target=~"$target"}}', '', fmt='table', instant=True),
+            query(f'1 - inferprobe:sli_errors:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}', '', fmt='table', instant=True),
+            query(f'1 - inferprobe:sli_ttft_slow:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}', '', fmt='table', instant=True),
+            query(f'1 - inferprobe:sli_tpot_slow:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}', '', fmt='table', instant=True),
+            query(f'inferprobe:error_budget_remaining:ratio{{{SITE_MATCH}, target=~"$target"}}', '', fmt='table', instant=True),
+            query(f'inferprobe:sli_errors:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '', fmt='table', instant=True),
         ),
         {
             'unit': 'percentunit',
@@ -475,8 +364,8 @@ PANELS = [
         (0, 57, 12, 8),
         'Output (generated) and prompt tokens per second of successful probes, per target: what the probe costs the endpoint.',
         queries(
-            query(f'sum by (cluster, target) (rate(inferprobe_output_tokens_total{{{S}}}[$__rate_interval]))', '{{target}} output'),
-            query(f'sum by (cluster, target) (rate(inferprobe_prompt_tokens_total{{{S}}}[$__rate_interval]))', '{{target}} prompt'),
+            query(f'sum by ({SITE}, target) (rate(inferprobe_output_tokens_total{{{S}}}[$__rate_interval]))', '{{target}} output'),
+            query(f'sum by ({SITE}, target) (rate(inferprobe_prompt_tokens_total{{{S}}}[$__rate_interval]))', '{{target}} prompt'),
         ),
         {
             'unit': 'short',
@@ -501,7 +390,7 @@ PANELS = [
         (12, 57, 12, 8),
         'Probes currently waiting for or reading a response, per target (summed over nodes). Near max_concurrency, arrivals start being skipped.',
         queries(
-            query(f'sum by (cluster, target) (inferprobe_requests_in_flight{{{S}}})', '{{target}}'),
+            query(f'sum by ({SITE}, target) (inferprobe_requests_in_flight{{{S}}})', '{{target}}'),
         ),
         {
             'unit': 'short',
@@ -533,7 +422,7 @@ PANELS = [
         (12, 65, 12, 8),
         'Connections opened / probes finished, per target: about 1 with connection = "fresh" (setup inside TTFT), near 0 when pooled keep-alive connections are reused. A rise under reuse means the server closes connections.',
         queries(
-            query(f'sum by (cluster, target) (rate(inferprobe_connections_opened_total{{{S}}}[$__rate_interval]))\n/\nsum by (cluster, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '{{target}}'),
+            query(f'sum by ({SITE}, target) (rate(inferprobe_connections_opened_total{{{S}}}[$__rate_interval]))\n/\nsum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '{{target}}'),
         ),
         {
             'unit': 'percentunit',
@@ -550,10 +439,10 @@ PANELS = [
         (0, 74, 12, 8),
         "Per [[discovery]] block, now: whether every probe pod's source answers (1) or at least one fails (0), how many probe pods fail, the targets found (summed over probe pods: with node_local each pod finds its own node's, else every pod finds them all), and endpoints refused above max_targets over the time range. A failing block keeps probing what it last found; the probe pods' logs say why (403: RBAC). InferprobeDiscoveryDown opens a ticket after 10 minutes.",
         queries(
-            query(f'min by (cluster, discovery) (inferprobe_discovery_up{{cluster=~"$cluster", discovery=~"$target", node=~"$node"}})', '', fmt='table', instant=True),
-            query(f'sum by (cluster, discovery) (inferprobe_discovery_up{{cluster=~"$cluster", discovery=~"$target", node=~"$node"}} == bool 0)', '', fmt='table', instant=True),
-            query(f'sum by (cluster, discovery) (inferprobe_discovery_targets{{cluster=~"$cluster", discovery=~"$target", node=~"$node"}})', '', fmt='table', instant=True),
-            query(f'sum by (cluster, discovery) (increase(inferprobe_discovery_refused_total{{cluster=~"$cluster", discovery=~"$target", node=~"$node"}}[$__range]))', '', fmt='table', instant=True),
+            query(f'min by ({SITE}, discovery) (inferprobe_discovery_up{{{SITE_MATCH}, discovery=~"$target", node=~"$node"}})', '', fmt='table', instant=True),
+            query(f'sum by ({SITE}, discovery) (inferprobe_discovery_up{{{SITE_MATCH}, discovery=~"$target", node=~"$node"}} == bool 0)', '', fmt='table', instant=True),
+            query(f'sum by ({SITE}, discovery) (inferprobe_discovery_targets{{{SITE_MATCH}, discovery=~"$target", node=~"$node"}})', '', fmt='table', instant=True),
+            query(f'sum by ({SITE}, discovery) (increase(inferprobe_discovery_refused_total{{{SITE_MATCH}, discovery=~"$target", node=~"$node"}}[$__range]))', '', fmt='table', instant=True),
         ),
         {
             'unit': 'short',
@@ -581,8 +470,8 @@ PANELS = [
         (12, 74, 12, 8),
         "Targets each [[discovery]] block found, summed over the probe pods (node_local: each pod its node's replicas; otherwise every pod finds them all). A drop is replicas going unready or away; a flat line at max_targets with refusals means the selector matches more than the block probes.",
         queries(
-            query(f'sum by (cluster, discovery) (inferprobe_discovery_targets{{cluster=~"$cluster", discovery=~"$target", node=~"$node"}})', '{{discovery}}'),
-            query(f'sum by (cluster, discovery) (rate(inferprobe_discovery_refused_total{{cluster=~"$cluster", discovery=~"$target", node=~"$node"}}[$__rate_interval])) * 60', '{{discovery}} refused per minute'),
+            query(f'sum by ({SITE}, discovery) (inferprobe_discovery_targets{{{SITE_MATCH}, discovery=~"$target", node=~"$node"}})', '{{discovery}}'),
+            query(f'sum by ({SITE}, discovery) (rate(inferprobe_discovery_refused_total{{{SITE_MATCH}, discovery=~"$target", node=~"$node"}}[$__rate_interval])) * 60', '{{discovery}} refused per minute'),
         ),
         {
             'unit': 'short',
@@ -598,7 +487,7 @@ PANELS = [
         (0, 82, 8, 8),
         'Share of probe pods whose source of each [[discovery]] block answers (1 = all). Below 1: some probe pods cannot list or watch (API server, RBAC 403, missing InferencePool CRD 404, unreadable file) and probe what they last found.',
         queries(
-            query(f'avg by (cluster, discovery) (inferprobe_discovery_up{{cluster=~"$cluster", discovery=~"$target", node=~"$node"}})', '{{discovery}}'),
+            query(f'avg by ({SITE}, discovery) (inferprobe_discovery_up{{{SITE_MATCH}, discovery=~"$target", node=~"$node"}})', '{{discovery}}'),
         ),
         {
             'unit': 'percentunit',
@@ -614,9 +503,9 @@ PANELS = [
         (8, 82, 8, 8),
         'inferprobe_fleet_size: the Ready probe pods (kubernetes.fleet_selector) each probe pod counts, which divides every fleet_rate; 1 without a fleet. Min and max differ for a moment while pods come and go; probe pods scraped is how many report at all.',
         queries(
-            query(f'max(inferprobe_fleet_size{{cluster=~"$cluster", node=~"$node"}})', 'fleet size (max over probe pods)'),
-            query(f'min(inferprobe_fleet_size{{cluster=~"$cluster", node=~"$node"}})', 'fleet size (min over probe pods)'),
-            query(f'count(inferprobe_fleet_size{{cluster=~"$cluster", node=~"$node"}})', 'probe pods scraped'),
+            query(f'max(inferprobe_fleet_size{{{SITE_MATCH}, node=~"$node"}})', 'fleet size (max over probe pods)'),
+            query(f'min(inferprobe_fleet_size{{{SITE_MATCH}, node=~"$node"}})', 'fleet size (min over probe pods)'),
+            query(f'count(inferprobe_fleet_size{{{SITE_MATCH}, node=~"$node"}})', 'probe pods scraped'),
         ),
         {
             'unit': 'short',
@@ -632,8 +521,8 @@ PANELS = [
         (16, 82, 8, 8),
         'inferprobe_target_rate summed over the probe pods: the probes per second the fleet is set to send each target (a rate times the probe pods probing it, or its fleet_rate, divided and summed back), beside the probes that finished. Measured well below configured means skipped arrivals (concurrency, budget).',
         queries(
-            query(f'sum by (cluster, target) (inferprobe_target_rate{{{S}}})', '{{target}} configured'),
-            query(f'sum by (cluster, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '{{target}} measured'),
+            query(f'sum by ({SITE}, target) (inferprobe_target_rate{{{S}}})', '{{target}} configured'),
+            query(f'sum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '{{target}} measured'),
         ),
         {
             'unit': 'reqps',

@@ -26,6 +26,9 @@ from .config import CONFIG
 
 RATE = "$__rate_interval"
 
+# The site labels, first in every grouping by a target-level label, and their matchers.
+SITE = ", ".join(CONFIG["site_labels"])
+SITE_MATCH = ", ".join(f'{l}=~"${l}"' for l in CONFIG["site_labels"])
 # The matchers every inferprobe selector carries: the site labels, then the variables.
 S = ", ".join(f'{v}=~"${v}"' for v in CONFIG["site_labels"] + CONFIG["variables"])
 

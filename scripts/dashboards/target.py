@@ -1,7 +1,7 @@
 """The inferprobe / Target dashboard: One probed endpoint in depth: latency heatmaps and percentiles, errors, SLO budget and burn rates, a per-node comparison, and, for a discovered target, its replicas one by one."""
 
-from .grafana import TARGET_LINK, TIMESERIES_CUSTOM, panel, queries, query, row
-from .promql import HAS_POD, S, heatmap, mean, quantile
+from .grafana import TARGET_LINK, TIMESERIES_CUSTOM, panel, queries, query, row, variables
+from .promql import HAS_POD, S, SITE, SITE_MATCH, heatmap, mean, quantile
 
 DASHBOARD = {'annotations': {'list': [{'builtIn': 1,
                            'datasource': {'type': 'grafana', 'uid': '-- Grafana --'},
@@ -29,117 +29,7 @@ DASHBOARD = {'annotations': {'list': [{'builtIn': 1,
  'refresh': '30s',
  'schemaVersion': 39,
  'tags': ['inferprobe', 'llm-inference', 'slo'],
- 'templating': {'list': [{'current': {},
-                          'hide': 0,
-                          'includeAll': False,
-                          'label': 'Data source',
-                          'multi': False,
-                          'name': 'datasource',
-                          'options': [],
-                          'query': 'prometheus',
-                          'refresh': 1,
-                          'regex': '',
-                          'skipUrlSync': False,
-                          'type': 'datasource'},
-                         {'current': {'selected': True,
-                                      'text': ['All'],
-                                      'value': ['$__all']},
-                          'datasource': {'type': 'prometheus', 'uid': '${datasource}'},
-                          'definition': 'label_values(inferprobe_requests_total, '
-                                        'cluster)',
-                          'hide': 0,
-                          'includeAll': True,
-                          'label': 'cluster',
-                          'multi': True,
-                          'name': 'cluster',
-                          'options': [],
-                          'query': {'query': 'label_values(inferprobe_requests_total, '
-                                             'cluster)',
-                                    'refId': 'site'},
-                          'refresh': 2,
-                          'regex': '',
-                          'skipUrlSync': False,
-                          'sort': 1,
-                          'type': 'query',
-                          'allValue': '.*',
-                          'description': 'The site label `cluster` (Thanos, Mimir, '
-                                         'federation). All (`.*`) also matches series '
-                                         'without it: with one site, leave it at All.'},
-                         {'current': {},
-                          'datasource': {'type': 'prometheus', 'uid': '${datasource}'},
-                          'definition': 'label_values(inferprobe_requests_total{cluster=~"$cluster"}, '
-                                        'target)',
-                          'hide': 0,
-                          'includeAll': False,
-                          'label': 'Target',
-                          'multi': False,
-                          'name': 'target',
-                          'options': [],
-                          'query': 'label_values(inferprobe_requests_total{cluster=~"$cluster"}, '
-                                   'target)',
-                          'refresh': 2,
-                          'regex': '',
-                          'skipUrlSync': False,
-                          'sort': 1,
-                          'type': 'query'},
-                         {'current': {},
-                          'datasource': {'type': 'prometheus', 'uid': '${datasource}'},
-                          'definition': 'label_values(inferprobe_requests_total{cluster=~"$cluster"}, '
-                                        'model)',
-                          'hide': 0,
-                          'includeAll': True,
-                          'label': 'Model',
-                          'multi': True,
-                          'name': 'model',
-                          'options': [],
-                          'query': 'label_values(inferprobe_requests_total{cluster=~"$cluster"}, '
-                                   'model)',
-                          'refresh': 2,
-                          'regex': '',
-                          'skipUrlSync': False,
-                          'sort': 1,
-                          'type': 'query',
-                          'allValue': '.*'},
-                         {'current': {},
-                          'datasource': {'type': 'prometheus', 'uid': '${datasource}'},
-                          'definition': 'label_values(inferprobe_requests_total{cluster=~"$cluster"}, '
-                                        'node)',
-                          'hide': 0,
-                          'includeAll': True,
-                          'label': 'Node',
-                          'multi': True,
-                          'name': 'node',
-                          'options': [],
-                          'query': 'label_values(inferprobe_requests_total{cluster=~"$cluster"}, '
-                                   'node)',
-                          'refresh': 2,
-                          'regex': '',
-                          'skipUrlSync': False,
-                          'sort': 1,
-                          'type': 'query',
-                          'allValue': '.*'},
-                         {'current': {},
-                          'datasource': {'type': 'prometheus', 'uid': '${datasource}'},
-                          'definition': 'label_values(inferprobe_requests_total{cluster=~"$cluster"}, '
-                                        'pod)',
-                          'hide': 0,
-                          'includeAll': True,
-                          'label': 'Replica (pod)',
-                          'multi': True,
-                          'name': 'pod',
-                          'options': [],
-                          'query': 'label_values(inferprobe_requests_total{cluster=~"$cluster"}, '
-                                   'pod)',
-                          'refresh': 2,
-                          'regex': '',
-                          'skipUrlSync': False,
-                          'sort': 1,
-                          'type': 'query',
-                          'allValue': '.*',
-                          'description': "A discovered replica's pod (the `pod` label "
-                                         "of a [[discovery]] block's targets). All "
-                                         'also matches series without a pod: '
-                                         "configured targets and a pool's gateway."}]},
+ 'templating': variables(one_target=True),
  'time': {'from': 'now-3h', 'to': 'now'},
  'timepicker': {},
  'timezone': 'browser',
@@ -156,7 +46,7 @@ PANELS = [
         (0, 1, 4, 5),
         '1 - errors / requests over the last rate interval (all selected nodes).',
         queries(
-            query(f'1 - (\n  sum by (cluster, target) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n  /\n  sum by (cluster, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))\n)', '{{target}}'),
+            query(f'1 - (\n  sum by ({SITE}, target) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n  /\n  sum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))\n)', '{{target}}'),
         ),
         {
             'unit': 'percentunit',
@@ -174,7 +64,7 @@ PANELS = [
         (4, 1, 4, 5),
         'Probes finished per second (all selected nodes).',
         queries(
-            query(f'sum by (cluster, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '{{target}}'),
+            query(f'sum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '{{target}}'),
         ),
         {
             'unit': 'reqps',
@@ -217,7 +107,7 @@ PANELS = [
         (16, 1, 4, 5),
         'What is left of the 30-day error budget (inferprobe:error_budget_remaining:ratio, all nodes): 100% untouched, 0% spent, negative overspent.',
         queries(
-            query(f'inferprobe:error_budget_remaining:ratio{{cluster=~"$cluster", target=~"$target"}}', '{{target}}'),
+            query(f'inferprobe:error_budget_remaining:ratio{{{SITE_MATCH}, target=~"$target"}}', '{{target}}'),
         ),
         {
             'unit': 'percentunit',
@@ -235,7 +125,7 @@ PANELS = [
         (20, 1, 4, 5),
         'Seconds since the last successful probe on any selected node.',
         queries(
-            query(f'time() - max by (cluster, target) (inferprobe_last_success_timestamp_seconds{{{S}}})', '{{target}}'),
+            query(f'time() - max by ({SITE}, target) (inferprobe_last_success_timestamp_seconds{{{S}}})', '{{target}}'),
         ),
         {
             'unit': 's',
@@ -378,7 +268,7 @@ PANELS = [
             query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "target")}', 'p50'),
             query(f'{quantile(0.9, "inferprobe_time_to_first_token_seconds", "target")}', 'p90'),
             query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "target")}', 'p99'),
-            query(f'max by (cluster, target) (inferprobe_slo_threshold_seconds{{{S}, slo="ttft"}})', 'SLO threshold'),
+            query(f'max by ({SITE}, target) (inferprobe_slo_threshold_seconds{{{S}, slo="ttft"}})', 'SLO threshold'),
         ),
         {
             'unit': 's',
@@ -403,7 +293,7 @@ PANELS = [
             query(f'{quantile(0.5, "inferprobe_time_per_output_token_seconds", "target")}', 'p50'),
             query(f'{quantile(0.9, "inferprobe_time_per_output_token_seconds", "target")}', 'p90'),
             query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "target")}', 'p99'),
-            query(f'max by (cluster, target) (inferprobe_slo_threshold_seconds{{{S}, slo="tpot"}})', 'SLO threshold'),
+            query(f'max by ({SITE}, target) (inferprobe_slo_threshold_seconds{{{S}, slo="tpot"}})', 'SLO threshold'),
         ),
         {
             'unit': 's',
@@ -462,7 +352,7 @@ PANELS = [
         (0, 43, 12, 9),
         "Failed probes per second by error category (stacked). Every failure lands in exactly one category; the daemon's log line for each failure names its request id and cause.",
         queries(
-            query(f'sum by (cluster, category) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))', '{{category}}'),
+            query(f'sum by ({SITE}, category) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))', '{{category}}'),
         ),
         {
             'unit': 'reqps',
@@ -486,7 +376,7 @@ PANELS = [
         (12, 43, 12, 9),
         "One row per error category over the dashboard's time range: the mean, peak and latest failure rate (probes per second). Sort by a column to find the dominant failure.",
         queries(
-            query(f'sum by (cluster, category) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))', '{{category}}'),
+            query(f'sum by ({SITE}, category) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))', '{{category}}'),
         ),
         {
             'unit': 'reqps',
@@ -507,8 +397,8 @@ PANELS = [
         (0, 52, 12, 8),
         'Failed probes / finished probes, against the error budget (1 - objective). Above the budget line the availability SLO is burning faster than allowed.',
         queries(
-            query(f'sum by (cluster, target) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n/\nsum by (cluster, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', 'error ratio'),
-            query(f'inferprobe:error_budget:ratio{{cluster=~"$cluster", target=~"$target"}}', 'error budget'),
+            query(f'sum by ({SITE}, target) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n/\nsum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', 'error ratio'),
+            query(f'inferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', 'error budget'),
         ),
         {
             'unit': 'percentunit',
@@ -530,7 +420,7 @@ PANELS = [
         (12, 52, 12, 8),
         'Arrivals not sent, per second: concurrency = max_concurrency probes were in flight; budget = max_output_tokens_per_hour spent.',
         queries(
-            query(f'sum by (cluster, reason) (rate(inferprobe_requests_skipped_total{{{S}}}[$__rate_interval]))', '{{reason}}'),
+            query(f'sum by ({SITE}, reason) (rate(inferprobe_requests_skipped_total{{{S}}}[$__rate_interval]))', '{{reason}}'),
         ),
         {
             'unit': 'reqps',
@@ -555,7 +445,7 @@ PANELS = [
         (0, 61, 4, 8),
         "The target's SLO objective (inferprobe:slo_objective: the configured one, else 99%).",
         queries(
-            query(f'inferprobe:slo_objective{{cluster=~"$cluster", target=~"$target"}}', '{{target}}'),
+            query(f'inferprobe:slo_objective{{{SITE_MATCH}, target=~"$target"}}', '{{target}}'),
         ),
         {
             'unit': 'percentunit',
@@ -570,7 +460,7 @@ PANELS = [
         (4, 61, 8, 8),
         'inferprobe:error_budget_remaining:ratio over time: 1 - (30-day error ratio / error budget). Below 0 the budget is overspent.',
         queries(
-            query(f'inferprobe:error_budget_remaining:ratio{{cluster=~"$cluster", target=~"$target"}}', '{{target}}'),
+            query(f'inferprobe:error_budget_remaining:ratio{{{SITE_MATCH}, target=~"$target"}}', '{{target}}'),
         ),
         {
             'unit': 'percentunit',
@@ -596,9 +486,9 @@ PANELS = [
         (12, 61, 12, 8),
         'The SLIs over the last hour, from the recording rules: the fraction of probes that failed, and the fractions of successful probes slower than the TTFT and TPOT thresholds (absent without that threshold).',
         queries(
-            query(f'inferprobe:sli_errors:ratio_rate1h{{cluster=~"$cluster", target=~"$target"}}', 'errors'),
-            query(f'inferprobe:sli_ttft_slow:ratio_rate1h{{cluster=~"$cluster", target=~"$target"}}', 'TTFT slower than SLO'),
-            query(f'inferprobe:sli_tpot_slow:ratio_rate1h{{cluster=~"$cluster", target=~"$target"}}', 'TPOT slower than SLO'),
+            query(f'inferprobe:sli_errors:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}', 'errors'),
+            query(f'inferprobe:sli_ttft_slow:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}', 'TTFT slower than SLO'),
+            query(f'inferprobe:sli_tpot_slow:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}', 'TPOT slower than SLO'),
         ),
         {
             'unit': 'percentunit',
@@ -614,10 +504,10 @@ PANELS = [
         (0, 69, 8, 8),
         'How fast the Availability SLI spends the error budget: the SLI ratio (inferprobe:sli_errors:ratio_rate<window>) divided by the budget (inferprobe:error_budget:ratio) at 5m, 1h, 6h, 3d. 1 spends exactly the 30-day budget in 30 days; the lines at 6 and 14.4 are the usual slow and fast burn alert thresholds.',
         queries(
-            query(f'inferprobe:sli_errors:ratio_rate5m{{cluster=~"$cluster", target=~"$target"}}\n/ on (cluster, target)\ninferprobe:error_budget:ratio{{cluster=~"$cluster", target=~"$target"}}', '5m'),
-            query(f'inferprobe:sli_errors:ratio_rate1h{{cluster=~"$cluster", target=~"$target"}}\n/ on (cluster, target)\ninferprobe:error_budget:ratio{{cluster=~"$cluster", target=~"$target"}}', '1h'),
-            query(f'inferprobe:sli_errors:ratio_rate6h{{cluster=~"$cluster", target=~"$target"}}\n/ on (cluster, target)\ninferprobe:error_budget:ratio{{cluster=~"$cluster", target=~"$target"}}', '6h'),
-            query(f'inferprobe:sli_errors:ratio_rate3d{{cluster=~"$cluster", target=~"$target"}}\n/ on (cluster, target)\ninferprobe:error_budget:ratio{{cluster=~"$cluster", target=~"$target"}}', '3d'),
+            query(f'inferprobe:sli_errors:ratio_rate5m{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '5m'),
+            query(f'inferprobe:sli_errors:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '1h'),
+            query(f'inferprobe:sli_errors:ratio_rate6h{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '6h'),
+            query(f'inferprobe:sli_errors:ratio_rate3d{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '3d'),
         ),
         {
             'unit': 'short',
@@ -645,10 +535,10 @@ PANELS = [
         (8, 69, 8, 8),
         'How fast the TTFT SLI spends the error budget: the SLI ratio (inferprobe:sli_ttft_slow:ratio_rate<window>) divided by the budget (inferprobe:error_budget:ratio) at 5m, 1h, 6h, 3d. 1 spends exactly the 30-day budget in 30 days; the lines at 6 and 14.4 are the usual slow and fast burn alert thresholds.',
         queries(
-            query(f'inferprobe:sli_ttft_slow:ratio_rate5m{{cluster=~"$cluster", target=~"$target"}}\n/ on (cluster, target)\ninferprobe:error_budget:ratio{{cluster=~"$cluster", target=~"$target"}}', '5m'),
-            query(f'inferprobe:sli_ttft_slow:ratio_rate1h{{cluster=~"$cluster", target=~"$target"}}\n/ on (cluster, target)\ninferprobe:error_budget:ratio{{cluster=~"$cluster", target=~"$target"}}', '1h'),
-            query(f'inferprobe:sli_ttft_slow:ratio_rate6h{{cluster=~"$cluster", target=~"$target"}}\n/ on (cluster, target)\ninferprobe:error_budget:ratio{{cluster=~"$cluster", target=~"$target"}}', '6h'),
-            query(f'inferprobe:sli_ttft_slow:ratio_rate3d{{cluster=~"$cluster", target=~"$target"}}\n/ on (cluster, target)\ninferprobe:error_budget:ratio{{cluster=~"$cluster", target=~"$target"}}', '3d'),
+            query(f'inferprobe:sli_ttft_slow:ratio_rate5m{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '5m'),
+            query(f'inferprobe:sli_ttft_slow:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '1h'),
+            query(f'inferprobe:sli_ttft_slow:ratio_rate6h{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '6h'),
+            query(f'inferprobe:sli_ttft_slow:ratio_rate3d{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '3d'),
         ),
         {
             'unit': 'short',
@@ -676,10 +566,10 @@ PANELS = [
         (16, 69, 8, 8),
         'How fast the TPOT SLI spends the error budget: the SLI ratio (inferprobe:sli_tpot_slow:ratio_rate<window>) divided by the budget (inferprobe:error_budget:ratio) at 5m, 1h, 6h, 3d. 1 spends exactly the 30-day budget in 30 days; the lines at 6 and 14.4 are the usual slow and fast burn alert thresholds.',
         queries(
-            query(f'inferprobe:sli_tpot_slow:ratio_rate5m{{cluster=~"$cluster", target=~"$target"}}\n/ on (cluster, target)\ninferprobe:error_budget:ratio{{cluster=~"$cluster", target=~"$target"}}', '5m'),
-            query(f'inferprobe:sli_tpot_slow:ratio_rate1h{{cluster=~"$cluster", target=~"$target"}}\n/ on (cluster, target)\ninferprobe:error_budget:ratio{{cluster=~"$cluster", target=~"$target"}}', '1h'),
-            query(f'inferprobe:sli_tpot_slow:ratio_rate6h{{cluster=~"$cluster", target=~"$target"}}\n/ on (cluster, target)\ninferprobe:error_budget:ratio{{cluster=~"$cluster", target=~"$target"}}', '6h'),
-            query(f'inferprobe:sli_tpot_slow:ratio_rate3d{{cluster=~"$cluster", target=~"$target"}}\n/ on (cluster, target)\ninferprobe:error_budget:ratio{{cluster=~"$cluster", target=~"$target"}}', '3d'),
+            query(f'inferprobe:sli_tpot_slow:ratio_rate5m{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '5m'),
+            query(f'inferprobe:sli_tpot_slow:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '1h'),
+            query(f'inferprobe:sli_tpot_slow:ratio_rate6h{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '6h'),
+            query(f'inferprobe:sli_tpot_slow:ratio_rate3d{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '3d'),
         ),
         {
             'unit': 'short',
@@ -756,7 +646,7 @@ PANELS = [
         (12, 86, 12, 8),
         '1 - errors / requests per node. A single node failing suggests its network, DNS or egress rather than the endpoint.',
         queries(
-            query(f'1 - (\n  sum by (cluster, node) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n  /\n  sum by (cluster, node) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))\n)', '{{node}}'),
+            query(f'1 - (\n  sum by ({SITE}, node) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n  /\n  sum by ({SITE}, node) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))\n)', '{{node}}'),
         ),
         {
             'unit': 'percentunit',
@@ -776,8 +666,8 @@ PANELS = [
             query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "node")}', '', fmt='table', instant=True),
             query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "node")}', '', fmt='table', instant=True),
             query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "node")}', '', fmt='table', instant=True),
-            query(f'1 - (\n  sum by (cluster, node) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n  /\n  sum by (cluster, node) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))\n)', '', fmt='table', instant=True),
-            query(f'sum by (cluster, node) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '', fmt='table', instant=True),
+            query(f'1 - (\n  sum by ({SITE}, node) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n  /\n  sum by ({SITE}, node) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))\n)', '', fmt='table', instant=True),
+            query(f'sum by ({SITE}, node) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '', fmt='table', instant=True),
         ),
         {
             'unit': 's',
@@ -844,8 +734,8 @@ PANELS = [
         (12, 102, 12, 9),
         "What InferprobeReplicaOutlier compares: each replica's TTFT p90 over 15 minutes, and twice the median p90 of the target's replicas that had at least 10 TTFTs in the window. A replica above the dashed line for 15 minutes, in a target with at least 3 such replicas, opens a ticket. From the recording rules of config/prometheus/recording-rules.yml (group inferprobe-replicas).",
         queries(
-            query(f'inferprobe:replica_ttft_seconds:p90_rate15m{{cluster=~"$cluster", target=~"$target", node=~"$node", pod=~"$pod"}}', '{{pod}}'),
-            query(f'2 * inferprobe:target_replica_ttft_seconds:median_p90_rate15m{{cluster=~"$cluster", target=~"$target"}}', '2 × median of the replicas (alert line)'),
+            query(f'inferprobe:replica_ttft_seconds:p90_rate15m{{{SITE_MATCH}, target=~"$target", node=~"$node", pod=~"$pod"}}', '{{pod}}'),
+            query(f'2 * inferprobe:target_replica_ttft_seconds:median_p90_rate15m{{{SITE_MATCH}, target=~"$target"}}', '2 × median of the replicas (alert line)'),
         ),
         {
             'unit': 's',
@@ -870,8 +760,8 @@ PANELS = [
         queries(
             query(f'sort_desc({quantile(0.9, "inferprobe_time_to_first_token_seconds", "namespace", "pod", "node", fn="increase", window="$__range", extra=(HAS_POD,))})', '', fmt='table', instant=True),
             query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "namespace", "pod", "node", fn="increase", window="$__range", extra=(HAS_POD,))}', '', fmt='table', instant=True),
-            query(f'(\n  sum by (cluster, namespace, pod, node) (increase(inferprobe_request_errors_total{{{S}, pod!=""}}[$__range]))\n  or\n  sum by (cluster, namespace, pod, node) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__range])) * 0\n)\n/\nsum by (cluster, namespace, pod, node) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__range]))', '', fmt='table', instant=True),
-            query(f'sum by (cluster, namespace, pod, node) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__range]))', '', fmt='table', instant=True),
+            query(f'(\n  sum by ({SITE}, namespace, pod, node) (increase(inferprobe_request_errors_total{{{S}, pod!=""}}[$__range]))\n  or\n  sum by ({SITE}, namespace, pod, node) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__range])) * 0\n)\n/\nsum by ({SITE}, namespace, pod, node) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__range]))', '', fmt='table', instant=True),
+            query(f'sum by ({SITE}, namespace, pod, node) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__range]))', '', fmt='table', instant=True),
         ),
         {
             'unit': 's',
@@ -907,7 +797,7 @@ PANELS = [
         (0, 119, 12, 8),
         'Failed probes over all probes, per replica (pod), over each rate interval; 0 for a replica none of whose probes failed. One replica failing while the others do not is that replica, not the model.',
         queries(
-            query(f'(\n  sum by (cluster, namespace, pod) (increase(inferprobe_request_errors_total{{{S}, pod!=""}}[$__rate_interval]))\n  or\n  sum by (cluster, namespace, pod) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__rate_interval])) * 0\n)\n/\nsum by (cluster, namespace, pod) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__rate_interval]))', '{{pod}}'),
+            query(f'(\n  sum by ({SITE}, namespace, pod) (increase(inferprobe_request_errors_total{{{S}, pod!=""}}[$__rate_interval]))\n  or\n  sum by ({SITE}, namespace, pod) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__rate_interval])) * 0\n)\n/\nsum by ({SITE}, namespace, pod) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__rate_interval]))', '{{pod}}'),
         ),
         {
             'unit': 'percentunit',
@@ -923,7 +813,7 @@ PANELS = [
         (12, 119, 12, 8),
         'Probes per second each replica (pod) gets, from every probe pod together: its rate with node_local (one prober), or its fleet_rate once divided among the probe pods and summed back. A replica at 0 is no longer found (not Ready, gone) or was refused above max_targets.',
         queries(
-            query(f'sum by (cluster, namespace, pod) (rate(inferprobe_requests_total{{{S}, pod!=""}}[$__rate_interval]))', '{{pod}}'),
+            query(f'sum by ({SITE}, namespace, pod) (rate(inferprobe_requests_total{{{S}, pod!=""}}[$__rate_interval]))', '{{pod}}'),
         ),
         {
             'unit': 'reqps',
@@ -940,8 +830,8 @@ PANELS = [
                 (0, 128, 12, 8),
                 'Output and prompt tokens per second of successful probes.',
                 queries(
-                    query(f'sum by (cluster, target) (rate(inferprobe_output_tokens_total{{{S}}}[$__rate_interval]))', 'output'),
-                    query(f'sum by (cluster, target) (rate(inferprobe_prompt_tokens_total{{{S}}}[$__rate_interval]))', 'prompt'),
+                    query(f'sum by ({SITE}, target) (rate(inferprobe_output_tokens_total{{{S}}}[$__rate_interval]))', 'output'),
+                    query(f'sum by ({SITE}, target) (rate(inferprobe_prompt_tokens_total{{{S}}}[$__rate_interval]))', 'prompt'),
                 ),
                 {
                     'unit': 'short',
@@ -999,7 +889,7 @@ PANELS = [
                 (8, 136, 8, 8),
                 'Probes in flight (summed over the selected nodes).',
                 queries(
-                    query(f'sum by (cluster, target) (inferprobe_requests_in_flight{{{S}}})', 'in flight'),
+                    query(f'sum by ({SITE}, target) (inferprobe_requests_in_flight{{{S}}})', 'in flight'),
                 ),
                 {
                     'unit': 'short',
@@ -1015,8 +905,8 @@ PANELS = [
                 (16, 136, 8, 8),
                 'Connections opened / probes: about 1 with connection = "fresh", near 0 when keep-alive connections are reused. Retried: probes re-sent once because the server closed a reused keep-alive connection as the request went out (only then is a probe retried).',
                 queries(
-                    query(f'sum by (cluster, target) (rate(inferprobe_connections_opened_total{{{S}}}[$__rate_interval]))\n/\nsum by (cluster, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', 'new connections'),
-                    query(f'sum by (cluster, target) (rate(inferprobe_request_retries_total{{{S}}}[$__rate_interval]))\n/\nsum by (cluster, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', 'retried (keep-alive race)'),
+                    query(f'sum by ({SITE}, target) (rate(inferprobe_connections_opened_total{{{S}}}[$__rate_interval]))\n/\nsum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', 'new connections'),
+                    query(f'sum by ({SITE}, target) (rate(inferprobe_request_retries_total{{{S}}}[$__rate_interval]))\n/\nsum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', 'retried (keep-alive race)'),
                 ),
                 {
                     'unit': 'percentunit',
@@ -1034,7 +924,7 @@ PANELS = [
                 (0, 129, 12, 8),
                 "Correctness canary checks per second by result (docs/canary.md): match, diverged (a token differs where the reference was sure), wrong_answer (a known answer's regex failed), unscored (no logprobs, no reference yet, or the request failed). Benign near-tie flips count as match.",
                 queries(
-                    query(f'sum by (cluster, result) (rate(inferprobe_canary_checks_total{{{S}}}[$__rate_interval]))', '{{result}}'),
+                    query(f'sum by ({SITE}, result) (rate(inferprobe_canary_checks_total{{{S}}}[$__rate_interval]))', '{{result}}'),
                 ),
                 {
                     'unit': 'reqps',
@@ -1058,7 +948,7 @@ PANELS = [
                 (12, 129, 12, 8),
                 "Per replica, canary checks over 30 minutes that diverged or failed a known answer (inferprobe:replica_canary_bad:increase30m). InferprobeWrongAnswers pages when one replica has at least 3 (and 10% of its checks) while its peers answer right. The daemon's WARN lines and status page show the prompt, position, expected and received tokens.",
                 queries(
-                    query(f'inferprobe:replica_canary_bad:increase30m{{cluster=~"$cluster", target=~"$target", pod=~"$pod"}}', '{{pod}}'),
+                    query(f'inferprobe:replica_canary_bad:increase30m{{{SITE_MATCH}, target=~"$target", pod=~"$pod"}}', '{{pod}}'),
                 ),
                 {
                     'unit': 'short',
@@ -1082,7 +972,7 @@ PANELS = [
                 (0, 137, 12, 8),
                 'Per replica, the p90 over 30 minutes of the largest logprob difference from the reference over the tokens both agree on (nats). Batch noise is 1e-7 to 1e-2; InferprobeCanaryDrift opens a ticket above 0.1.',
                 queries(
-                    query(f'inferprobe:replica_canary_drift:p90_rate30m{{cluster=~"$cluster", target=~"$target", pod=~"$pod"}}', '{{pod}}'),
+                    query(f'inferprobe:replica_canary_drift:p90_rate30m{{{SITE_MATCH}, target=~"$target", pod=~"$pod"}}', '{{pod}}'),
                 ),
                 {
                     'unit': 'short',
@@ -1106,7 +996,7 @@ PANELS = [
                 (12, 137, 12, 8),
                 'Diverged canary checks over the interval by how early they diverged: the count at or before each token position (cumulative, from inferprobe_canary_divergence_position). Wrong weights diverge at position 0; a failing kernel anywhere.',
                 queries(
-                    query(f'sum by (cluster, le) (increase(inferprobe_canary_divergence_position_bucket{{{S}}}[$__rate_interval]))', 'position <= {{le}}'),
+                    query(f'sum by ({SITE}, le) (increase(inferprobe_canary_divergence_position_bucket{{{S}}}[$__rate_interval]))', 'position <= {{le}}'),
                 ),
                 {
                     'unit': 'short',
@@ -1132,8 +1022,8 @@ PANELS = [
                 (0, 130, 12, 8),
                 "Structured canary answers (a JSON answer, a tool call) an agent could not use, per second by reason: rejected (HTTP 400/422), truncated (length limit), not_json, schema (breaks the schema or the function's parameters), no_tool_call (none arrived as a call, or one came as text), wrong_tool, refused (the model declined); and all scored structured checks for scale (docs: docs/structured.md).",
                 queries(
-                    query(f'sum by (cluster, reason) (rate(inferprobe_canary_invalid_outputs_total{{{S}}}[$__rate_interval]))', '{{reason}}'),
-                    query(f'sum by (cluster) (rate(inferprobe_canary_structured_checks_total{{{S}}}[$__rate_interval]))', 'all structured checks'),
+                    query(f'sum by ({SITE}, reason) (rate(inferprobe_canary_invalid_outputs_total{{{S}}}[$__rate_interval]))', '{{reason}}'),
+                    query(f'sum by ({SITE}) (rate(inferprobe_canary_structured_checks_total{{{S}}}[$__rate_interval]))', 'all structured checks'),
                 ),
                 {
                     'unit': 'reqps',
@@ -1157,7 +1047,7 @@ PANELS = [
                 (12, 130, 12, 8),
                 'Per replica, the share of its structured canary checks over 30 minutes whose answer an agent could not use (inferprobe:replica_canary_invalid:increase30m over inferprobe:replica_canary_structured:increase30m). InferprobeInvalidOutputs pages when one replica is at 50% or more (at least 3 of 5) while its peers stay under 10%, or a target with no peers is, or a replica fails every one.',
                 queries(
-                    query(f'inferprobe:replica_canary_invalid:increase30m{{cluster=~"$cluster", target=~"$target", pod=~"$pod"}}\n/\ninferprobe:replica_canary_structured:increase30m{{cluster=~"$cluster", target=~"$target", pod=~"$pod"}}', '{{target}} {{pod}}'),
+                    query(f'inferprobe:replica_canary_invalid:increase30m{{{SITE_MATCH}, target=~"$target", pod=~"$pod"}}\n/\ninferprobe:replica_canary_structured:increase30m{{{SITE_MATCH}, target=~"$target", pod=~"$pod"}}', '{{target}} {{pod}}'),
                 ),
                 {
                     'unit': 'percentunit',
@@ -1185,7 +1075,7 @@ PANELS = [
                 "Median time to first token per replica as the probe saw it, beside the server's own vllm:time_to_first_token_seconds (or sglang:time_to_first_token_seconds). The gap is time outside the engine: network, gateway, tokenization, the HTTP server. Server series are joined to the probe's replicas on (cluster, namespace, pod): the pod and namespace discovery put on the probe's series, the server's from its own scrape (the pod's Prometheus target labels), and the server's model_name against $model.",
                 queries(
                     query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "namespace", "pod")}', '{{pod}} probe'),
-                    query(f'histogram_quantile(0.5, sum by (cluster, namespace, pod, le) (rate(vllm:time_to_first_token_seconds_bucket{{cluster=~"$cluster", pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on (cluster, namespace, pod) max by (cluster, namespace, pod) (inferprobe_requests_total{{{S}}})) or histogram_quantile(0.5, sum by (cluster, namespace, pod, le) (rate(sglang:time_to_first_token_seconds_bucket{{cluster=~"$cluster", pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on (cluster, namespace, pod) max by (cluster, namespace, pod) (inferprobe_requests_total{{{S}}}))', '{{pod}} server'),
+                    query(f'histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(vllm:time_to_first_token_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}})) or histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(sglang:time_to_first_token_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}}))', '{{pod}} server'),
                 ),
                 {
                     'unit': 's',
@@ -1209,7 +1099,7 @@ PANELS = [
                 (12, 130, 12, 8),
                 "Per replica, the probe's mean TTFT less the server's mean TTFT over the interval: what the network, a gateway or load balancer, tokenization and the HTTP front end add. A rise here with a flat server TTFT is not the engine. Server series are joined to the probe's replicas on (cluster, namespace, pod): the pod and namespace discovery put on the probe's series, the server's from its own scrape (the pod's Prometheus target labels), and the server's model_name against $model.",
                 queries(
-                    query(f'{mean("inferprobe_time_to_first_token_seconds", "namespace", "pod")} - on (cluster, namespace, pod) (sum by (cluster, namespace, pod) (rate(vllm:time_to_first_token_seconds_sum{{cluster=~"$cluster", pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) / sum by (cluster, namespace, pod) (rate(vllm:time_to_first_token_seconds_count{{cluster=~"$cluster", pod=~"$pod", model_name=~"$model"}}[$__rate_interval])))', '{{pod}}'),
+                    query(f'{mean("inferprobe_time_to_first_token_seconds", "namespace", "pod")} - on ({SITE}, namespace, pod) (sum by ({SITE}, namespace, pod) (rate(vllm:time_to_first_token_seconds_sum{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) / sum by ({SITE}, namespace, pod) (rate(vllm:time_to_first_token_seconds_count{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])))', '{{pod}}'),
                 ),
                 {
                     'unit': 's',
@@ -1233,8 +1123,8 @@ PANELS = [
                 (0, 138, 12, 8),
                 'Per replica, the server\'s mean time waiting in its queue (vllm:request_queue_time_seconds) and in prefill (vllm:request_prefill_time_seconds): with the probe\'s TTFT and the gap beside them, "probe 900 ms = outside 40 + queue 700 + prefill 160". Server series are joined to the probe\'s replicas on (cluster, namespace, pod): the pod and namespace discovery put on the probe\'s series, the server\'s from its own scrape (the pod\'s Prometheus target labels), and the server\'s model_name against $model.',
                 queries(
-                    query(f'(sum by (cluster, namespace, pod) (rate(vllm:request_queue_time_seconds_sum{{cluster=~"$cluster", pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) / sum by (cluster, namespace, pod) (rate(vllm:request_queue_time_seconds_count{{cluster=~"$cluster", pod=~"$pod", model_name=~"$model"}}[$__rate_interval]))) and on (cluster, namespace, pod) max by (cluster, namespace, pod) (inferprobe_requests_total{{{S}}})', '{{pod}} queue'),
-                    query(f'(sum by (cluster, namespace, pod) (rate(vllm:request_prefill_time_seconds_sum{{cluster=~"$cluster", pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) / sum by (cluster, namespace, pod) (rate(vllm:request_prefill_time_seconds_count{{cluster=~"$cluster", pod=~"$pod", model_name=~"$model"}}[$__rate_interval]))) and on (cluster, namespace, pod) max by (cluster, namespace, pod) (inferprobe_requests_total{{{S}}})', '{{pod}} prefill'),
+                    query(f'(sum by ({SITE}, namespace, pod) (rate(vllm:request_queue_time_seconds_sum{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) / sum by ({SITE}, namespace, pod) (rate(vllm:request_queue_time_seconds_count{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval]))) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}})', '{{pod}} queue'),
+                    query(f'(sum by ({SITE}, namespace, pod) (rate(vllm:request_prefill_time_seconds_sum{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) / sum by ({SITE}, namespace, pod) (rate(vllm:request_prefill_time_seconds_count{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval]))) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}})', '{{pod}} prefill'),
                 ),
                 {
                     'unit': 's',
@@ -1259,7 +1149,7 @@ PANELS = [
                 "Median time per output token per replica, the probe's beside the server's vllm:request_time_per_output_token_seconds (or SGLang's sglang:inter_token_latency_seconds). Server series are joined to the probe's replicas on (cluster, namespace, pod): the pod and namespace discovery put on the probe's series, the server's from its own scrape (the pod's Prometheus target labels), and the server's model_name against $model.",
                 queries(
                     query(f'{quantile(0.5, "inferprobe_time_per_output_token_seconds", "namespace", "pod")}', '{{pod}} probe'),
-                    query(f'histogram_quantile(0.5, sum by (cluster, namespace, pod, le) (rate(vllm:request_time_per_output_token_seconds_bucket{{cluster=~"$cluster", pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on (cluster, namespace, pod) max by (cluster, namespace, pod) (inferprobe_requests_total{{{S}}})) or histogram_quantile(0.5, sum by (cluster, namespace, pod, le) (rate(sglang:inter_token_latency_seconds_bucket{{cluster=~"$cluster", pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on (cluster, namespace, pod) max by (cluster, namespace, pod) (inferprobe_requests_total{{{S}}}))', '{{pod}} server'),
+                    query(f'histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(vllm:request_time_per_output_token_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}})) or histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(sglang:inter_token_latency_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}}))', '{{pod}} server'),
                 ),
                 {
                     'unit': 's',
@@ -1284,7 +1174,7 @@ PANELS = [
                 "Median end-to-end latency per replica, the probe's beside the server's vllm:e2e_request_latency_seconds (or sglang:e2e_request_latency_seconds). Server series are joined to the probe's replicas on (cluster, namespace, pod): the pod and namespace discovery put on the probe's series, the server's from its own scrape (the pod's Prometheus target labels), and the server's model_name against $model.",
                 queries(
                     query(f'{quantile(0.5, "inferprobe_e2e_request_latency_seconds", "namespace", "pod")}', '{{pod}} probe'),
-                    query(f'histogram_quantile(0.5, sum by (cluster, namespace, pod, le) (rate(vllm:e2e_request_latency_seconds_bucket{{cluster=~"$cluster", pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on (cluster, namespace, pod) max by (cluster, namespace, pod) (inferprobe_requests_total{{{S}}})) or histogram_quantile(0.5, sum by (cluster, namespace, pod, le) (rate(sglang:e2e_request_latency_seconds_bucket{{cluster=~"$cluster", pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on (cluster, namespace, pod) max by (cluster, namespace, pod) (inferprobe_requests_total{{{S}}}))', '{{pod}} server'),
+                    query(f'histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(vllm:e2e_request_latency_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}})) or histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(sglang:e2e_request_latency_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}}))', '{{pod}} server'),
                 ),
                 {
                     'unit': 's',
@@ -1310,8 +1200,8 @@ PANELS = [
                 (0, 132, 12, 8),
                 "The prefix-cache check's hit ratio over an hour (inferprobe:prefix_cache_hit:ratio_rate1h: hits over hits and misses; unreported and failed checks count for neither), per replica of a discovered target, or for the pool where the target is a gateway; and the target's objective. InferprobePrefixCacheMisses files a ticket below the objective. A pool that misses while its replicas' own checks hit has a routing problem; replicas that miss have a cache problem (docs/prefix-cache.md).",
                 queries(
-                    query(f'inferprobe:prefix_cache_hit:ratio_rate1h{{cluster=~"$cluster", target=~"$target", pod=~"$pod"}}', '{{target}} {{pod}}'),
-                    query(f'inferprobe:prefix_cache_objective{{cluster=~"$cluster", target=~"$target", pod=~"$pod"}}', 'objective {{target}} {{pod}}'),
+                    query(f'inferprobe:prefix_cache_hit:ratio_rate1h{{{SITE_MATCH}, target=~"$target", pod=~"$pod"}}', '{{target}} {{pod}}'),
+                    query(f'inferprobe:prefix_cache_objective{{{SITE_MATCH}, target=~"$target", pod=~"$pod"}}', 'objective {{target}} {{pod}}'),
                 ),
                 {
                     'unit': 'percentunit',
@@ -1336,7 +1226,7 @@ PANELS = [
                 (12, 132, 12, 8),
                 "Prefix-cache checks per second by result and the rule that judged them: hit or miss by the cached tokens the server reported (usage); hit by the warm request's TTFT against the cold one's where it reports nothing (ttft), or unreported when that shows no saving (never a miss); failed when a request of the pair failed (docs/prefix-cache.md).",
                 queries(
-                    query(f'sum by (cluster, result, rule) (rate(inferprobe_prefix_cache_checks_total{{{S}}}[$__rate_interval]))', '{{result}} ({{rule}})'),
+                    query(f'sum by ({SITE}, result, rule) (rate(inferprobe_prefix_cache_checks_total{{{S}}}[$__rate_interval]))', '{{result}} ({{rule}})'),
                 ),
                 {
                     'unit': 'reqps',
@@ -1385,7 +1275,7 @@ PANELS = [
                 (12, 140, 12, 8),
                 "Of the workload probes' prompt tokens, the share the server reported as served from its prefix cache (inferprobe_prompt_cached_tokens_total over inferprobe_prompt_tokens_total). Probes put a unique nonce first, so only a configured shared_prefix_tokens can be cached; no line where the server never reports cached tokens (absent is not 0).",
                 queries(
-                    query(f'sum by (cluster, target) (rate(inferprobe_prompt_cached_tokens_total{{{S}}}[$__rate_interval])) / sum by (cluster, target) (rate(inferprobe_prompt_tokens_total{{{S}}}[$__rate_interval]))', '{{target}}'),
+                    query(f'sum by ({SITE}, target) (rate(inferprobe_prompt_cached_tokens_total{{{S}}}[$__rate_interval])) / sum by ({SITE}, target) (rate(inferprobe_prompt_tokens_total{{{S}}}[$__rate_interval]))', '{{target}}'),
                 ),
                 {
                     'unit': 'percentunit',

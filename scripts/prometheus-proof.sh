@@ -539,7 +539,8 @@ def keyed(result, drop=()):
 
 
 def close(a, b):
-    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b)) or (a != a and b != b)
+    # NaN is no value: a blanked cell or line fails.
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
 
 
 mixed_checked = 0
@@ -548,25 +549,26 @@ if mode == "mixed":
     overview = json.load(open("dashboards/inferprobe-overview.json"))
     target = json.load(open("dashboards/inferprobe-target.json"))
     alone = {"classic": "proof-node-a", "native": "proof-node-b"}
-    for p in panels(overview["panels"]):
-        for q in p.get("targets", []):
-            if '"histograms", "native"' not in q["expr"]:
-                continue
-            fleet = at(substitute(q["expr"], ALL), t)
-            kinds = {s["metric"].get("histograms") for s in fleet}
-            if kinds != {"classic", "native"}:
+    dashboards = [(overview, ALL), (target, VARIABLES["inferprobe-target.json"][0])]
+    lines = [(p, q, variables) for dashboard, variables in dashboards
+             for p in panels(dashboard["panels"]) for q in p.get("targets", [])
+             if '"histograms", "native"' in q["expr"] and 'pod!=""' not in q["expr"]]
+    for p, q, variables in lines:
+        fleet = at(substitute(q["expr"], variables), t)
+        kinds = {s["metric"].get("histograms") for s in fleet}
+        if kinds != {"classic", "native"}:
+            failures += 1
+            print(f"FAIL: mixed fleet: {p['title']!r} [{q['refId']}] shows kinds {kinds}",
+                  file=sys.stderr)
+            continue
+        for kind, node in alone.items():
+            one = keyed(at(substitute(q["expr"], dict(variables, node=node)), t))
+            mine = keyed([s for s in fleet if s["metric"]["histograms"] == kind])
+            if mine.keys() != one.keys() or not all(close(mine[k], one[k]) for k in one):
                 failures += 1
-                print(f"FAIL: mixed fleet: {p['title']!r} [{q['refId']}] shows kinds {kinds}",
-                      file=sys.stderr)
-                continue
-            for kind, node in alone.items():
-                one = keyed(at(substitute(q["expr"], dict(ALL, node=node)), t))
-                mine = keyed([s for s in fleet if s["metric"]["histograms"] == kind])
-                if mine.keys() != one.keys() or not all(close(mine[k], one[k]) for k in one):
-                    failures += 1
-                    print(f"FAIL: mixed fleet: {p['title']!r} [{q['refId']}] {kind}: {mine} "
-                          f"but {node} alone: {one}", file=sys.stderr)
-            mixed_checked += 1
+                print(f"FAIL: mixed fleet: {p['title']!r} [{q['refId']}] {kind}: {mine} "
+                      f"but {node} alone: {one}", file=sys.stderr)
+        mixed_checked += 1
     for p in panels(target["panels"]):
         if p["type"] != "heatmap" or "histogram_fraction" not in p["targets"][0]["expr"]:
             continue
@@ -583,11 +585,11 @@ if mode == "mixed":
             print(f"FAIL: mixed fleet: heatmap {p['title']!r}: {fleet} is not node a's {a} plus "
                   f"node b's {b}", file=sys.stderr)
         mixed_checked += 1
-    # Every latency quantile of the overview (4 latencies x 3, and the schedule lag) and
-    # the four latency heatmaps.
-    if mixed_checked < 17:
+    # Every latency quantile of the overview (4 latencies x 3, and the schedule lag), the
+    # target dashboard's quantile lines for a configured target, and the four heatmaps.
+    if mixed_checked < 40:
         failures += 1
-        print(f"FAIL: mixed fleet: only {mixed_checked} histogram queries checked, want 17",
+        print(f"FAIL: mixed fleet: only {mixed_checked} histogram queries checked, want 40",
               file=sys.stderr)
     print(f"mixed fleet: {mixed_checked} histogram queries show every member once")
 

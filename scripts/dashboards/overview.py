@@ -190,11 +190,11 @@ PANELS = [
         'timeseries',
         'TTFT p50 / p90 / p99',
         (0, 24, 12, 8),
-        'Percentiles of time to first token (t0 to the first token-carrying event) per target, from the histogram buckets (histogram_quantile over the bucket rates summed by le and target, all nodes together). Only successful probes are observed.',
+        'Percentiles of time to first token (t0 to the first token-carrying event) per target, from the histograms, all nodes together (where the fleet mixes native and classic histograms, one line per kind, named in the legend). Only successful probes are observed.',
         queries(
-            query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "target")}', '{{target}} p50'),
-            query(f'{quantile(0.9, "inferprobe_time_to_first_token_seconds", "target")}', '{{target}} p90'),
-            query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "target")}', '{{target}} p99'),
+            query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "target")}', '{{target}} p50 {{histograms}}'),
+            query(f'{quantile(0.9, "inferprobe_time_to_first_token_seconds", "target")}', '{{target}} p90 {{histograms}}'),
+            query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "target")}', '{{target}} p99 {{histograms}}'),
         ),
         {
             'unit': 's',
@@ -209,11 +209,11 @@ PANELS = [
         'timeseries',
         'TPOT p50 / p90 / p99',
         (12, 24, 12, 8),
-        'Percentiles of time per output token after the first per target, from the histogram buckets (histogram_quantile over the bucket rates summed by le and target, all nodes together). Only successful probes are observed.',
+        'Percentiles of time per output token after the first per target, from the histograms, all nodes together (where the fleet mixes native and classic histograms, one line per kind, named in the legend). Only successful probes are observed.',
         queries(
-            query(f'{quantile(0.5, "inferprobe_time_per_output_token_seconds", "target")}', '{{target}} p50'),
-            query(f'{quantile(0.9, "inferprobe_time_per_output_token_seconds", "target")}', '{{target}} p90'),
-            query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "target")}', '{{target}} p99'),
+            query(f'{quantile(0.5, "inferprobe_time_per_output_token_seconds", "target")}', '{{target}} p50 {{histograms}}'),
+            query(f'{quantile(0.9, "inferprobe_time_per_output_token_seconds", "target")}', '{{target}} p90 {{histograms}}'),
+            query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "target")}', '{{target}} p99 {{histograms}}'),
         ),
         {
             'unit': 's',
@@ -228,11 +228,11 @@ PANELS = [
         'timeseries',
         'ITL p50 / p90 / p99',
         (0, 32, 12, 8),
-        'Percentiles of inter-token latency (gap between successive tokens) per target, from the histogram buckets (histogram_quantile over the bucket rates summed by le and target, all nodes together). Only successful probes are observed.',
+        'Percentiles of inter-token latency (gap between successive tokens) per target, from the histograms, all nodes together (where the fleet mixes native and classic histograms, one line per kind, named in the legend). Only successful probes are observed.',
         queries(
-            query(f'{quantile(0.5, "inferprobe_inter_token_latency_seconds", "target")}', '{{target}} p50'),
-            query(f'{quantile(0.9, "inferprobe_inter_token_latency_seconds", "target")}', '{{target}} p90'),
-            query(f'{quantile(0.99, "inferprobe_inter_token_latency_seconds", "target")}', '{{target}} p99'),
+            query(f'{quantile(0.5, "inferprobe_inter_token_latency_seconds", "target")}', '{{target}} p50 {{histograms}}'),
+            query(f'{quantile(0.9, "inferprobe_inter_token_latency_seconds", "target")}', '{{target}} p90 {{histograms}}'),
+            query(f'{quantile(0.99, "inferprobe_inter_token_latency_seconds", "target")}', '{{target}} p99 {{histograms}}'),
         ),
         {
             'unit': 's',
@@ -247,11 +247,11 @@ PANELS = [
         'timeseries',
         'E2EL p50 / p90 / p99',
         (12, 32, 12, 8),
-        'Percentiles of end-to-end request latency per target, from the histogram buckets (histogram_quantile over the bucket rates summed by le and target, all nodes together). Only successful probes are observed.',
+        'Percentiles of end-to-end request latency per target, from the histograms, all nodes together (where the fleet mixes native and classic histograms, one line per kind, named in the legend). Only successful probes are observed.',
         queries(
-            query(f'{quantile(0.5, "inferprobe_e2e_request_latency_seconds", "target")}', '{{target}} p50'),
-            query(f'{quantile(0.9, "inferprobe_e2e_request_latency_seconds", "target")}', '{{target}} p90'),
-            query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "target")}', '{{target}} p99'),
+            query(f'{quantile(0.5, "inferprobe_e2e_request_latency_seconds", "target")}', '{{target}} p50 {{histograms}}'),
+            query(f'{quantile(0.9, "inferprobe_e2e_request_latency_seconds", "target")}', '{{target}} p90 {{histograms}}'),
+            query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "target")}', '{{target}} p99 {{histograms}}'),
         ),
         {
             'unit': 's',
@@ -406,7 +406,7 @@ PANELS = [
         (0, 65, 12, 8),
         'How late the daemon sent its arrivals versus their schedule (99th percentile). Large values mean the probing host is overloaded, which would also inflate the measured latencies.',
         queries(
-            query(f'{quantile(0.99, "inferprobe_schedule_lag_seconds", "target")}', '{{target}}'),
+            query(f'{quantile(0.99, "inferprobe_schedule_lag_seconds", "target")}', '{{target}} {{histograms}}'),
         ),
         {
             'unit': 's',

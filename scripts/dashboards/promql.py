@@ -14,13 +14,18 @@ native member (the two sides' groups match), and a heatmap of `sum(native) or su
   `sum by (g) (histogram_count(rate(h[w])) or rate(h_count[w]))` (a series with both keeps its
   native count, once);
 - quantiles are read per kind, each over the members of that kind, and say which
-  (`histograms="native"` / `"classic"`): a group of one kind is one line, a mixed group two,
-  each exact for its members; no member is dropped and none is counted twice (classic
-  buckets of a series that also has a native histogram are left to the native line);
+  (`histograms="native"` / `"classic"`, in the legend): a group of one kind is one line, a
+  mixed group two, each exact for its members; no member is dropped and none is counted
+  twice (classic buckets of a series that also has a native histogram are left to the
+  native line). Converting one kind to the other for one merged quantile would repeat the
+  native selector once per bound: affordable in one target's heatmap, not in every quantile
+  of every target;
 - heatmaps draw one picture on the classic bounds: the classic buckets, plus each native-only
   series' count at every classic bound (`histogram_fraction(0, le, h) * histogram_count(h)`),
   summed by `le`.
 """
+
+import re
 
 from .config import CONFIG
 
@@ -62,29 +67,32 @@ def by(*labels):
 
 
 def le_text(bound):
-    """A bound as a classic bucket's `le` label spells it (OpenMetrics floats: `1.0`)."""
-    text = repr(float(bound))
-    return text
+    """A bound as the daemon's classic buckets spell `le` (`1.0`, `0.25`; Python's shortest
+    repr agrees with prometheus-client's and Go's OpenMetrics formatting for every bound
+    here: tests/dashboard_bounds.rs checks them against a live daemon)."""
+    return repr(float(bound))
 
 
 def _series(metric, fn, window, extra, suffix=""):
     return f"{fn}({metric}{suffix}{sel(*extra)}[{window}])"
 
 
-def quantile(q, metric, *labels, fn="rate", window=RATE, extra=()):
-    """The `q` quantile of `metric` per group, per kind of histogram (module doc). A
-    grouping by `node` holds one daemon's series, so one kind: it needs no `histograms`
-    label (and a table that joins it with other queries by its labels keeps one row)."""
+def quantile(q, metric, *labels, fn="rate", window=RATE, extra=(), row=False):
+    """The `q` quantile of `metric` per group, per kind of histogram (module doc). Even a
+    grouping by `node` can mix kinds: during a DaemonSet upgrade the old and the new probe
+    pod on a node are two series, one of each kind. `row`: one value per group, for a table
+    that merges queries by their labels (a group that mixes kinds shows its native members)."""
     g = by(*labels)
     native = _series(metric, fn, window, extra)
     buckets = _series(metric, fn, window, extra, "_bucket")
-    native_q = f"histogram_quantile({q}, sum by ({g}) ({native}))"
-    classic_q = f"histogram_quantile({q}, sum by ({g}, le) ({buckets} unless ignoring (le) {native}))"
-    if "node" in labels:
-        return f"({native_q} or {classic_q})"
+    if row:
+        return (f"(histogram_quantile({q}, sum by ({g}) ({native})) or histogram_quantile({q}, "
+                f"sum by ({g}, le) ({buckets} unless ignoring (le) {native})))")
     return (
-        f'label_replace({native_q}, "histograms", "native", "", "") or '
-        f'label_replace({classic_q}, "histograms", "classic", "", "")'
+        f'label_replace(histogram_quantile({q}, sum by ({g}) ({native})), '
+        f'"histograms", "native", "", "") or '
+        f'label_replace(histogram_quantile({q}, sum by ({g}, le) ({buckets} unless ignoring (le) {native})), '
+        f'"histograms", "classic", "", "")'
     )
 
 
@@ -100,18 +108,26 @@ def mean(metric, *labels, fn="rate", window=RATE, extra=()):
 
 
 def heatmap(metric, fn="rate", window=RATE, extra=()):
-    """Counts per classic bound, summed over every series of either kind (module doc)."""
+    """Counts per classic bound, summed over every series of either kind (module doc). Only
+    the shared bounds: a target's SLO threshold is one more bound of its own classic buckets
+    (`src/metrics/values.rs` `with_bound`) that native series cannot be converted to, so it
+    is left out rather than drawn from the classic members alone. A native series with no
+    observation in the window is left out too (its fraction is NaN, which would blank the
+    column)."""
+    bounds = BOUNDS[metric]
+    shared = "|".join(re.escape(le_text(b)) for b in bounds).replace("\\", "\\\\")
     native = _series(metric, fn, window, extra)
     count = _series(metric, fn, window, extra, "_count")
-    buckets = _series(metric, fn, window, extra, "_bucket")
+    buckets = _series(metric, fn, window, (*extra, f'le=~"{shared}|\\\\+Inf"'), "_bucket")
     native_only = f"({native} unless {count})"
     converted = " or ".join(
-        f'label_replace(histogram_fraction(0, {b!r}, {native_only}) * histogram_count({native_only}), '
+        f'label_replace(histogram_fraction(0, {b!r}, {native_only}) * (histogram_count({native_only}) > 0), '
         f'"le", "{le_text(b)}", "", "")'
-        for b in BOUNDS[metric]
+        for b in bounds
     )
     total = f'label_replace(histogram_count({native_only}), "le", "+Inf", "", "")'
     return f"sum by (le) ({buckets} or {converted} or {total})"
+
 
 # A discovered replica's series (configured targets have no `pod`).
 HAS_POD = 'pod!=""'

@@ -79,7 +79,7 @@ PANELS = [
         (8, 1, 4, 5),
         '99th percentile of time to first token over the last rate interval, from the histogram buckets.',
         queries(
-            query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "target")}', '{{target}}'),
+            query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "target")}', '{{target}} {{histograms}}'),
         ),
         {
             'unit': 's',
@@ -93,7 +93,7 @@ PANELS = [
         (12, 1, 4, 5),
         '99th percentile of end-to-end latency over the last rate interval, from the histogram buckets.',
         queries(
-            query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "target")}', '{{target}}'),
+            query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "target")}', '{{target}} {{histograms}}'),
         ),
         {
             'unit': 's',
@@ -142,7 +142,7 @@ PANELS = [
         'heatmap',
         'TTFT heatmap',
         (0, 7, 12, 9),
-        "Distribution of time to first token (t0 to the first token-carrying event) over time, straight from the histogram buckets (successful probes only): each cell is the rate of observations that fell in that bucket. Buckets equal vLLM's server-side ones. Exemplars (with OpenMetrics exemplar storage enabled) carry the request id of a probe in the bucket.",
+        "Distribution of time to first token (t0 to the first token-carrying event) over time, on the classic bucket bounds (successful probes only): each cell is the rate of observations that fell in that bucket, native series converted to those bounds (an estimate within a native bucket). Buckets equal vLLM's server-side ones. Exemplars (with OpenMetrics exemplar storage enabled) carry the request id of a probe in the bucket.",
         queries(
             query(f'{heatmap("inferprobe_time_to_first_token_seconds")}', '{{le}}', fmt='heatmap', exemplar=True),
         ),
@@ -172,7 +172,7 @@ PANELS = [
         'heatmap',
         'TPOT heatmap',
         (12, 7, 12, 9),
-        "Distribution of time per output token after the first over time, straight from the histogram buckets (successful probes only): each cell is the rate of observations that fell in that bucket. Buckets equal vLLM's server-side ones. Exemplars (with OpenMetrics exemplar storage enabled) carry the request id of a probe in the bucket.",
+        "Distribution of time per output token after the first over time, on the classic bucket bounds (successful probes only): each cell is the rate of observations that fell in that bucket, native series converted to those bounds (an estimate within a native bucket). Buckets equal vLLM's server-side ones. Exemplars (with OpenMetrics exemplar storage enabled) carry the request id of a probe in the bucket.",
         queries(
             query(f'{heatmap("inferprobe_time_per_output_token_seconds")}', '{{le}}', fmt='heatmap', exemplar=True),
         ),
@@ -202,7 +202,7 @@ PANELS = [
         'heatmap',
         'ITL heatmap',
         (0, 16, 12, 9),
-        "Distribution of inter-token latency (gap between successive tokens) over time, straight from the histogram buckets (successful probes only): each cell is the rate of observations that fell in that bucket. Buckets equal vLLM's server-side ones. Exemplars (with OpenMetrics exemplar storage enabled) carry the request id of a probe in the bucket.",
+        "Distribution of inter-token latency (gap between successive tokens) over time, on the classic bucket bounds (successful probes only): each cell is the rate of observations that fell in that bucket, native series converted to those bounds (an estimate within a native bucket). Buckets equal vLLM's server-side ones. Exemplars (with OpenMetrics exemplar storage enabled) carry the request id of a probe in the bucket.",
         queries(
             query(f'{heatmap("inferprobe_inter_token_latency_seconds")}', '{{le}}', fmt='heatmap', exemplar=True),
         ),
@@ -232,7 +232,7 @@ PANELS = [
         'heatmap',
         'E2EL heatmap',
         (12, 16, 12, 9),
-        "Distribution of end-to-end request latency over time, straight from the histogram buckets (successful probes only): each cell is the rate of observations that fell in that bucket. Buckets equal vLLM's server-side ones. Exemplars (with OpenMetrics exemplar storage enabled) carry the request id of a probe in the bucket.",
+        "Distribution of end-to-end request latency over time, on the classic bucket bounds (successful probes only): each cell is the rate of observations that fell in that bucket, native series converted to those bounds (an estimate within a native bucket). Buckets equal vLLM's server-side ones. Exemplars (with OpenMetrics exemplar storage enabled) carry the request id of a probe in the bucket.",
         queries(
             query(f'{heatmap("inferprobe_e2e_request_latency_seconds")}', '{{le}}', fmt='heatmap', exemplar=True),
         ),
@@ -265,9 +265,9 @@ PANELS = [
         (0, 26, 12, 8),
         'p50, p90 and p99 of time to first token (t0 to the first token-carrying event), from the histogram buckets summed over the selected nodes. The dashed line is the target\'s TTFT SLO threshold (inferprobe_slo_threshold_seconds{slo="ttft"}), absent without one.',
         queries(
-            query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "target")}', 'p50'),
-            query(f'{quantile(0.9, "inferprobe_time_to_first_token_seconds", "target")}', 'p90'),
-            query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "target")}', 'p99'),
+            query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "target")}', 'p50 {{histograms}}'),
+            query(f'{quantile(0.9, "inferprobe_time_to_first_token_seconds", "target")}', 'p90 {{histograms}}'),
+            query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "target")}', 'p99 {{histograms}}'),
             query(f'max by ({SITE}, target) (inferprobe_slo_threshold_seconds{{{S}, slo="ttft"}})', 'SLO threshold'),
         ),
         {
@@ -290,9 +290,9 @@ PANELS = [
         (12, 26, 12, 8),
         'p50, p90 and p99 of time per output token after the first, from the histogram buckets summed over the selected nodes. The dashed line is the target\'s TPOT SLO threshold (inferprobe_slo_threshold_seconds{slo="tpot"}), absent without one.',
         queries(
-            query(f'{quantile(0.5, "inferprobe_time_per_output_token_seconds", "target")}', 'p50'),
-            query(f'{quantile(0.9, "inferprobe_time_per_output_token_seconds", "target")}', 'p90'),
-            query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "target")}', 'p99'),
+            query(f'{quantile(0.5, "inferprobe_time_per_output_token_seconds", "target")}', 'p50 {{histograms}}'),
+            query(f'{quantile(0.9, "inferprobe_time_per_output_token_seconds", "target")}', 'p90 {{histograms}}'),
+            query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "target")}', 'p99 {{histograms}}'),
             query(f'max by ({SITE}, target) (inferprobe_slo_threshold_seconds{{{S}, slo="tpot"}})', 'SLO threshold'),
         ),
         {
@@ -315,9 +315,9 @@ PANELS = [
         (0, 34, 12, 8),
         'p50, p90 and p99 of inter-token latency (gap between successive tokens), from the histogram buckets summed over the selected nodes.',
         queries(
-            query(f'{quantile(0.5, "inferprobe_inter_token_latency_seconds", "target")}', 'p50'),
-            query(f'{quantile(0.9, "inferprobe_inter_token_latency_seconds", "target")}', 'p90'),
-            query(f'{quantile(0.99, "inferprobe_inter_token_latency_seconds", "target")}', 'p99'),
+            query(f'{quantile(0.5, "inferprobe_inter_token_latency_seconds", "target")}', 'p50 {{histograms}}'),
+            query(f'{quantile(0.9, "inferprobe_inter_token_latency_seconds", "target")}', 'p90 {{histograms}}'),
+            query(f'{quantile(0.99, "inferprobe_inter_token_latency_seconds", "target")}', 'p99 {{histograms}}'),
         ),
         {
             'unit': 's',
@@ -333,9 +333,9 @@ PANELS = [
         (12, 34, 12, 8),
         'p50, p90 and p99 of end-to-end request latency, from the histogram buckets summed over the selected nodes.',
         queries(
-            query(f'{quantile(0.5, "inferprobe_e2e_request_latency_seconds", "target")}', 'p50'),
-            query(f'{quantile(0.9, "inferprobe_e2e_request_latency_seconds", "target")}', 'p90'),
-            query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "target")}', 'p99'),
+            query(f'{quantile(0.5, "inferprobe_e2e_request_latency_seconds", "target")}', 'p50 {{histograms}}'),
+            query(f'{quantile(0.9, "inferprobe_e2e_request_latency_seconds", "target")}', 'p90 {{histograms}}'),
+            query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "target")}', 'p99 {{histograms}}'),
         ),
         {
             'unit': 's',
@@ -598,7 +598,7 @@ PANELS = [
         (0, 78, 12, 8),
         '99th percentile TTFT as each node (DaemonSet pod) sees the endpoint. One node above the others points at its network path, not the server.',
         queries(
-            query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "node")}', '{{node}}'),
+            query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "node")}', '{{node}} {{histograms}}'),
         ),
         {
             'unit': 's',
@@ -614,7 +614,7 @@ PANELS = [
         (12, 78, 12, 8),
         '99th percentile end-to-end latency per node.',
         queries(
-            query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "node")}', '{{node}}'),
+            query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "node")}', '{{node}} {{histograms}}'),
         ),
         {
             'unit': 's',
@@ -630,7 +630,7 @@ PANELS = [
         (0, 86, 12, 8),
         "99th percentile time per output token per node: differences here are streaming (network) effects, since generation speed is the server's.",
         queries(
-            query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "node")}', '{{node}}'),
+            query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "node")}', '{{node}} {{histograms}}'),
         ),
         {
             'unit': 's',
@@ -662,10 +662,10 @@ PANELS = [
         (0, 94, 24, 7),
         'Now, per node: TTFT p50 and p99, TPOT p99, E2EL p99, success ratio and probe rate over the last rate interval. Sort by a column to find the node that sees the endpoint slowest.',
         queries(
-            query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "node")}', '', fmt='table', instant=True),
-            query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "node")}', '', fmt='table', instant=True),
-            query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "node")}', '', fmt='table', instant=True),
-            query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "node")}', '', fmt='table', instant=True),
+            query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "node", row=True)}', '', fmt='table', instant=True),
+            query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "node", row=True)}', '', fmt='table', instant=True),
+            query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "node", row=True)}', '', fmt='table', instant=True),
+            query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "node", row=True)}', '', fmt='table', instant=True),
             query(f'1 - (\n  sum by ({SITE}, node) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n  /\n  sum by ({SITE}, node) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))\n)', '', fmt='table', instant=True),
             query(f'sum by ({SITE}, node) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '', fmt='table', instant=True),
         ),
@@ -704,7 +704,7 @@ PANELS = [
         (0, 102, 12, 9),
         "One row per replica (pod) of a discovered target, coloured by its TTFT p90 over each rate interval (successful probes): a replica that stays darker than the others is slow for its users too, whatever the Service's average says. Configured targets and a pool's gateway have no pod and no row. Rows are ordered by name; the Worst replicas table ranks them.",
         queries(
-            query(f'{quantile(0.9, "inferprobe_time_to_first_token_seconds", "namespace", "pod", extra=(HAS_POD,))}', '{{pod}}', fmt='time_series'),
+            query(f'{quantile(0.9, "inferprobe_time_to_first_token_seconds", "namespace", "pod", extra=(HAS_POD,), row=True)}', '{{pod}}', fmt='time_series'),
         ),
         {
             'unit': 's',
@@ -758,8 +758,8 @@ PANELS = [
         (0, 111, 24, 8),
         "Every replica (pod) of the target over the whole time range picked, slowest TTFT p90 first: its node, TTFT p90 and p50 (successful probes), error ratio (failed probes; 0 when none failed) and how many probes it got. A few probes make a p90 one slow probe decides: read it with the probe count. Configured targets and a pool's gateway have no pod and are not listed.",
         queries(
-            query(f'sort_desc({quantile(0.9, "inferprobe_time_to_first_token_seconds", "namespace", "pod", "node", fn="increase", window="$__range", extra=(HAS_POD,))})', '', fmt='table', instant=True),
-            query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "namespace", "pod", "node", fn="increase", window="$__range", extra=(HAS_POD,))}', '', fmt='table', instant=True),
+            query(f'sort_desc({quantile(0.9, "inferprobe_time_to_first_token_seconds", "namespace", "pod", "node", fn="increase", window="$__range", extra=(HAS_POD,), row=True)})', '', fmt='table', instant=True),
+            query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "namespace", "pod", "node", fn="increase", window="$__range", extra=(HAS_POD,), row=True)}', '', fmt='table', instant=True),
             query(f'(\n  sum by ({SITE}, namespace, pod, node) (increase(inferprobe_request_errors_total{{{S}, pod!=""}}[$__range]))\n  or\n  sum by ({SITE}, namespace, pod, node) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__range])) * 0\n)\n/\nsum by ({SITE}, namespace, pod, node) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__range]))', '', fmt='table', instant=True),
             query(f'sum by ({SITE}, namespace, pod, node) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__range]))', '', fmt='table', instant=True),
         ),
@@ -855,8 +855,8 @@ PANELS = [
                 (12, 128, 12, 8),
                 'Median output and prompt tokens per successful probe, from the token-count histograms (1-2-5 buckets, so approximate). Output below max_tokens means the server stopped early.',
                 queries(
-                    query(f'{quantile(0.5, "inferprobe_request_output_tokens", "target")}', 'output p50'),
-                    query(f'{quantile(0.5, "inferprobe_request_prompt_tokens", "target")}', 'prompt p50'),
+                    query(f'{quantile(0.5, "inferprobe_request_output_tokens", "target")}', 'output p50 {{histograms}}'),
+                    query(f'{quantile(0.5, "inferprobe_request_prompt_tokens", "target")}', 'prompt p50 {{histograms}}'),
                 ),
                 {
                     'unit': 'short',
@@ -872,8 +872,8 @@ PANELS = [
                 (0, 136, 8, 8),
                 'How late arrivals were sent versus their schedule (p50, p99). High values mean the probing host is overloaded and latencies are suspect.',
                 queries(
-                    query(f'{quantile(0.5, "inferprobe_schedule_lag_seconds", "target")}', 'p50'),
-                    query(f'{quantile(0.99, "inferprobe_schedule_lag_seconds", "target")}', 'p99'),
+                    query(f'{quantile(0.5, "inferprobe_schedule_lag_seconds", "target")}', 'p50 {{histograms}}'),
+                    query(f'{quantile(0.99, "inferprobe_schedule_lag_seconds", "target")}', 'p99 {{histograms}}'),
                 ),
                 {
                     'unit': 's',
@@ -1074,7 +1074,7 @@ PANELS = [
                 (0, 130, 12, 8),
                 "Median time to first token per replica as the probe saw it, beside the server's own vllm:time_to_first_token_seconds (or sglang:time_to_first_token_seconds). The gap is time outside the engine: network, gateway, tokenization, the HTTP server. Server series are joined to the probe's replicas on (cluster, namespace, pod): the pod and namespace discovery put on the probe's series, the server's from its own scrape (the pod's Prometheus target labels), and the server's model_name against $model.",
                 queries(
-                    query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "namespace", "pod")}', '{{pod}} probe'),
+                    query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "namespace", "pod")}', '{{pod}} probe {{histograms}}'),
                     query(f'histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(vllm:time_to_first_token_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}})) or histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(sglang:time_to_first_token_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}}))', '{{pod}} server'),
                 ),
                 {
@@ -1148,7 +1148,7 @@ PANELS = [
                 (12, 138, 12, 8),
                 "Median time per output token per replica, the probe's beside the server's vllm:request_time_per_output_token_seconds (or SGLang's sglang:inter_token_latency_seconds). Server series are joined to the probe's replicas on (cluster, namespace, pod): the pod and namespace discovery put on the probe's series, the server's from its own scrape (the pod's Prometheus target labels), and the server's model_name against $model.",
                 queries(
-                    query(f'{quantile(0.5, "inferprobe_time_per_output_token_seconds", "namespace", "pod")}', '{{pod}} probe'),
+                    query(f'{quantile(0.5, "inferprobe_time_per_output_token_seconds", "namespace", "pod")}', '{{pod}} probe {{histograms}}'),
                     query(f'histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(vllm:request_time_per_output_token_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}})) or histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(sglang:inter_token_latency_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}}))', '{{pod}} server'),
                 ),
                 {
@@ -1173,7 +1173,7 @@ PANELS = [
                 (0, 146, 12, 8),
                 "Median end-to-end latency per replica, the probe's beside the server's vllm:e2e_request_latency_seconds (or sglang:e2e_request_latency_seconds). Server series are joined to the probe's replicas on (cluster, namespace, pod): the pod and namespace discovery put on the probe's series, the server's from its own scrape (the pod's Prometheus target labels), and the server's model_name against $model.",
                 queries(
-                    query(f'{quantile(0.5, "inferprobe_e2e_request_latency_seconds", "namespace", "pod")}', '{{pod}} probe'),
+                    query(f'{quantile(0.5, "inferprobe_e2e_request_latency_seconds", "namespace", "pod")}', '{{pod}} probe {{histograms}}'),
                     query(f'histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(vllm:e2e_request_latency_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}})) or histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(sglang:e2e_request_latency_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}}))', '{{pod}} server'),
                 ),
                 {
@@ -1250,8 +1250,8 @@ PANELS = [
                 (0, 140, 12, 8),
                 "Median TTFT of a prefix-cache check's first request (cold: its whole prompt prefilled) and its second (warm: the same prefix, served from the cache when it hits). Their ratio is the speed-up a user gets from the cache for a prefix of prefix_tokens.",
                 queries(
-                    query(f'{quantile(0.5, "inferprobe_prefix_cache_cold_ttft_seconds", "target")}', 'cold {{target}}'),
-                    query(f'{quantile(0.5, "inferprobe_prefix_cache_warm_ttft_seconds", "target")}', 'warm {{target}}'),
+                    query(f'{quantile(0.5, "inferprobe_prefix_cache_cold_ttft_seconds", "target")}', 'cold {{target}} {{histograms}}'),
+                    query(f'{quantile(0.5, "inferprobe_prefix_cache_warm_ttft_seconds", "target")}', 'warm {{target}} {{histograms}}'),
                 ),
                 {
                     'unit': 's',

@@ -331,9 +331,19 @@ fn every_histogram_query_reads_native_and_classic_histograms() {
                         .collect()
                 };
                 let native = matchers(metric);
+                // A heatmap keeps the classic buckets at the shared bounds (`le=~`).
+                let without_le = |m: Option<String>| {
+                    m.map(|m| {
+                        m.split(", ")
+                            .filter(|part| !part.starts_with("le=~"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                };
                 let classic: Vec<_> = ["_bucket", "_sum", "_count"]
                     .iter()
                     .flat_map(|suffix| matchers(&format!("{metric}{suffix}")))
+                    .map(without_le)
                     .collect();
                 if native.is_empty() && classic.is_empty() {
                     continue;
@@ -351,8 +361,13 @@ fn every_histogram_query_reads_native_and_classic_histograms() {
                         )
                     },
                 );
-                // One kind per group where it groups by node (one daemon's series).
-                let kinds = grouped_by(&expr, "node")
+                // Each kind its own line, or (a table's row, a heatmap's row per pod) one
+                // value per group: `native or classic`, a group's native members where it
+                // mixes them.
+                let row = expr.contains(") or histogram_quantile(")
+                    && (expr.starts_with("(histogram_quantile(")
+                        || expr.starts_with("sort_desc((histogram_quantile("));
+                let kinds = row
                     || (expr.contains("\"histograms\", \"native\"")
                         && expr.contains("\"histograms\", \"classic\""));
                 let quantile = expr.contains("histogram_quantile(")

@@ -49,6 +49,21 @@ TARGET_LINK = {
 }
 
 
+def seconds(links=False):
+    """The field defaults of a latency time series: seconds from 0, a colour per line, and
+    (`links`) each line opening its target in the target dashboard."""
+    d = {
+        "unit": "s",
+        "color": {"mode": "palette-classic"},
+        "custom": TIMESERIES_CUSTOM,
+        "min": 0,
+        "thresholds": {"mode": "absolute", "steps": [{"color": "green", "value": None}]},
+    }
+    if links:
+        d["links"] = [TARGET_LINK]
+    return d
+
+
 def query(expr, legend="", ref="A", fmt=None, instant=False, exemplar=None):
     """A Prometheus query of a panel."""
     q = {

@@ -1,7 +1,25 @@
 """The inferprobe / Overview dashboard: All probed LLM inference endpoints at a glance: availability, errors, latency percentiles, SLOs, goodput and tokens, and the health of discovery and the probe fleet."""
 
-from .grafana import TARGET_LINK, TIMESERIES_CUSTOM, panel, queries, query, row, variables
+from .grafana import TARGET_LINK, TIMESERIES_CUSTOM, panel, queries, query, row, seconds, variables
 from .promql import HAS_POD, S, SITE, SITE_MATCH, heatmap, mean, quantile
+
+
+def percentiles(title, what, metric, grid):
+    """A latency's p50, p90 and p99 per target, each a line per kind of histogram."""
+    return panel(
+        "timeseries",
+        f"{title} p50 / p90 / p99",
+        grid,
+        f"Percentiles of {what} per target, from the histograms, all nodes together (where "
+        "the fleet mixes native and classic histograms, one line per kind, named in the "
+        "legend). Only successful probes are observed.",
+        queries(*(
+            query(quantile(q, metric, "target"), f"{{{{target}}}} p{p} {{{{histograms}}}}")
+            for q, p in [(0.5, "50"), (0.9, "90"), (0.99, "99")]
+        )),
+        seconds(links=True),
+    )
+
 
 DASHBOARD = {'annotations': {'list': [{'builtIn': 1,
                            'datasource': {'type': 'grafana', 'uid': '-- Grafana --'},
@@ -186,81 +204,18 @@ PANELS = [
         },
     ),
     row('Latency (successful probes)', 23, panels=[]),
-    panel(
-        'timeseries',
-        'TTFT p50 / p90 / p99',
-        (0, 24, 12, 8),
-        'Percentiles of time to first token (t0 to the first token-carrying event) per target, from the histograms, all nodes together (where the fleet mixes native and classic histograms, one line per kind, named in the legend). Only successful probes are observed.',
-        queries(
-            query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "target")}', '{{target}} p50 {{histograms}}'),
-            query(f'{quantile(0.9, "inferprobe_time_to_first_token_seconds", "target")}', '{{target}} p90 {{histograms}}'),
-            query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "target")}', '{{target}} p99 {{histograms}}'),
-        ),
-        {
-            'unit': 's',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            "links": [TARGET_LINK],
-        },
-    ),
-    panel(
-        'timeseries',
-        'TPOT p50 / p90 / p99',
-        (12, 24, 12, 8),
-        'Percentiles of time per output token after the first per target, from the histograms, all nodes together (where the fleet mixes native and classic histograms, one line per kind, named in the legend). Only successful probes are observed.',
-        queries(
-            query(f'{quantile(0.5, "inferprobe_time_per_output_token_seconds", "target")}', '{{target}} p50 {{histograms}}'),
-            query(f'{quantile(0.9, "inferprobe_time_per_output_token_seconds", "target")}', '{{target}} p90 {{histograms}}'),
-            query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "target")}', '{{target}} p99 {{histograms}}'),
-        ),
-        {
-            'unit': 's',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            "links": [TARGET_LINK],
-        },
-    ),
-    panel(
-        'timeseries',
-        'ITL p50 / p90 / p99',
-        (0, 32, 12, 8),
-        'Percentiles of inter-token latency (gap between successive tokens) per target, from the histograms, all nodes together (where the fleet mixes native and classic histograms, one line per kind, named in the legend). Only successful probes are observed.',
-        queries(
-            query(f'{quantile(0.5, "inferprobe_inter_token_latency_seconds", "target")}', '{{target}} p50 {{histograms}}'),
-            query(f'{quantile(0.9, "inferprobe_inter_token_latency_seconds", "target")}', '{{target}} p90 {{histograms}}'),
-            query(f'{quantile(0.99, "inferprobe_inter_token_latency_seconds", "target")}', '{{target}} p99 {{histograms}}'),
-        ),
-        {
-            'unit': 's',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            "links": [TARGET_LINK],
-        },
-    ),
-    panel(
-        'timeseries',
-        'E2EL p50 / p90 / p99',
-        (12, 32, 12, 8),
-        'Percentiles of end-to-end request latency per target, from the histograms, all nodes together (where the fleet mixes native and classic histograms, one line per kind, named in the legend). Only successful probes are observed.',
-        queries(
-            query(f'{quantile(0.5, "inferprobe_e2e_request_latency_seconds", "target")}', '{{target}} p50 {{histograms}}'),
-            query(f'{quantile(0.9, "inferprobe_e2e_request_latency_seconds", "target")}', '{{target}} p90 {{histograms}}'),
-            query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "target")}', '{{target}} p99 {{histograms}}'),
-        ),
-        {
-            'unit': 's',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            "links": [TARGET_LINK],
-        },
+    *(
+        percentiles(title, what, metric, grid)
+        for title, what, metric, grid in [
+            ("TTFT", "time to first token (t0 to the first token-carrying event)",
+             "inferprobe_time_to_first_token_seconds", (0, 24, 12, 8)),
+            ("TPOT", "time per output token after the first",
+             "inferprobe_time_per_output_token_seconds", (12, 24, 12, 8)),
+            ("ITL", "inter-token latency (gap between successive tokens)",
+             "inferprobe_inter_token_latency_seconds", (0, 32, 12, 8)),
+            ("E2EL", "end-to-end request latency",
+             "inferprobe_e2e_request_latency_seconds", (12, 32, 12, 8)),
+        ]
     ),
     row('SLO and goodput', 40, panels=[]),
     panel(
@@ -408,13 +363,7 @@ PANELS = [
         queries(
             query(f'{quantile(0.99, "inferprobe_schedule_lag_seconds", "target")}', '{{target}} {{histograms}}'),
         ),
-        {
-            'unit': 's',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
+        seconds(),
     ),
     panel(
         'timeseries',

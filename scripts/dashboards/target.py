@@ -1,6 +1,6 @@
 """The inferprobe / Target dashboard: One probed endpoint in depth: latency heatmaps and percentiles, errors, SLO budget and burn rates, a per-node comparison, and, for a discovered target, its replicas one by one."""
 
-from .grafana import TARGET_LINK, TIMESERIES_CUSTOM, panel, queries, query, row, variables
+from .grafana import TARGET_LINK, TIMESERIES_CUSTOM, panel, queries, query, row, seconds, variables
 from .promql import HAS_POD, S, SITE, SITE_MATCH, heatmap, mean, quantile
 
 DASHBOARD = {'annotations': {'list': [{'builtIn': 1,
@@ -270,13 +270,7 @@ PANELS = [
             query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "target")}', 'p99 {{histograms}}'),
             query(f'max by ({SITE}, target) (inferprobe_slo_threshold_seconds{{{S}, slo="ttft"}})', 'SLO threshold'),
         ),
-        {
-            'unit': 's',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
+        seconds(),
         overrides=[{'matcher': {'id': 'byName', 'options': 'SLO threshold'},
           'properties': [{'id': 'color',
                           'value': {'fixedColor': 'red', 'mode': 'fixed'}},
@@ -295,13 +289,7 @@ PANELS = [
             query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "target")}', 'p99 {{histograms}}'),
             query(f'max by ({SITE}, target) (inferprobe_slo_threshold_seconds{{{S}, slo="tpot"}})', 'SLO threshold'),
         ),
-        {
-            'unit': 's',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
+        seconds(),
         overrides=[{'matcher': {'id': 'byName', 'options': 'SLO threshold'},
           'properties': [{'id': 'color',
                           'value': {'fixedColor': 'red', 'mode': 'fixed'}},
@@ -319,13 +307,7 @@ PANELS = [
             query(f'{quantile(0.9, "inferprobe_inter_token_latency_seconds", "target")}', 'p90 {{histograms}}'),
             query(f'{quantile(0.99, "inferprobe_inter_token_latency_seconds", "target")}', 'p99 {{histograms}}'),
         ),
-        {
-            'unit': 's',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
+        seconds(),
     ),
     panel(
         'timeseries',
@@ -337,13 +319,7 @@ PANELS = [
             query(f'{quantile(0.9, "inferprobe_e2e_request_latency_seconds", "target")}', 'p90 {{histograms}}'),
             query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "target")}', 'p99 {{histograms}}'),
         ),
-        {
-            'unit': 's',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
+        seconds(),
     ),
     row('Errors', 42, panels=[]),
     panel(
@@ -600,13 +576,7 @@ PANELS = [
         queries(
             query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "node")}', '{{node}} {{histograms}}'),
         ),
-        {
-            'unit': 's',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
+        seconds(),
     ),
     panel(
         'timeseries',
@@ -616,13 +586,7 @@ PANELS = [
         queries(
             query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "node")}', '{{node}} {{histograms}}'),
         ),
-        {
-            'unit': 's',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
+        seconds(),
     ),
     panel(
         'timeseries',
@@ -632,13 +596,7 @@ PANELS = [
         queries(
             query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "node")}', '{{node}} {{histograms}}'),
         ),
-        {
-            'unit': 's',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
+        seconds(),
     ),
     panel(
         'timeseries',

@@ -161,7 +161,7 @@ impl Voters {
                 Some(answer) => {
                     self.answered.inc();
                     let until = std::time::Instant::now() + VOTE_TTL;
-                    let lineage = super::lineage::Lineage::of(&peer);
+                    let lineage = Lineage::of(&peer);
                     book.vote(
                         &peer.id,
                         prompt,

@@ -45,6 +45,9 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
         if let Some(spec) = &target.prefix_cache {
             let exact = target.prompts.tokenizer.is_some();
             println!("  {}: {}", target.name, spec.describe(exact));
+            for warning in spec.warnings() {
+                eprintln!("warning: {}: {warning}", target.name);
+            }
         }
         if let Some(canary) = &target.canary {
             println!(

@@ -1,19 +1,26 @@
-//! Validation of a target's `prefix_cache = { interval, prefix_tokens, hit_share, speedup,
-//! objective }`: the prefix-cache check (docs/prefix-cache.md). Off unless set.
+//! Validation of a target's `prefix_cache = { interval, prefix_tokens, block_tokens,
+//! reuse_gap, hit_share, speedup, objective }`: the prefix-cache check
+//! (docs/prefix-cache.md). Off unless set.
 
 use std::time::Duration;
 
 use super::fields::{duration, in_range};
 use super::{ConfigError, RawPrefixCache};
 use crate::endpoint::BackendKind;
-use crate::endpoint::prefix_cache::PrefixCacheSpec;
+use crate::endpoint::prefix_cache::{PrefixCacheSpec, known_cache};
 
 /// A pair a minute: about 2 × 1,024 prompt tokens a minute, 123k an hour per target.
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
-/// Long enough that its prefill is most of a small prompt's TTFT, and 64 of vLLM's blocks.
+/// Long enough that its prefill is most of a small prompt's TTFT, and whole blocks of
+/// every block size vLLM uses short of hybrid models' (16 on GPU, 128 on CPU).
 const DEFAULT_PREFIX_TOKENS: u64 = 1024;
-/// Cached tokens come in whole blocks (16 tokens in vLLM, one page in SGLang), and the
-/// nonce before the prefix is part of what is cached: more than half is a hit.
+/// A conversation's next turn comes after its user reads and types: half a minute, in
+/// which a busy server serves tens to thousands of other requests, so a cache too small
+/// for its load has forgotten the prefix. Well under every hosted cache's lifetime (5
+/// minutes and more). Half the interval where that is shorter, so pairs never overlap.
+const DEFAULT_REUSE_GAP: Duration = Duration::from_secs(30);
+/// Caches hold whole blocks, and the nonce before the prefix is part of what is cached:
+/// more than half is a hit.
 const DEFAULT_HIT_SHARE: f64 = 0.5;
 /// A prefix of 1,024 tokens served from cache cuts a small model's TTFT by 3–4× on vLLM
 /// (docs/prefix-cache.md); 1.5× leaves room for a busy server.
@@ -23,6 +30,7 @@ pub(super) fn prefix_cache(
     target_at: &dyn Fn(&str) -> String,
     raw: &RawPrefixCache,
     backend: BackendKind,
+    (host, model): (&str, &str),
 ) -> Result<PrefixCacheSpec, ConfigError> {
     let at = |field: &str| target_at(&format!("prefix_cache.{field}"));
     if matches!(
@@ -41,12 +49,52 @@ pub(super) fn prefix_cache(
             "must be between 10ms and 24h",
         ));
     }
+    let reuse_gap = duration(
+        &at("reuse_gap"),
+        raw.reuse_gap.as_ref(),
+        DEFAULT_REUSE_GAP.min(interval / 2),
+    )?;
+    if reuse_gap >= interval {
+        return Err(ConfigError::new(
+            at("reuse_gap"),
+            format!(
+                "{} must be shorter than the interval ({}): a pair must end before the next",
+                humantime::format_duration(reuse_gap),
+                humantime::format_duration(interval)
+            ),
+        ));
+    }
+    let known = known_cache(host, model);
+    let default_prefix = known.map_or(DEFAULT_PREFIX_TOKENS, |k| {
+        DEFAULT_PREFIX_TOKENS.max(u64::from(k.minimum_tokens))
+    });
     let prefix_tokens = in_range(
         &at("prefix_tokens"),
-        raw.prefix_tokens.unwrap_or(DEFAULT_PREFIX_TOKENS),
+        raw.prefix_tokens.unwrap_or(default_prefix),
         64,
         131_072,
     )?;
+    if let Some(k) = known.filter(|k| prefix_tokens < u64::from(k.minimum_tokens)) {
+        return Err(ConfigError::new(
+            at("prefix_tokens"),
+            format!(
+                "{prefix_tokens} is below what {} caches ({} tokens or more, {host}): every pair would miss on a healthy cache",
+                k.name, k.minimum_tokens
+            ),
+        ));
+    }
+    let block_tokens = match raw.block_tokens {
+        Some(block) => Some(in_range(&at("block_tokens"), block, 1, 65_536)?),
+        None => known.and_then(|k| k.block_tokens).map(u64::from),
+    };
+    if let Some(block) = block_tokens.filter(|b| *b > prefix_tokens) {
+        return Err(ConfigError::new(
+            at("block_tokens"),
+            format!(
+                "a {prefix_tokens}-token prefix fills no {block}-token block: the server could cache none of it (prefix_tokens must be {block} or more)"
+            ),
+        ));
+    }
     let share = |key: &str, value: Option<f64>, default: f64| match value.unwrap_or(default) {
         v if v > 0.0 && v <= 1.0 => Ok(v),
         v => Err(ConfigError::new(
@@ -66,9 +114,12 @@ pub(super) fn prefix_cache(
             format!("{speedup} must be above 1 (the warm TTFT at most the cold one divided by it)"),
         ));
     }
+    let narrow = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
     Ok(PrefixCacheSpec {
         interval,
-        prefix_tokens: u32::try_from(prefix_tokens).unwrap_or(u32::MAX),
+        prefix_tokens: narrow(prefix_tokens),
+        block_tokens: block_tokens.map(narrow),
+        reuse_gap,
         hit_share,
         speedup,
         objective,
@@ -77,16 +128,25 @@ pub(super) fn prefix_cache(
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{RawConfig, RawPrefixCache, RawTarget, validate};
+    use crate::config::{RawConfig, RawDuration, RawPrefixCache, RawTarget, validate};
+    use std::time::Duration;
 
     fn load(
+        backend: &str,
+        raw: RawPrefixCache,
+    ) -> Result<crate::endpoint::prefix_cache::PrefixCacheSpec, String> {
+        load_at("http://127.0.0.1:1", backend, raw)
+    }
+
+    fn load_at(
+        url: &str,
         backend: &str,
         raw: RawPrefixCache,
     ) -> Result<crate::endpoint::prefix_cache::PrefixCacheSpec, String> {
         let config = RawConfig {
             targets: vec![RawTarget {
                 name: Some("t".into()),
-                url: Some("http://127.0.0.1:1".into()),
+                url: Some(url.into()),
                 model: Some("m".into()),
                 backend: Some(backend.into()),
                 prefix_cache: Some(raw),
@@ -108,6 +168,8 @@ mod tests {
             (1024, 0.5, 1.5)
         );
         assert_eq!(spec.objective, None);
+        assert_eq!(spec.reuse_gap, std::time::Duration::from_secs(30));
+        assert_eq!(spec.block_tokens, None);
         let refused = [
             (
                 "openai-embeddings",
@@ -146,10 +208,84 @@ mod tests {
                 },
                 "prefix_cache.speedup",
             ),
+            (
+                "openai-chat",
+                RawPrefixCache {
+                    prefix_tokens: Some(256),
+                    block_tokens: Some(512),
+                    ..Default::default()
+                },
+                "prefix_cache.block_tokens",
+            ),
+            (
+                "openai-chat",
+                RawPrefixCache {
+                    interval: Some(RawDuration::Text("10s".into())),
+                    reuse_gap: Some(RawDuration::Text("10s".into())),
+                    ..Default::default()
+                },
+                "prefix_cache.reuse_gap",
+            ),
         ];
         for (backend, raw, key) in refused {
             let error = load(backend, raw).unwrap_err();
             assert!(error.contains(key), "{error}");
         }
+    }
+
+    #[test]
+    fn the_gap_is_half_a_short_interval_and_zero_when_asked() {
+        let short = load(
+            "openai-chat",
+            RawPrefixCache {
+                interval: Some(RawDuration::Text("150ms".into())),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(short.reuse_gap, Duration::from_millis(75));
+        let back_to_back = load(
+            "openai-chat",
+            RawPrefixCache {
+                reuse_gap: Some(RawDuration::Text("0s".into())),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(back_to_back.reuse_gap, Duration::ZERO);
+    }
+
+    #[test]
+    fn hosted_apis_get_their_minimum_and_steps() {
+        let openai = load_at(
+            "https://api.openai.com",
+            "openai-chat",
+            RawPrefixCache::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            (openai.prefix_tokens, openai.block_tokens),
+            (1024, Some(128))
+        );
+        let gemini = load_at(
+            "https://generativelanguage.googleapis.com/v1beta/openai",
+            "openai-chat",
+            RawPrefixCache::default(),
+        )
+        .unwrap();
+        assert_eq!(gemini.prefix_tokens, 4096, "model m: not a 2.5 model");
+        let short = load_at(
+            "https://api.openai.com",
+            "openai-chat",
+            RawPrefixCache {
+                prefix_tokens: Some(512),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert!(
+            short.contains("prefix_cache.prefix_tokens") && short.contains("1024 tokens or more"),
+            "{short}"
+        );
     }
 }

@@ -268,12 +268,17 @@ pub struct RawCanary {
     pub warmup: Option<u64>,
 }
 
-/// `prefix_cache = { interval, prefix_tokens, hit_share, speedup, objective }`.
+/// `prefix_cache = { interval, prefix_tokens, block_tokens, reuse_gap, hit_share, speedup,
+/// objective }`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RawPrefixCache {
     pub interval: Option<RawDuration>,
     pub prefix_tokens: Option<u64>,
+    /// The server caches whole blocks of this many tokens.
+    pub block_tokens: Option<u64>,
+    /// How long the warm request waits after the cold one.
+    pub reuse_gap: Option<RawDuration>,
     pub hit_share: Option<f64>,
     pub speedup: Option<f64>,
     pub objective: Option<f64>,

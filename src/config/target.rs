@@ -100,7 +100,10 @@ pub(super) fn validate_target(
     let prefix_cache = t
         .prefix_cache
         .as_ref()
-        .map(|raw| super::prefix_cache::prefix_cache(&at, raw, backend))
+        .map(|raw| {
+            let host = url.host_str().unwrap_or_default();
+            super::prefix_cache::prefix_cache(&at, raw, backend, (host, &model))
+        })
         .transpose()?;
     let trace_context = t.trace_context.unwrap_or(true);
     if let Some(state) = &t.tracestate {

@@ -38,7 +38,7 @@ use dual::DualHistogram;
 pub use expose::Format;
 pub use family::{LabeledFamily, TargetLabels};
 pub use gate::PairResult;
-pub use prefix::{PrefixRule, PrefixSeries, PrefixVerdict};
+pub use prefix::{PrefixRule, PrefixSeries, PrefixSetAside, PrefixVerdict};
 pub use runtime::RuntimeCollector;
 pub use target::{InFlight, ProbeId, TargetMetrics, is_good};
 use values::with_bound;

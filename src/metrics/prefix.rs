@@ -59,11 +59,33 @@ impl PrefixVerdict {
     ];
 }
 
+/// Why a pair's cached-token count was not used (judged by TTFT instead): the
+/// `reason` of `inferprobe_prefix_cache_usage_set_aside_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrefixSetAside {
+    /// The cold request reported most of a prefix no cache could hold cached: KV
+    /// transferred by a prefill/decode split, chunks reused at shifted positions, a double
+    /// count.
+    ColdCached,
+}
+
+impl PrefixSetAside {
+    pub const ALL: [PrefixSetAside; 1] = [Self::ColdCached];
+
+    pub const fn reason(self) -> &'static str {
+        match self {
+            Self::ColdCached => "cold_cached",
+        }
+    }
+}
+
 type CheckLabels = (TargetLabels, [(&'static str, &'static str); 2]);
+type ReasonLabels = (TargetLabels, [(&'static str, &'static str); 1]);
 
 #[derive(Clone, Debug, Default)]
 pub(super) struct PrefixFamilies {
     checks: LabeledFamily<CheckLabels, Counter>,
+    set_aside: LabeledFamily<ReasonLabels, Counter>,
     pub(super) cold: LabeledFamily<TargetLabels, DualHistogram>,
     pub(super) warm: LabeledFamily<TargetLabels, DualHistogram>,
     objective: LabeledFamily<TargetLabels, Gauge<f64, AtomicU64>>,
@@ -73,15 +95,25 @@ pub(super) struct PrefixFamilies {
 #[derive(Clone, Debug)]
 pub struct PrefixSeries {
     checks: [Counter; PrefixVerdict::ALL.len()],
+    set_aside: [Counter; PrefixSetAside::ALL.len()],
     cold: DualHistogram,
     warm: DualHistogram,
 }
 
 impl PrefixSeries {
-    /// Count a check; the pair's TTFTs when both requests got a first token.
-    pub fn record(&self, verdict: PrefixVerdict, ttfts: Option<(f64, f64)>) {
+    /// Count a check, why its usage was set aside if it was, and the pair's TTFTs when
+    /// both requests got a first token.
+    pub fn record(
+        &self,
+        verdict: PrefixVerdict,
+        set_aside: Option<PrefixSetAside>,
+        ttfts: Option<(f64, f64)>,
+    ) {
         if let Some(i) = PrefixVerdict::ALL.iter().position(|v| *v == verdict) {
             self.checks[i].inc();
+        }
+        if let Some(i) = set_aside.and_then(|s| PrefixSetAside::ALL.iter().position(|a| *a == s)) {
+            self.set_aside[i].inc();
         }
         if let Some((cold, warm)) = ttfts {
             self.cold.observe(cold, None);
@@ -96,6 +128,11 @@ impl PrefixFamilies {
             "prefix_cache_checks",
             "Prefix-cache checks (a pair sharing a fresh prefix) by result: hit, miss, unreported (no cached tokens reported and no TTFT speed-up: cannot tell), failed; and by the rule that judged them: usage (reported cached tokens), ttft (the warm request's TTFT against the cold one's), none",
             self.checks.clone(),
+        );
+        r.register(
+            "prefix_cache_usage_set_aside",
+            "Prefix-cache checks whose reported cached tokens were not used, by reason: cold_cached (the cold request, whose prefix no cache could hold, reported most of it cached: prefill/decode KV transfer, reuse at shifted positions, a double count); such checks are judged by TTFT",
+            self.set_aside.clone(),
         );
         r.register_with_unit(
             "prefix_cache_cold_ttft",
@@ -132,6 +169,10 @@ impl PrefixFamilies {
                 );
                 self.checks.get_or_insert(key, Counter::default)
             }),
+            set_aside: PrefixSetAside::ALL.map(|s| {
+                let key = (target.clone(), [(labels::REASON, s.reason())]);
+                self.set_aside.get_or_insert(key, Counter::default)
+            }),
             cold: self.cold.get_or_insert(target.clone(), histogram),
             warm: self.warm.get_or_insert(target.clone(), histogram),
         }
@@ -139,6 +180,7 @@ impl PrefixFamilies {
 
     pub(super) fn remove(&self, target: &TargetLabels) {
         self.checks.retain(|(l, _)| l != target);
+        self.set_aside.retain(|(l, _)| l != target);
         self.cold.remove(target);
         self.warm.remove(target);
         self.objective.remove(target);

@@ -81,6 +81,44 @@ pub fn shared_prefix(tokens: u32, counter: Option<&TokenCounter>) -> Result<Stri
     }
 }
 
+/// A prefix-cache pair's prefix: about (or, with a tokenizer, exactly) `tokens` tokens of
+/// words drawn at random from a seed (the pair's nonce), so no two pairs share a run of
+/// text a cache could reuse at another position (llama.cpp's `--cache-reuse` matches
+/// chunks anywhere after the first difference): each pair's prefix is new as a whole, not
+/// only after its nonce.
+pub fn pair_prefix(
+    tokens: u32,
+    seed: u64,
+    counter: Option<&TokenCounter>,
+) -> Result<String, String> {
+    use rand::rngs::StdRng;
+    use rand::{RngExt, SeedableRng};
+    let mut rng = StdRng::seed_from_u64(seed);
+    let count = match counter {
+        Some(_) => tokens as usize * 2,
+        None => tokens as usize,
+    };
+    let mut text = String::with_capacity(count * 6);
+    for _ in 0..count {
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        let i = rng.random_range(0..PREFIX_WORDS.len() + FILLER.len());
+        text.push_str(
+            PREFIX_WORDS
+                .get(i)
+                .unwrap_or_else(|| &FILLER[i - PREFIX_WORDS.len()]),
+        );
+    }
+    match counter {
+        None => Ok(text),
+        Some(counter) => {
+            let ids = counter.encode(&text)?;
+            counter.decode(&ids[..ids.len().min(tokens as usize)])
+        }
+    }
+}
+
 /// Builds prompts of an exact token count with a tokenizer: the filler is pre-encoded
 /// once, and each prompt takes as many filler tokens as the nonce leaves room for.
 #[derive(Debug)]
@@ -149,6 +187,20 @@ impl ExactFiller {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pair_prefixes_share_no_run_of_words() {
+        let a = pair_prefix(1024, 1, None).unwrap();
+        let b = pair_prefix(1024, 2, None).unwrap();
+        assert_eq!(a.split_whitespace().count(), 1024);
+        assert_eq!(a, pair_prefix(1024, 1, None).unwrap(), "one seed, one text");
+        // llama-server reuses runs of `--cache-reuse` tokens or more (256 is typical): two
+        // pairs' prefixes share no run of even 12 words.
+        let a: Vec<&str> = a.split_whitespace().collect();
+        let b: Vec<&str> = b.split_whitespace().collect();
+        let runs: std::collections::HashSet<&[&str]> = a.windows(12).collect();
+        assert!(b.windows(12).all(|w| !runs.contains(w)));
+    }
 
     #[test]
     fn prompts_start_with_distinct_nonces_and_have_the_requested_words() {

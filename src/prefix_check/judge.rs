@@ -1,0 +1,82 @@
+//! The verdict on a pair (docs/prefix-cache.md, "The check"), from what the server
+//! reported and how fast it answered. Apart from the check's I/O so every rule is a unit
+//! test.
+//!
+//! The usage rule trusts a server's cached-token count only where it can mean a cache:
+//! the cold request's prefix follows a fresh nonce, so no prefix cache can serve it, and a
+//! cold request that reports it cached is counting something else: the KV a
+//! prefill/decode split transferred (vLLM's decode side reports `prompt_tokens − 1`),
+//! chunks reused at shifted positions (llama.cpp's `--cache-reuse`), a double count. Such a
+//! pair is judged by TTFT, never a miss, and the reason is counted.
+
+use crate::endpoint::prefix_cache::PrefixCacheSpec;
+pub use crate::metrics::{
+    PrefixRule as Rule, PrefixSetAside as SetAside, PrefixVerdict as Verdict,
+};
+use crate::record::Measurement;
+
+/// A verdict, and why the server's count was not used when it was set aside.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Judgement {
+    pub verdict: Verdict,
+    pub set_aside: Option<SetAside>,
+}
+
+impl From<Verdict> for Judgement {
+    fn from(verdict: Verdict) -> Self {
+        Self {
+            verdict,
+            set_aside: None,
+        }
+    }
+}
+
+/// Judge a pair: `cold` warmed the cache with the spec's prefix, `warm` shared it.
+/// `reported_before`: this target's server has reported cached tokens, so a response with
+/// usage and no count is one reporting none (providers that send the field only on a hit).
+pub fn judge(
+    spec: &PrefixCacheSpec,
+    cold: Option<&Measurement>,
+    warm: Option<&Measurement>,
+    reported_before: bool,
+) -> Judgement {
+    let (Some(cold), Some(warm)) = (cold, warm) else {
+        return Verdict::Failed.into();
+    };
+    let cached = |m: &Measurement| {
+        m.cached_prompt_tokens
+            .or_else(|| (reported_before && m.prompt_tokens.is_some()).then_some(0))
+    };
+    let mut set_aside = None;
+    if let Some(warm_cached) = cached(warm) {
+        let cold_cached = cached(cold).unwrap_or(0);
+        // What the cold request did not have cached must hold most of the prefix: words
+        // count fewer tokens than any tokenizer makes of them, so this errs towards trust.
+        let prefix = f64::from(spec.prefix_tokens);
+        let fresh = cold.prompt_tokens.map(|p| p.saturating_sub(cold_cached));
+        if fresh.is_some_and(|fresh| (fresh as f64) < (1.0 - spec.hit_share) * prefix) {
+            set_aside = Some(SetAside::ColdCached);
+        } else {
+            // What the cold request already had cached is what comes before the nonce (a
+            // chat template, a long default system prompt), cached for every request
+            // alike: only what the warm one gained on top of it is the prefix.
+            let gained = warm_cached.saturating_sub(cold_cached);
+            let expected = spec.hit_share * f64::from(spec.cacheable_tokens());
+            let verdict = match gained as f64 >= expected {
+                true => Verdict::Hit(Rule::Usage),
+                false => Verdict::Miss,
+            };
+            return verdict.into();
+        }
+    }
+    let verdict = match (cold.ttft, warm.ttft) {
+        (Some(cold), Some(warm)) if warm.as_secs_f64() * spec.speedup <= cold.as_secs_f64() => {
+            Verdict::Hit(Rule::Ttft)
+        }
+        _ => Verdict::Unreported,
+    };
+    Judgement { verdict, set_aside }
+}
+
+#[cfg(test)]
+mod tests;

@@ -49,19 +49,51 @@ TARGET_LINK = {
 }
 
 
-def seconds(links=False):
-    """The field defaults of a latency time series: seconds from 0, a colour per line, and
-    (`links`) each line opening its target in the target dashboard."""
-    d = {
-        "unit": "s",
-        "color": {"mode": "palette-classic"},
-        "custom": TIMESERIES_CUSTOM,
-        "min": 0,
-        "thresholds": {"mode": "absolute", "steps": [{"color": "green", "value": None}]},
-    }
+def thresholds(base, *steps):
+    """Absolute thresholds: `base` from -inf, then each `(value, colour)` from its value."""
+    return {"mode": "absolute", "steps": [{"color": base, "value": None},
+                                          *({"color": c, "value": v} for v, c in steps)]}
+
+
+GREEN = thresholds("green")
+# One scale per measure, so that both dashboards colour it alike.
+SUCCESS = thresholds("red", (0.95, "orange"), (0.99, "green"))
+STALENESS = thresholds("green", (60, "orange"), (300, "red"))
+BUDGET_LEFT = thresholds("red", (0, "orange"), (0.25, "green"))
+# 1 spends a 30-day budget in 30 days; 6 and 14.4 are the usual slow and fast burn alerts.
+BURN_RATE = thresholds("green", (1, "orange"), (6, "red"), (14.4, "dark-red"))
+
+
+def series(unit, axis="", *, min=0, max=None, steps=GREEN, stacked=False, lines=False,
+           links=False, steps_first=False):
+    """The field defaults of a time series in `unit`, a colour per line, from `min` to `max`."""
+    # `stacked`: filled areas; `lines`: the `steps` drawn as lines; `links`: each line opens
+    # its target in the target dashboard.
+    custom = TIMESERIES_CUSTOM
+    if axis or stacked or lines:
+        custom = {**custom, "axisLabel": axis}
+        if stacked:
+            custom |= {"fillOpacity": 70, "stacking": {"group": "A", "mode": "normal"}}
+        if lines:
+            custom["thresholdsStyle"] = {"mode": "line"}
+    d = {"unit": unit, "color": {"mode": "palette-classic"}, "custom": custom}
+    bounds = [(k, v) for k, v in (("min", min), ("max", max)) if v is not None]
+    # The key order of the shipped JSON, which the generated files keep byte for byte: the
+    # first bound before the thresholds, another after them; `steps_first` for the panels
+    # that list the thresholds before every bound.
+    if not steps_first and bounds:
+        d.update(bounds[:1])
+        bounds = bounds[1:]
+    d["thresholds"] = steps
+    d.update(bounds)
     if links:
         d["links"] = [TARGET_LINK]
     return d
+
+
+def seconds(axis="", links=False):
+    """The field defaults of a latency time series: seconds from 0, a colour per line."""
+    return series("s", axis, links=links)
 
 
 def query(expr, legend="", ref="A", fmt=None, instant=False, exemplar=None):
@@ -109,6 +141,92 @@ def panel(kind, title, grid, description, targets, defaults, options=None,
     if transformations is not None:
         p["transformations"] = transformations
     return p
+
+
+def timeseries(title, grid, description, fields, *targets, overrides=None):
+    """A time series of `targets` (`(expr, legend)` pairs or queries), `fields` its defaults."""
+    return panel("timeseries", title, grid, description, queries(*targets), fields,
+                 overrides=overrides)
+
+
+def stat(title, grid, description, unit, target, steps=GREEN, decimals=None, links=False):
+    """A stat of one query, its value coloured by `steps`."""
+    d = {"unit": unit, "color": {"mode": "thresholds"}, "thresholds": steps}
+    if decimals is not None:
+        d["decimals"] = decimals
+    if links:
+        d["links"] = [TARGET_LINK]
+    return panel("stat", title, grid, description, queries(target), d)
+
+
+def table(title, grid, description, unit, *targets, overrides=None, transformations=None):
+    """A table of `targets` in `unit`; an expression is an instant query, a row per series."""
+    targets = [query(t, fmt="table", instant=True) if isinstance(t, str) else t for t in targets]
+    d = {
+        "unit": unit,
+        "color": {"mode": "thresholds"},
+        "thresholds": GREEN,
+        "custom": {"align": "auto", "cellOptions": {"type": "auto"}, "inspect": False},
+    }
+    return panel("table", title, grid, description, queries(*targets), d, overrides=overrides,
+                 transformations=transformations)
+
+
+def merged(labels, columns):
+    """Transformations merging queries A, B… into a row per `labels`, then a column each."""
+    values = [f"Value #{chr(ord('A') + i)}" for i in range(len(columns))]
+    return [
+        {"id": "merge", "options": {}},
+        {"id": "organize", "options": {
+            "excludeByName": {"Time": True},
+            "includeByName": {},
+            "indexByName": {name: i for i, name in enumerate([*labels, *values])},
+            "renameByName": dict(zip(values, columns)),
+        }},
+    ]
+
+
+def heatmap_panel(title, grid, description, target, unit, y_unit=None, rows=None):
+    """A heatmap of one query: a row per bucket, or (`rows`: a cell's name) per series."""
+    y_axis = {"axisPlacement": "left", "reverse": False}
+    if y_unit:
+        y_axis["unit"] = y_unit
+    options = {
+        "calculate": False,
+        "cellGap": 1,
+        "cellValues": {"unit": unit},
+        "color": {"exponent": 0.5, "fill": "dark-orange", "mode": "scheme", "reverse": False,
+                  "scale": "exponential", "scheme": "Oranges", "steps": 64},
+        "exemplars": {"color": "rgba(255,0,255,0.7)"},
+        # Empty cells stay blank rather than taking the scale's lowest colour.
+        "filterValues": {"le": 1e-09},
+        "legend": {"show": True},
+        "rowsFrame": {"layout": "auto"} if rows is None else {"layout": "unknown", "value": rows},
+        "tooltip": {"mode": "single", "showColorScale": rows is not None,
+                    "yHistogram": rows is None},
+        "yAxis": y_axis,
+    }
+    d = {"unit": unit,
+         "custom": {"hideFrom": {"legend": False, "tooltip": False, "viz": False},
+                    "scaleDistribution": {"type": "linear"}}}
+    return panel("heatmap", title, grid, description, queries(target), d, options=options)
+
+
+def override(name, *properties):
+    """Field settings of the series or column `name`, from `(id, value)` pairs."""
+    return {"matcher": {"id": "byName", "options": name},
+            "properties": [{"id": k, "value": v} for k, v in properties]}
+
+
+# A reference line (an SLO threshold, a budget, an alert line) reads apart from the data.
+RED = ("color", {"fixedColor": "red", "mode": "fixed"})
+DASHED = ("custom.lineStyle", {"dash": [10, 10], "fill": "dash"})
+UNFILLED = ("custom.fillOpacity", 0)
+
+
+def reference_line(name):
+    """The series `name` drawn as a reference line: red, dashed, unfilled."""
+    return override(name, RED, DASHED, UNFILLED)
 
 
 def row(title, y, panels=None, collapsed=False):
@@ -179,3 +297,48 @@ def variables(one_target=False):
         ),
     ]
     return {"list": out}
+
+
+def dashboard(uid, title, description, one_target=False):
+    """A dashboard's settings around its panels, with the variables (`one_target`: of one)."""
+    return {
+        "annotations": {"list": [{
+            "builtIn": 1,
+            "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+            "enable": True,
+            "hide": True,
+            "iconColor": "rgba(0, 211, 255, 1)",
+            "name": "Annotations & Alerts",
+            "type": "dashboard",
+        }]},
+        "description": description,
+        "editable": True,
+        "fiscalYearStartMonth": 0,
+        "graphTooltip": 1,
+        "id": None,
+        "links": [{
+            "asDropdown": False,
+            "icon": "dashboard",
+            # The overview's picks carry over to the dashboards it links to; one target's
+            # would narrow the overview to it.
+            "includeVars": not one_target,
+            "keepTime": True,
+            "tags": ["inferprobe"],
+            "targetBlank": False,
+            "title": "inferprobe",
+            "type": "dashboards",
+        }],
+        # gen-dashboards.py puts the panels after this key.
+        "liveNow": False,
+        "refresh": "30s",
+        "schemaVersion": 39,
+        "tags": ["inferprobe", "llm-inference", "slo"],
+        "templating": variables(one_target=one_target),
+        "time": {"from": "now-3h", "to": "now"},
+        "timepicker": {},
+        "timezone": "browser",
+        "title": title,
+        "uid": uid,
+        "version": 1,
+        "weekStart": "",
+    }

@@ -1,484 +1,242 @@
-"""The inferprobe / Overview dashboard: All probed LLM inference endpoints at a glance: availability, errors, latency percentiles, SLOs, goodput and tokens, and the health of discovery and the probe fleet."""
+"""The inferprobe / Overview dashboard: all probed LLM inference endpoints at a glance:
+availability, errors, latency percentiles, SLOs, goodput and tokens, and the health of
+discovery and the probe fleet."""
 
-from .grafana import TARGET_LINK, TIMESERIES_CUSTOM, panel, queries, query, row, seconds, variables
-from .promql import HAS_POD, S, SITE, SITE_MATCH, heatmap, mean, quantile
+from .grafana import (BUDGET_LEFT, BURN_RATE, STALENESS, SUCCESS, TARGET_LINK, dashboard,
+                      merged, override, panel, queries, row, seconds, series, stat, table,
+                      timeseries)
+from .promql import (ERRORS, LATENCIES, REQUESTS, SITE, SITE_MATCH, burn_rate, per_probe,
+                     quantile, recorded, sel, since_last_success, success_ratio, summed)
+
+DASHBOARD = dashboard(
+    uid="inferprobe-overview",
+    title="inferprobe / Overview",
+    description="All probed LLM inference endpoints at a glance: availability, errors, latency "
+    "percentiles, SLOs, goodput and tokens, and the health of discovery and the probe fleet.",
+)
+
+# What the [[discovery]] blocks report: a block's name stands in for the target it finds.
+DISCOVERY = f'{{{SITE_MATCH}, discovery=~"$target", node=~"$node"}}'
+# The SLO compliance table's target cells open the target dashboard.
+TARGET_CELL_LINK = {
+    "title": "Open ${__value.raw} in the target dashboard",
+    "url": "/d/inferprobe-target/inferprobe-target?${datasource:queryparam}"
+    "&var-target=${__value.raw}&${__url_time_range}",
+}
 
 
-def percentiles(title, what, metric, grid):
+def percentiles(name, grid):
     """A latency's p50, p90 and p99 per target, each a line per kind of histogram."""
-    return panel(
-        "timeseries",
-        f"{title} p50 / p90 / p99",
+    metric, what = LATENCIES[name]
+    return timeseries(
+        f"{name} p50 / p90 / p99",
         grid,
         f"Percentiles of {what} per target, from the histograms, all nodes together (where "
         "the fleet mixes native and classic histograms, one line per kind, named in the "
         "legend). Only successful probes are observed.",
-        queries(*(
-            query(quantile(q, metric, "target"), f"{{{{target}}}} p{p} {{{{histograms}}}}")
-            for q, p in [(0.5, "50"), (0.9, "90"), (0.99, "99")]
-        )),
         seconds(links=True),
+        *((quantile(q, metric, "target"), f"{{{{target}}}} p{p} {{{{histograms}}}}")
+          for q, p in [(0.5, "50"), (0.9, "90"), (0.99, "99")]),
     )
 
 
-DASHBOARD = {'annotations': {'list': [{'builtIn': 1,
-                           'datasource': {'type': 'grafana', 'uid': '-- Grafana --'},
-                           'enable': True,
-                           'hide': True,
-                           'iconColor': 'rgba(0, 211, 255, 1)',
-                           'name': 'Annotations & Alerts',
-                           'type': 'dashboard'}]},
- 'description': 'All probed LLM inference endpoints at a glance: availability, errors, '
-                'latency percentiles, SLOs, goodput and tokens, and the health of '
-                'discovery and the probe fleet.',
- 'editable': True,
- 'fiscalYearStartMonth': 0,
- 'graphTooltip': 1,
- 'id': None,
- 'links': [{'asDropdown': False,
-            'icon': 'dashboard',
-            'includeVars': True,
-            'keepTime': True,
-            'tags': ['inferprobe'],
-            'targetBlank': False,
-            'title': 'inferprobe',
-            'type': 'dashboards'}],
- 'liveNow': False,
- 'refresh': '30s',
- 'schemaVersion': 39,
- 'tags': ['inferprobe', 'llm-inference', 'slo'],
- 'templating': variables(one_target=False),
- 'time': {'from': 'now-3h', 'to': 'now'},
- 'timepicker': {},
- 'timezone': 'browser',
- 'title': 'inferprobe / Overview',
- 'uid': 'inferprobe-overview',
- 'version': 1,
- 'weekStart': ''}
+def fleet(title, grid, description, unit, *targets):
+    """A time series of the discovery and fleet row, from 0 in `unit`."""
+    return timeseries(title, grid, description, series(unit, steps_first=True), *targets)
+
 
 PANELS = [
-    row('Availability and traffic', 0, panels=[]),
+    row("Availability and traffic", 0, panels=[]),
+    stat("Success ratio", (0, 1, 8, 6),
+         "Fraction of finished probes that succeeded, per target, over the last rate interval "
+         "(1 - errors / requests). Red below 95%, orange below 99%.",
+         "percentunit", (success_ratio("target"), "{{target}}"), SUCCESS, decimals=2, links=True),
+    stat("Time since last success", (8, 1, 8, 6),
+         "Seconds since each target last answered a probe successfully "
+         "(inferprobe_last_success_timestamp_seconds). Grows without bound while a target is "
+         "down; compare it with the target's probe interval (1 / rate).",
+         "s", (since_last_success(), "{{target}}"), STALENESS, decimals=0, links=True),
     panel(
-        'stat',
-        'Success ratio',
-        (0, 1, 8, 6),
-        'Fraction of finished probes that succeeded, per target, over the last rate interval (1 - errors / requests). Red below 95%, orange below 99%.',
-        queries(
-            query(f'1 - (\n  sum by ({SITE}, target) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n  /\n  sum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))\n)', '{{target}}'),
-        ),
-        {
-            'unit': 'percentunit',
-            'color': {'mode': 'thresholds'},
-            'thresholds': {'mode': 'absolute',
-             'steps': [{'color': 'red', 'value': None},
-                       {'color': 'orange', 'value': 0.95},
-                       {'color': 'green', 'value': 0.99}]},
-            'decimals': 2,
-            "links": [TARGET_LINK],
-        },
+        "bargauge", "Error budget remaining (30d)", (16, 1, 8, 6),
+        "What is left of each target's 30-day error budget (recording rule "
+        "inferprobe:error_budget_remaining:ratio): 100% untouched, 0% spent, negative "
+        "overspent. Aggregated over all nodes; the model and node filters do not apply.",
+        queries((recorded("inferprobe:error_budget_remaining:ratio"), "{{target}}")),
+        {"unit": "percentunit", "color": {"mode": "thresholds"}, "thresholds": BUDGET_LEFT,
+         "min": 0, "max": 1, "links": [TARGET_LINK]},
+        options={"displayMode": "gradient", "orientation": "horizontal",
+                 "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                 "showUnfilled": True, "valueMode": "color"},
     ),
-    panel(
-        'stat',
-        'Time since last success',
-        (8, 1, 8, 6),
-        "Seconds since each target last answered a probe successfully (inferprobe_last_success_timestamp_seconds). Grows without bound while a target is down; compare it with the target's probe interval (1 / rate).",
-        queries(
-            query(f'time() - max by ({SITE}, target) (inferprobe_last_success_timestamp_seconds{{{S}}})', '{{target}}'),
-        ),
-        {
-            'unit': 's',
-            'color': {'mode': 'thresholds'},
-            'thresholds': {'mode': 'absolute',
-             'steps': [{'color': 'green', 'value': None},
-                       {'color': 'orange', 'value': 60},
-                       {'color': 'red', 'value': 300}]},
-            'decimals': 0,
-            "links": [TARGET_LINK],
-        },
+    timeseries(
+        "Probe rate", (0, 7, 12, 8),
+        "Probes that finished per second (successful or not), per target. The probe is open "
+        "loop, so this follows the configured rate times the number of nodes, whatever the "
+        "endpoint's speed; a drop means the probe itself is in trouble (see skipped probes and "
+        "schedule lag).",
+        series("reqps", links=True), (summed(REQUESTS, "target"), "{{target}}"),
     ),
-    panel(
-        'bargauge',
-        'Error budget remaining (30d)',
-        (16, 1, 8, 6),
-        "What is left of each target's 30-day error budget (recording rule inferprobe:error_budget_remaining:ratio): 100% untouched, 0% spent, negative overspent. Aggregated over all nodes; the model and node filters do not apply.",
-        queries(
-            query(f'inferprobe:error_budget_remaining:ratio{{{SITE_MATCH}, target=~"$target"}}', '{{target}}'),
-        ),
-        {
-            'unit': 'percentunit',
-            'color': {'mode': 'thresholds'},
-            'thresholds': {'mode': 'absolute',
-             'steps': [{'color': 'red', 'value': None},
-                       {'color': 'orange', 'value': 0},
-                       {'color': 'green', 'value': 0.25}]},
-            'min': 0,
-            'max': 1,
-            "links": [TARGET_LINK],
-        },
-        options={'displayMode': 'gradient',
-         'orientation': 'horizontal',
-         'reduceOptions': {'calcs': ['lastNotNull'], 'fields': '', 'values': False},
-         'showUnfilled': True,
-         'valueMode': 'color'},
+    timeseries(
+        "Success ratio over time", (12, 7, 12, 8),
+        "1 - errors / requests per target. A probe succeeds only with a 2xx, a well-formed event "
+        "stream, at least one token, no error event and a proper end of stream.",
+        series("percentunit", min=None, max=1, links=True),
+        (success_ratio("target"), "{{target}}"),
     ),
-    panel(
-        'timeseries',
-        'Probe rate',
-        (0, 7, 12, 8),
-        "Probes that finished per second (successful or not), per target. The probe is open loop, so this follows the configured rate times the number of nodes, whatever the endpoint's speed; a drop means the probe itself is in trouble (see skipped probes and schedule lag).",
-        queries(
-            query(f'sum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '{{target}}'),
-        ),
-        {
-            'unit': 'reqps',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            "links": [TARGET_LINK],
-        },
+    timeseries(
+        "Errors by category", (0, 15, 12, 8),
+        "Failed probes per second by error category (stacked), summed over the selected "
+        "targets. Every failure lands in exactly one category: rate_limited = HTTP 429, "
+        "stream_interrupted = connection dropped or no end marker, stream_error_event = error "
+        "object inside a 2xx stream, and so on (see docs/errors.md).",
+        series("reqps", stacked=True), (summed(ERRORS, "category"), "{{category}}"),
     ),
-    panel(
-        'timeseries',
-        'Success ratio over time',
-        (12, 7, 12, 8),
-        '1 - errors / requests per target. A probe succeeds only with a 2xx, a well-formed event stream, at least one token, no error event and a proper end of stream.',
-        queries(
-            query(f'1 - (\n  sum by ({SITE}, target) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n  /\n  sum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))\n)', '{{target}}'),
-        ),
-        {
-            'unit': 'percentunit',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'max': 1,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            "links": [TARGET_LINK],
-        },
+    timeseries(
+        "Skipped probes by reason", (12, 15, 12, 8),
+        "Arrivals the daemon did not send, per second (stacked): reason=concurrency when "
+        "max_concurrency probes were already in flight (the endpoint is slower than the probe "
+        "rate allows), reason=budget when max_output_tokens_per_hour was spent.",
+        series("reqps", stacked=True),
+        (summed("inferprobe_requests_skipped_total", "target", "reason"), "{{target}} {{reason}}"),
     ),
-    panel(
-        'timeseries',
-        'Errors by category',
-        (0, 15, 12, 8),
-        'Failed probes per second by error category (stacked), summed over the selected targets. Every failure lands in exactly one category: rate_limited = HTTP 429, stream_interrupted = connection dropped or no end marker, stream_error_event = error object inside a 2xx stream, and so on (see docs/errors.md).',
-        queries(
-            query(f'sum by ({SITE}, category) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))', '{{category}}'),
-        ),
-        {
-            'unit': 'reqps',
-            'color': {'mode': 'palette-classic'},
-            'custom': {'axisLabel': '',
-             'axisPlacement': 'auto',
-             'drawStyle': 'line',
-             'fillOpacity': 70,
-             'lineWidth': 1,
-             'showPoints': 'never',
-             'spanNulls': False,
-             'stacking': {'group': 'A', 'mode': 'normal'},
-             'thresholdsStyle': {'mode': 'off'}},
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
+
+    row("Latency (successful probes)", 23, panels=[]),
+    percentiles("TTFT", (0, 24, 12, 8)),
+    percentiles("TPOT", (12, 24, 12, 8)),
+    percentiles("ITL", (0, 32, 12, 8)),
+    percentiles("E2EL", (12, 32, 12, 8)),
+
+    row("SLO and goodput", 40, panels=[]),
+    timeseries(
+        "Goodput", (0, 41, 12, 8),
+        "Good probes per second: successes within every SLO threshold of their target "
+        "(inferprobe_good_requests_total; every success counts for a target without an SLO).",
+        series("reqps", links=True),
+        (summed("inferprobe_good_requests_total", "target"), "{{target}}"),
     ),
-    panel(
-        'timeseries',
-        'Skipped probes by reason',
-        (12, 15, 12, 8),
-        'Arrivals the daemon did not send, per second (stacked): reason=concurrency when max_concurrency probes were already in flight (the endpoint is slower than the probe rate allows), reason=budget when max_output_tokens_per_hour was spent.',
-        queries(
-            query(f'sum by ({SITE}, target, reason) (rate(inferprobe_requests_skipped_total{{{S}}}[$__rate_interval]))', '{{target}} {{reason}}'),
-        ),
-        {
-            'unit': 'reqps',
-            'color': {'mode': 'palette-classic'},
-            'custom': {'axisLabel': '',
-             'axisPlacement': 'auto',
-             'drawStyle': 'line',
-             'fillOpacity': 70,
-             'lineWidth': 1,
-             'showPoints': 'never',
-             'spanNulls': False,
-             'stacking': {'group': 'A', 'mode': 'normal'},
-             'thresholdsStyle': {'mode': 'off'}},
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
+    timeseries(
+        "Good-probe ratio", (12, 41, 12, 8),
+        "Good probes / all finished probes, per target: the share that succeeded and met every "
+        "SLO threshold. Compare with the target's objective.",
+        series("percentunit", min=None, max=1, links=True),
+        (per_probe("inferprobe_good_requests_total"), "{{target}}"),
     ),
-    row('Latency (successful probes)', 23, panels=[]),
-    *(
-        percentiles(title, what, metric, grid)
-        for title, what, metric, grid in [
-            ("TTFT", "time to first token (t0 to the first token-carrying event)",
-             "inferprobe_time_to_first_token_seconds", (0, 24, 12, 8)),
-            ("TPOT", "time per output token after the first",
-             "inferprobe_time_per_output_token_seconds", (12, 24, 12, 8)),
-            ("ITL", "inter-token latency (gap between successive tokens)",
-             "inferprobe_inter_token_latency_seconds", (0, 32, 12, 8)),
-            ("E2EL", "end-to-end request latency",
-             "inferprobe_e2e_request_latency_seconds", (12, 32, 12, 8)),
-        ]
+    table(
+        "SLO compliance", (0, 49, 24, 7),
+        "Per target, from the recording rules (aggregated over all nodes): the objective, the "
+        "fraction of probes that succeeded in the last hour, the fraction of successful probes "
+        "within the TTFT and TPOT thresholds in the last hour (empty when the target has no such "
+        "threshold), what is left of the 30-day error budget, and how fast the last hour burned "
+        "it (1 = exactly on budget, 14.4 = a 30-day budget gone in about 2 days).",
+        "percentunit",
+        recorded("inferprobe:slo_objective"),
+        "1 - " + recorded("inferprobe:sli_errors:ratio_rate1h"),
+        "1 - " + recorded("inferprobe:sli_ttft_slow:ratio_rate1h"),
+        "1 - " + recorded("inferprobe:sli_tpot_slow:ratio_rate1h"),
+        recorded("inferprobe:error_budget_remaining:ratio"),
+        burn_rate("errors", "1h"),
+        overrides=[
+            override("Error budget left (30d)", ("unit", "percentunit"),
+                     ("custom.cellOptions", {"type": "color-text"}), ("thresholds", BUDGET_LEFT)),
+            override("Error burn rate (1h)", ("unit", "short"), ("decimals", 2),
+                     ("custom.cellOptions", {"type": "color-text"}), ("thresholds", BURN_RATE)),
+            override("target", ("links", [TARGET_CELL_LINK])),
+        ],
+        transformations=merged(["target"], [
+            "Objective", "Availability (1h)", "TTFT within SLO (1h)", "TPOT within SLO (1h)",
+            "Error budget left (30d)", "Error burn rate (1h)",
+        ]),
     ),
-    row('SLO and goodput', 40, panels=[]),
-    panel(
-        'timeseries',
-        'Goodput',
-        (0, 41, 12, 8),
-        'Good probes per second: successes within every SLO threshold of their target (inferprobe_good_requests_total; every success counts for a target without an SLO).',
-        queries(
-            query(f'sum by ({SITE}, target) (rate(inferprobe_good_requests_total{{{S}}}[$__rate_interval]))', '{{target}}'),
-        ),
-        {
-            'unit': 'reqps',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            "links": [TARGET_LINK],
-        },
+
+    row("Tokens and probe health", 56, panels=[]),
+    timeseries(
+        "Tokens per second", (0, 57, 12, 8),
+        "Output (generated) and prompt tokens per second of successful probes, per target: what "
+        "the probe costs the endpoint.",
+        series("short", "tokens/s", links=True),
+        (summed("inferprobe_output_tokens_total", "target"), "{{target}} output"),
+        (summed("inferprobe_prompt_tokens_total", "target"), "{{target}} prompt"),
     ),
-    panel(
-        'timeseries',
-        'Good-probe ratio',
-        (12, 41, 12, 8),
-        "Good probes / all finished probes, per target: the share that succeeded and met every SLO threshold. Compare with the target's objective.",
-        queries(
-            query(f'sum by ({SITE}, target) (rate(inferprobe_good_requests_total{{{S}}}[$__rate_interval]))\n/\nsum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '{{target}}'),
-        ),
-        {
-            'unit': 'percentunit',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'max': 1,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            "links": [TARGET_LINK],
-        },
+    timeseries(
+        "Probes in flight", (12, 57, 12, 8),
+        "Probes currently waiting for or reading a response, per target (summed over nodes). "
+        "Near max_concurrency, arrivals start being skipped.",
+        series("short"),
+        (f"sum by ({SITE}, target) (inferprobe_requests_in_flight{sel()})", "{{target}}"),
     ),
-    panel(
-        'table',
-        'SLO compliance',
-        (0, 49, 24, 7),
-        'Per target, from the recording rules (aggregated over all nodes): the objective, the fraction of probes that succeeded in the last hour, the fraction of successful probes within the TTFT and TPOT thresholds in the last hour (empty when the target has no such threshold), what is left of the 30-day error budget, and how fast the last hour burned it (1 = exactly on budget, 14.4 = a 30-day budget gone in about 2 days).',
-        queries(
-            query(f'inferprobe:slo_objective{{{SITE_MATCH}, target=~"$target"}}', '', fmt='table', instant=True),
-            query(f'1 - inferprobe:sli_errors:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}', '', fmt='table', instant=True),
-            query(f'1 - inferprobe:sli_ttft_slow:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}', '', fmt='table', instant=True),
-            query(f'1 - inferprobe:sli_tpot_slow:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}', '', fmt='table', instant=True),
-            query(f'inferprobe:error_budget_remaining:ratio{{{SITE_MATCH}, target=~"$target"}}', '', fmt='table', instant=True),
-            query(f'inferprobe:sli_errors:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '', fmt='table', instant=True),
-        ),
-        {
-            'unit': 'percentunit',
-            'color': {'mode': 'thresholds'},
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            'custom': {'align': 'auto', 'cellOptions': {'type': 'auto'}, 'inspect': False},
-        },
-        overrides=[{'matcher': {'id': 'byName', 'options': 'Error budget left (30d)'},
-          'properties': [{'id': 'unit', 'value': 'percentunit'},
-                         {'id': 'custom.cellOptions', 'value': {'type': 'color-text'}},
-                         {'id': 'thresholds',
-                          'value': {'mode': 'absolute',
-                                    'steps': [{'color': 'red', 'value': None},
-                                              {'color': 'orange', 'value': 0},
-                                              {'color': 'green', 'value': 0.25}]}}]},
-         {'matcher': {'id': 'byName', 'options': 'Error burn rate (1h)'},
-          'properties': [{'id': 'unit', 'value': 'short'},
-                         {'id': 'decimals', 'value': 2},
-                         {'id': 'custom.cellOptions', 'value': {'type': 'color-text'}},
-                         {'id': 'thresholds',
-                          'value': {'mode': 'absolute',
-                                    'steps': [{'color': 'green', 'value': None},
-                                              {'color': 'orange', 'value': 1},
-                                              {'color': 'red', 'value': 6},
-                                              {'color': 'dark-red', 'value': 14.4}]}}]},
-         {'matcher': {'id': 'byName', 'options': 'target'},
-          'properties': [{'id': 'links',
-                          'value': [{'title': 'Open ${__value.raw} in the target '
-                                              'dashboard',
-                                     'url': '/d/inferprobe-target/inferprobe-target?${datasource:queryparam}&var-target=${__value.raw}&${__url_time_range}'}]}]}],
-        transformations=[{'id': 'merge', 'options': {}},
-         {'id': 'organize',
-          'options': {'excludeByName': {'Time': True},
-                      'includeByName': {},
-                      'indexByName': {'target': 0,
-                                      'Value #A': 1,
-                                      'Value #B': 2,
-                                      'Value #C': 3,
-                                      'Value #D': 4,
-                                      'Value #E': 5,
-                                      'Value #F': 6},
-                      'renameByName': {'Value #A': 'Objective',
-                                       'Value #B': 'Availability (1h)',
-                                       'Value #C': 'TTFT within SLO (1h)',
-                                       'Value #D': 'TPOT within SLO (1h)',
-                                       'Value #E': 'Error budget left (30d)',
-                                       'Value #F': 'Error burn rate (1h)'}}}],
-    ),
-    row('Tokens and probe health', 56, panels=[]),
-    panel(
-        'timeseries',
-        'Tokens per second',
-        (0, 57, 12, 8),
-        'Output (generated) and prompt tokens per second of successful probes, per target: what the probe costs the endpoint.',
-        queries(
-            query(f'sum by ({SITE}, target) (rate(inferprobe_output_tokens_total{{{S}}}[$__rate_interval]))', '{{target}} output'),
-            query(f'sum by ({SITE}, target) (rate(inferprobe_prompt_tokens_total{{{S}}}[$__rate_interval]))', '{{target}} prompt'),
-        ),
-        {
-            'unit': 'short',
-            'color': {'mode': 'palette-classic'},
-            'custom': {'axisLabel': 'tokens/s',
-             'axisPlacement': 'auto',
-             'drawStyle': 'line',
-             'fillOpacity': 10,
-             'lineWidth': 1,
-             'showPoints': 'never',
-             'spanNulls': False,
-             'stacking': {'group': 'A', 'mode': 'none'},
-             'thresholdsStyle': {'mode': 'off'}},
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            "links": [TARGET_LINK],
-        },
-    ),
-    panel(
-        'timeseries',
-        'Probes in flight',
-        (12, 57, 12, 8),
-        'Probes currently waiting for or reading a response, per target (summed over nodes). Near max_concurrency, arrivals start being skipped.',
-        queries(
-            query(f'sum by ({SITE}, target) (inferprobe_requests_in_flight{{{S}}})', '{{target}}'),
-        ),
-        {
-            'unit': 'short',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
-    ),
-    panel(
-        'timeseries',
-        'Schedule lag p99',
-        (0, 65, 12, 8),
-        'How late the daemon sent its arrivals versus their schedule (99th percentile). Large values mean the probing host is overloaded, which would also inflate the measured latencies.',
-        queries(
-            query(f'{quantile(0.99, "inferprobe_schedule_lag_seconds", "target")}', '{{target}} {{histograms}}'),
-        ),
+    timeseries(
+        "Schedule lag p99", (0, 65, 12, 8),
+        "How late the daemon sent its arrivals versus their schedule (99th percentile). Large "
+        "values mean the probing host is overloaded, which would also inflate the measured "
+        "latencies.",
         seconds(),
+        (quantile(0.99, "inferprobe_schedule_lag_seconds", "target"), "{{target}} {{histograms}}"),
     ),
-    panel(
-        'timeseries',
-        'New connections per probe',
-        (12, 65, 12, 8),
-        'Connections opened / probes finished, per target: about 1 with connection = "fresh" (setup inside TTFT), near 0 when pooled keep-alive connections are reused. A rise under reuse means the server closes connections.',
-        queries(
-            query(f'sum by ({SITE}, target) (rate(inferprobe_connections_opened_total{{{S}}}[$__rate_interval]))\n/\nsum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '{{target}}'),
-        ),
-        {
-            'unit': 'percentunit',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
+    timeseries(
+        "New connections per probe", (12, 65, 12, 8),
+        'Connections opened / probes finished, per target: about 1 with connection = "fresh" '
+        "(setup inside TTFT), near 0 when pooled keep-alive connections are reused. A rise under "
+        "reuse means the server closes connections.",
+        series("percentunit"), (per_probe("inferprobe_connections_opened_total"), "{{target}}"),
     ),
-    row('Discovery and fleet', 73),
-    panel(
-        'table',
-        'Discovery health',
-        (0, 74, 12, 8),
-        "Per [[discovery]] block, now: whether every probe pod's source answers (1) or at least one fails (0), how many probe pods fail, the targets found (summed over probe pods: with node_local each pod finds its own node's, else every pod finds them all), and endpoints refused above max_targets over the time range. A failing block keeps probing what it last found; the probe pods' logs say why (403: RBAC). InferprobeDiscoveryDown opens a ticket after 10 minutes.",
-        queries(
-            query(f'min by ({SITE}, discovery) (inferprobe_discovery_up{{{SITE_MATCH}, discovery=~"$target", node=~"$node"}})', '', fmt='table', instant=True),
-            query(f'sum by ({SITE}, discovery) (inferprobe_discovery_up{{{SITE_MATCH}, discovery=~"$target", node=~"$node"}} == bool 0)', '', fmt='table', instant=True),
-            query(f'sum by ({SITE}, discovery) (inferprobe_discovery_targets{{{SITE_MATCH}, discovery=~"$target", node=~"$node"}})', '', fmt='table', instant=True),
-            query(f'sum by ({SITE}, discovery) (increase(inferprobe_discovery_refused_total{{{SITE_MATCH}, discovery=~"$target", node=~"$node"}}[$__range]))', '', fmt='table', instant=True),
-        ),
-        {
-            'unit': 'short',
-            'color': {'mode': 'thresholds'},
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            'custom': {'align': 'auto', 'cellOptions': {'type': 'auto'}, 'inspect': False},
-        },
-        transformations=[{'id': 'merge', 'options': {}},
-         {'id': 'organize',
-          'options': {'excludeByName': {'Time': True},
-                      'includeByName': {},
-                      'indexByName': {'discovery': 0,
-                                      'Value #A': 1,
-                                      'Value #B': 2,
-                                      'Value #C': 3,
-                                      'Value #D': 4},
-                      'renameByName': {'Value #A': 'Up (every probe pod)',
-                                       'Value #B': 'Probe pods failing',
-                                       'Value #C': 'Targets found',
-                                       'Value #D': 'Refused (range)'}}}],
+
+    row("Discovery and fleet", 73),
+    table(
+        "Discovery health", (0, 74, 12, 8),
+        "Per [[discovery]] block, now: whether every probe pod's source answers (1) or at least "
+        "one fails (0), how many probe pods fail, the targets found (summed over probe pods: "
+        "with node_local each pod finds its own node's, else every pod finds them all), and "
+        "endpoints refused above max_targets over the time range. A failing block keeps probing "
+        "what it last found; the probe pods' logs say why (403: RBAC). InferprobeDiscoveryDown "
+        "opens a ticket after 10 minutes.",
+        "short",
+        f"min by ({SITE}, discovery) (inferprobe_discovery_up{DISCOVERY})",
+        f"sum by ({SITE}, discovery) (inferprobe_discovery_up{DISCOVERY} == bool 0)",
+        f"sum by ({SITE}, discovery) (inferprobe_discovery_targets{DISCOVERY})",
+        f"sum by ({SITE}, discovery) "
+        f"(increase(inferprobe_discovery_refused_total{DISCOVERY}[$__range]))",
+        transformations=merged(["discovery"], [
+            "Up (every probe pod)", "Probe pods failing", "Targets found", "Refused (range)",
+        ]),
     ),
-    panel(
-        'timeseries',
-        'Discovered targets',
-        (12, 74, 12, 8),
-        "Targets each [[discovery]] block found, summed over the probe pods (node_local: each pod its node's replicas; otherwise every pod finds them all). A drop is replicas going unready or away; a flat line at max_targets with refusals means the selector matches more than the block probes.",
-        queries(
-            query(f'sum by ({SITE}, discovery) (inferprobe_discovery_targets{{{SITE_MATCH}, discovery=~"$target", node=~"$node"}})', '{{discovery}}'),
-            query(f'sum by ({SITE}, discovery) (rate(inferprobe_discovery_refused_total{{{SITE_MATCH}, discovery=~"$target", node=~"$node"}}[$__rate_interval])) * 60', '{{discovery}} refused per minute'),
-        ),
-        {
-            'unit': 'short',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            'min': 0,
-        },
+    fleet(
+        "Discovered targets", (12, 74, 12, 8),
+        "Targets each [[discovery]] block found, summed over the probe pods (node_local: each "
+        "pod its node's replicas; otherwise every pod finds them all). A drop is replicas going "
+        "unready or away; a flat line at max_targets with refusals means the selector matches "
+        "more than the block probes.",
+        "short",
+        (f"sum by ({SITE}, discovery) (inferprobe_discovery_targets{DISCOVERY})", "{{discovery}}"),
+        (f"sum by ({SITE}, discovery) (rate(inferprobe_discovery_refused_total{DISCOVERY}"
+         "[$__rate_interval])) * 60", "{{discovery}} refused per minute"),
     ),
-    panel(
-        'timeseries',
-        'Discovery up',
-        (0, 82, 8, 8),
-        'Share of probe pods whose source of each [[discovery]] block answers (1 = all). Below 1: some probe pods cannot list or watch (API server, RBAC 403, missing InferencePool CRD 404, unreadable file) and probe what they last found.',
-        queries(
-            query(f'avg by ({SITE}, discovery) (inferprobe_discovery_up{{{SITE_MATCH}, discovery=~"$target", node=~"$node"}})', '{{discovery}}'),
-        ),
-        {
-            'unit': 'percentunit',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            'min': 0,
-        },
+    fleet(
+        "Discovery up", (0, 82, 8, 8),
+        "Share of probe pods whose source of each [[discovery]] block answers (1 = all). Below "
+        "1: some probe pods cannot list or watch (API server, RBAC 403, missing InferencePool "
+        "CRD 404, unreadable file) and probe what they last found.",
+        "percentunit",
+        (f"avg by ({SITE}, discovery) (inferprobe_discovery_up{DISCOVERY})", "{{discovery}}"),
     ),
-    panel(
-        'timeseries',
-        'Probe fleet size',
-        (8, 82, 8, 8),
-        'inferprobe_fleet_size: the Ready probe pods (kubernetes.fleet_selector) each probe pod counts, which divides every fleet_rate; 1 without a fleet. Min and max differ for a moment while pods come and go; probe pods scraped is how many report at all.',
-        queries(
-            query(f'max(inferprobe_fleet_size{{{SITE_MATCH}, node=~"$node"}})', 'fleet size (max over probe pods)'),
-            query(f'min(inferprobe_fleet_size{{{SITE_MATCH}, node=~"$node"}})', 'fleet size (min over probe pods)'),
-            query(f'count(inferprobe_fleet_size{{{SITE_MATCH}, node=~"$node"}})', 'probe pods scraped'),
-        ),
-        {
-            'unit': 'short',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            'min': 0,
-        },
+    fleet(
+        "Probe fleet size", (8, 82, 8, 8),
+        "inferprobe_fleet_size: the Ready probe pods (kubernetes.fleet_selector) each probe pod "
+        "counts, which divides every fleet_rate; 1 without a fleet. Min and max differ for a "
+        "moment while pods come and go; probe pods scraped is how many report at all.",
+        "short",
+        *((f'{fn}(inferprobe_fleet_size{{{SITE_MATCH}, node=~"$node"}})', legend)
+          for fn, legend in [("max", "fleet size (max over probe pods)"),
+                             ("min", "fleet size (min over probe pods)"),
+                             ("count", "probe pods scraped")]),
     ),
-    panel(
-        'timeseries',
-        'Probe rate per target: configured and measured',
-        (16, 82, 8, 8),
-        'inferprobe_target_rate summed over the probe pods: the probes per second the fleet is set to send each target (a rate times the probe pods probing it, or its fleet_rate, divided and summed back), beside the probes that finished. Measured well below configured means skipped arrivals (concurrency, budget).',
-        queries(
-            query(f'sum by ({SITE}, target) (inferprobe_target_rate{{{S}}})', '{{target}} configured'),
-            query(f'sum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '{{target}} measured'),
-        ),
-        {
-            'unit': 'reqps',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            'min': 0,
-        },
+    fleet(
+        "Probe rate per target: configured and measured", (16, 82, 8, 8),
+        "inferprobe_target_rate summed over the probe pods: the probes per second the fleet is "
+        "set to send each target (a rate times the probe pods probing it, or its fleet_rate, "
+        "divided and summed back), beside the probes that finished. Measured well below "
+        "configured means skipped arrivals (concurrency, budget).",
+        "reqps",
+        (f"sum by ({SITE}, target) (inferprobe_target_rate{sel()})", "{{target}} configured"),
+        (summed(REQUESTS, "target"), "{{target}} measured"),
     ),
 ]

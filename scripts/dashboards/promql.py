@@ -37,6 +37,25 @@ SITE_MATCH = ", ".join(f'{l}=~"${l}"' for l in CONFIG["site_labels"])
 # The matchers every inferprobe selector carries: the site labels, then the variables.
 S = ", ".join(f'{v}=~"${v}"' for v in CONFIG["site_labels"] + CONFIG["variables"])
 
+# What a recording rule's selector matches besides the sites: the SLO rules aggregate the
+# model and node away, so only the target variable applies to every rule.
+TARGET = 'target=~"$target"'
+
+# Every finished probe, and every failed one: what most ratios divide.
+REQUESTS = "inferprobe_requests_total"
+ERRORS = "inferprobe_request_errors_total"
+# The latency histograms, with what each measures as the panels say it.
+TTFT_SECONDS = "inferprobe_time_to_first_token_seconds"
+TPOT_SECONDS = "inferprobe_time_per_output_token_seconds"
+ITL_SECONDS = "inferprobe_inter_token_latency_seconds"
+E2EL_SECONDS = "inferprobe_e2e_request_latency_seconds"
+LATENCIES = {
+    "TTFT": (TTFT_SECONDS, "time to first token (t0 to the first token-carrying event)"),
+    "TPOT": (TPOT_SECONDS, "time per output token after the first"),
+    "ITL": (ITL_SECONDS, "inter-token latency (gap between successive tokens)"),
+    "E2EL": (E2EL_SECONDS, "end-to-end request latency"),
+}
+
 # The classic bucket bounds of each per-target histogram, as the daemon exports them
 # (src/metrics/values.rs; tests/dashboards.rs holds them to a live daemon's `le` values).
 TTFT = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
@@ -47,10 +66,10 @@ TOKEN_LATENCY = [0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.008, 0.01, 0.025, 0
 E2EL = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
         120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0]
 BOUNDS = {
-    "inferprobe_time_to_first_token_seconds": TTFT,
-    "inferprobe_time_per_output_token_seconds": TOKEN_LATENCY,
-    "inferprobe_inter_token_latency_seconds": TOKEN_LATENCY,
-    "inferprobe_e2e_request_latency_seconds": E2EL,
+    TTFT_SECONDS: TTFT,
+    TPOT_SECONDS: TOKEN_LATENCY,
+    ITL_SECONDS: TOKEN_LATENCY,
+    E2EL_SECONDS: E2EL,
     "inferprobe_prefix_cache_cold_ttft_seconds": TTFT,
     "inferprobe_prefix_cache_warm_ttft_seconds": TTFT,
 }
@@ -64,6 +83,37 @@ def sel(*extra):
 def by(*labels):
     """A grouping by the site labels and `labels`."""
     return ", ".join(CONFIG["site_labels"] + [l for l in labels if l not in CONFIG["site_labels"]])
+
+
+def summed(metric, *labels, fn="rate", window=RATE, extra=()):
+    """`fn` of the counter `metric` over `window`, summed by the site labels and `labels`."""
+    return f"sum by ({', '.join([SITE, *labels])}) ({fn}({metric}{sel(*extra)}[{window}]))"
+
+
+def success_ratio(label):
+    """1 - errors / requests per `label`, over the rate interval."""
+    return f"1 - (\n  {summed(ERRORS, label)}\n  /\n  {summed(REQUESTS, label)}\n)"
+
+
+def since_last_success():
+    """Seconds since each target's last successful probe on any node picked."""
+    return f"time() - max by ({SITE}, target) (inferprobe_last_success_timestamp_seconds{sel()})"
+
+
+def per_probe(metric):
+    """The rate of the counter `metric` over the rate of finished probes, per target."""
+    return f"{summed(metric, 'target')}\n/\n{summed(REQUESTS, 'target')}"
+
+
+def recorded(rule, *extra):
+    """A recording rule's series of the sites and targets picked, and `extra` matchers."""
+    return f"{rule}{{{', '.join([SITE_MATCH, TARGET, *extra])}}}"
+
+
+def burn_rate(sli, window):
+    """How fast the SLI `sli` spent the error budget over `window` (1: in exactly 30 days)."""
+    return (f"{recorded(f'inferprobe:sli_{sli}:ratio_rate{window}')}\n/ on ({SITE}, target)\n"
+            f"{recorded('inferprobe:error_budget:ratio')}")
 
 
 def le_text(bound):

@@ -1,1256 +1,516 @@
-"""The inferprobe / Target dashboard: One probed endpoint in depth: latency heatmaps and percentiles, errors, SLO budget and burn rates, a per-node comparison, and, for a discovered target, its replicas one by one."""
+"""The inferprobe / Target dashboard: one probed endpoint in depth: latency heatmaps and
+percentiles, errors, SLO budget and burn rates, a per-node comparison, and, for a discovered
+target, its replicas one by one."""
 
-from .grafana import TARGET_LINK, TIMESERIES_CUSTOM, panel, queries, query, row, seconds, variables
-from .promql import HAS_POD, S, SITE, SITE_MATCH, heatmap, mean, quantile
+from .grafana import (BUDGET_LEFT, BURN_RATE, DASHED, RED, STALENESS, SUCCESS, UNFILLED,
+                      dashboard, heatmap_panel, merged, override, query, reference_line, row,
+                      seconds, series, stat, table, timeseries)
+from .promql import (E2EL_SECONDS, ERRORS, HAS_POD, LATENCIES, RATE, REQUESTS, SITE,
+                     SITE_MATCH, TPOT_SECONDS, TTFT_SECONDS, burn_rate, heatmap, mean,
+                     per_probe, quantile, recorded, sel, since_last_success, success_ratio,
+                     summed)
 
-DASHBOARD = {'annotations': {'list': [{'builtIn': 1,
-                           'datasource': {'type': 'grafana', 'uid': '-- Grafana --'},
-                           'enable': True,
-                           'hide': True,
-                           'iconColor': 'rgba(0, 211, 255, 1)',
-                           'name': 'Annotations & Alerts',
-                           'type': 'dashboard'}]},
- 'description': 'One probed endpoint in depth: latency heatmaps and percentiles, '
-                'errors, SLO budget and burn rates, a per-node comparison, and, for a '
-                'discovered target, its replicas one by one.',
- 'editable': True,
- 'fiscalYearStartMonth': 0,
- 'graphTooltip': 1,
- 'id': None,
- 'links': [{'asDropdown': False,
-            'icon': 'dashboard',
-            'includeVars': False,
-            'keepTime': True,
-            'tags': ['inferprobe'],
-            'targetBlank': False,
-            'title': 'inferprobe',
-            'type': 'dashboards'}],
- 'liveNow': False,
- 'refresh': '30s',
- 'schemaVersion': 39,
- 'tags': ['inferprobe', 'llm-inference', 'slo'],
- 'templating': variables(one_target=True),
- 'time': {'from': 'now-3h', 'to': 'now'},
- 'timepicker': {},
- 'timezone': 'browser',
- 'title': 'inferprobe / Target',
- 'uid': 'inferprobe-target',
- 'version': 1,
- 'weekStart': ''}
+DASHBOARD = dashboard(
+    uid="inferprobe-target",
+    title="inferprobe / Target",
+    description="One probed endpoint in depth: latency heatmaps and percentiles, errors, SLO "
+    "budget and burn rates, a per-node comparison, and, for a discovered target, its replicas "
+    "one by one.",
+    one_target=True,
+)
+
+PERCENTILES = [(0.5, "p50"), (0.9, "p90"), (0.99, "p99")]
+POD = 'pod=~"$pod"'
+# The server's own series of the replicas picked, its model_name matched against $model.
+SERVER = f'{{{SITE_MATCH}, {POD}, model_name=~"$model"}}'
+REPLICA = f"{SITE}, namespace, pod"
+REPLICA_NODE = ("namespace", "pod", "node")
+# A replica's probes over the whole time range picked, for a table that ranks the replicas.
+OVER_RANGE = {"fn": "increase", "window": "$__range", "extra": (HAS_POD,)}
+# Keeps a server series only where the probe has a replica of the targets picked.
+PROBED = f"and on ({REPLICA}) max by ({REPLICA}) (inferprobe_requests_total{sel()})"
+# How the probe-vs-server panels match the two sides, as each of them says.
+JOINED = (
+    "Server series are joined to the probe's replicas on (cluster, namespace, pod): the pod and "
+    "namespace discovery put on the probe's series, the server's from its own scrape (the pod's "
+    "Prometheus target labels), and the server's model_name against $model."
+)
+
+
+def latency_heatmap(name, grid, unit="reqps"):
+    """A latency's distribution over time, on its classic bucket bounds."""
+    metric, what = LATENCIES[name]
+    return heatmap_panel(
+        f"{name} heatmap", grid,
+        f"Distribution of {what} over time, on the classic bucket bounds (successful probes "
+        "only): each cell is the rate of observations that fell in that bucket, native series "
+        "converted to those bounds (an estimate within a native bucket). Buckets equal vLLM's "
+        "server-side ones. Exemplars (with OpenMetrics exemplar storage enabled) carry the "
+        "request id of a probe in the bucket.",
+        query(heatmap(metric), "{{le}}", fmt="heatmap", exemplar=True), unit, y_unit="s",
+    )
+
+
+def percentiles(name, grid, slo=None):
+    """A latency's p50, p90 and p99, and (`slo`) the target's threshold for it, dashed."""
+    metric, what = LATENCIES[name]
+    description = (f"p50, p90 and p99 of {what}, from the histogram buckets summed over the "
+                   "selected nodes.")
+    targets = [(quantile(q, metric, "target"), f"{p} {{{{histograms}}}}") for q, p in PERCENTILES]
+    overrides = None
+    if slo:
+        matcher = f'slo="{slo}"'
+        description += (f" The dashed line is the target's {name} SLO threshold "
+                        f"(inferprobe_slo_threshold_seconds{{{matcher}}}), absent without one.")
+        targets.append((f"max by ({SITE}, target) (inferprobe_slo_threshold_seconds"
+                        f"{sel(matcher)})", "SLO threshold"))
+        overrides = [reference_line("SLO threshold")]
+    return timeseries(f"{name} percentiles", grid, description, seconds(), *targets,
+                      overrides=overrides)
+
+
+def burn(name, sli, x):
+    """How fast an SLI spends the error budget, over the four windows of the burn alerts."""
+    return timeseries(
+        f"{name} burn rate", (x, 69, 8, 8),
+        f"How fast the {name} SLI spends the error budget: the SLI ratio "
+        f"(inferprobe:sli_{sli}:ratio_rate<window>) divided by the budget "
+        "(inferprobe:error_budget:ratio) at 5m, 1h, 6h, 3d. 1 spends exactly the 30-day budget "
+        "in 30 days; the lines at 6 and 14.4 are the usual slow and fast burn alert thresholds.",
+        series("short", steps=BURN_RATE, lines=True),
+        *((burn_rate(sli, w), w) for w in ["5m", "1h", "6h", "3d"]),
+    )
+
+
+def p99_by_node(title, grid, description, metric):
+    """A latency's p99 as each node (probe pod) sees the endpoint."""
+    return timeseries(title, grid, description, seconds(),
+                      (quantile(0.99, metric, "node"), "{{node}} {{histograms}}"))
+
+
+def replica_error_ratio(*labels, window=RATE):
+    """Failed over all probes per replica over `window`: 0, not absent, where none failed."""
+    errors, probes = (summed(m, *labels, fn="increase", window=window, extra=(HAS_POD,))
+                      for m in (ERRORS, REQUESTS))
+    return f"(\n  {errors}\n  or\n  {probes} * 0\n)\n/\n{probes}"
+
+
+def server_mean(metric):
+    """The server's mean of the histogram `metric` per replica."""
+    return (f"(sum by ({REPLICA}) (rate({metric}_sum{SERVER}[{RATE}])) / "
+            f"sum by ({REPLICA}) (rate({metric}_count{SERVER}[{RATE}])))")
+
+
+def server_median(vllm, sglang):
+    """The server's median of `vllm`, or of `sglang`, per replica the probe has."""
+    return " or ".join(
+        f"histogram_quantile(0.5, sum by ({REPLICA}, le) (rate({m}_bucket{SERVER}[{RATE}])) "
+        f"{PROBED})"
+        for m in (vllm, sglang)
+    )
+
+
+def probe_vs_server(name, grid, description, metric, vllm, sglang):
+    """A latency's median per replica as the probe saw it, beside the server's own."""
+    return timeseries(
+        f"{name} p50: probe vs server", grid, f"{description} {JOINED}", seconds("seconds"),
+        (quantile(0.5, metric, "namespace", "pod"), "{{pod}} probe {{histograms}}"),
+        (server_median(vllm, sglang), "{{pod}} server"),
+    )
+
 
 PANELS = [
-    row('Summary', 0, panels=[]),
-    panel(
-        'stat',
-        'Success ratio',
-        (0, 1, 4, 5),
-        '1 - errors / requests over the last rate interval (all selected nodes).',
-        queries(
-            query(f'1 - (\n  sum by ({SITE}, target) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n  /\n  sum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))\n)', '{{target}}'),
-        ),
-        {
-            'unit': 'percentunit',
-            'color': {'mode': 'thresholds'},
-            'thresholds': {'mode': 'absolute',
-             'steps': [{'color': 'red', 'value': None},
-                       {'color': 'orange', 'value': 0.95},
-                       {'color': 'green', 'value': 0.99}]},
-            'decimals': 2,
-        },
+    row("Summary", 0, panels=[]),
+    stat("Success ratio", (0, 1, 4, 5),
+         "1 - errors / requests over the last rate interval (all selected nodes).",
+         "percentunit", (success_ratio("target"), "{{target}}"), SUCCESS, decimals=2),
+    stat("Probe rate", (4, 1, 4, 5), "Probes finished per second (all selected nodes).",
+         "reqps", (summed(REQUESTS, "target"), "{{target}}"), decimals=2),
+    stat("TTFT p99", (8, 1, 4, 5),
+         "99th percentile of time to first token over the last rate interval, from the "
+         "histogram buckets.",
+         "s", (quantile(0.99, TTFT_SECONDS, "target"), "{{target}} {{histograms}}")),
+    stat("E2EL p99", (12, 1, 4, 5),
+         "99th percentile of end-to-end latency over the last rate interval, from the histogram "
+         "buckets.",
+         "s", (quantile(0.99, E2EL_SECONDS, "target"), "{{target}} {{histograms}}")),
+    stat("Error budget remaining (30d)", (16, 1, 4, 5),
+         "What is left of the 30-day error budget (inferprobe:error_budget_remaining:ratio, all "
+         "nodes): 100% untouched, 0% spent, negative overspent.",
+         "percentunit", (recorded("inferprobe:error_budget_remaining:ratio"), "{{target}}"),
+         BUDGET_LEFT, decimals=1),
+    stat("Time since last success", (20, 1, 4, 5),
+         "Seconds since the last successful probe on any selected node.",
+         "s", (since_last_success(), "{{target}}"), STALENESS, decimals=0),
+
+    row("Latency distribution", 6, panels=[]),
+    latency_heatmap("TTFT", (0, 7, 12, 9)),
+    latency_heatmap("TPOT", (12, 7, 12, 9)),
+    # One observation per token gap, not per probe.
+    latency_heatmap("ITL", (0, 16, 12, 9), unit="ops"),
+    latency_heatmap("E2EL", (12, 16, 12, 9)),
+
+    row("Latency percentiles", 25, panels=[]),
+    percentiles("TTFT", (0, 26, 12, 8), slo="ttft"),
+    percentiles("TPOT", (12, 26, 12, 8), slo="tpot"),
+    percentiles("ITL", (0, 34, 12, 8)),
+    percentiles("E2EL", (12, 34, 12, 8)),
+
+    row("Errors", 42, panels=[]),
+    timeseries(
+        "Errors by category", (0, 43, 12, 9),
+        "Failed probes per second by error category (stacked). Every failure lands in exactly "
+        "one category; the daemon's log line for each failure names its request id and cause.",
+        series("reqps", stacked=True), (summed(ERRORS, "category"), "{{category}}"),
     ),
-    panel(
-        'stat',
-        'Probe rate',
-        (4, 1, 4, 5),
-        'Probes finished per second (all selected nodes).',
-        queries(
-            query(f'sum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '{{target}}'),
-        ),
-        {
-            'unit': 'reqps',
-            'color': {'mode': 'thresholds'},
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            'decimals': 2,
-        },
+    table(
+        "Error categories", (12, 43, 12, 9),
+        "One row per error category over the dashboard's time range: the mean, peak and latest "
+        "failure rate (probes per second). Sort by a column to find the dominant failure.",
+        "reqps", (summed(ERRORS, "category"), "{{category}}"),
+        transformations=[
+            {"id": "reduce", "options": {"reducers": ["mean", "max", "lastNotNull"],
+                                         "mode": "seriesToRows", "includeTimeField": False}},
+            {"id": "organize", "options": {"renameByName": {"Field": "Category"}}},
+            {"id": "sortBy", "options": {"sort": [{"field": "Mean", "desc": True}]}},
+        ],
     ),
-    panel(
-        'stat',
-        'TTFT p99',
-        (8, 1, 4, 5),
-        '99th percentile of time to first token over the last rate interval, from the histogram buckets.',
-        queries(
-            query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "target")}', '{{target}} {{histograms}}'),
-        ),
-        {
-            'unit': 's',
-            'color': {'mode': 'thresholds'},
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
+    timeseries(
+        "Error ratio", (0, 52, 12, 8),
+        "Failed probes / finished probes, against the error budget (1 - objective). Above the "
+        "budget line the availability SLO is burning faster than allowed.",
+        series("percentunit"),
+        (per_probe(ERRORS), "error ratio"),
+        (recorded("inferprobe:error_budget:ratio"), "error budget"),
+        overrides=[reference_line("error budget")],
     ),
-    panel(
-        'stat',
-        'E2EL p99',
-        (12, 1, 4, 5),
-        '99th percentile of end-to-end latency over the last rate interval, from the histogram buckets.',
-        queries(
-            query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "target")}', '{{target}} {{histograms}}'),
-        ),
-        {
-            'unit': 's',
-            'color': {'mode': 'thresholds'},
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
+    timeseries(
+        "Skipped probes by reason", (12, 52, 12, 8),
+        "Arrivals not sent, per second: concurrency = max_concurrency probes were in flight; "
+        "budget = max_output_tokens_per_hour spent.",
+        series("reqps", stacked=True),
+        (summed("inferprobe_requests_skipped_total", "reason"), "{{reason}}"),
     ),
-    panel(
-        'stat',
-        'Error budget remaining (30d)',
-        (16, 1, 4, 5),
-        'What is left of the 30-day error budget (inferprobe:error_budget_remaining:ratio, all nodes): 100% untouched, 0% spent, negative overspent.',
-        queries(
-            query(f'inferprobe:error_budget_remaining:ratio{{{SITE_MATCH}, target=~"$target"}}', '{{target}}'),
-        ),
-        {
-            'unit': 'percentunit',
-            'color': {'mode': 'thresholds'},
-            'thresholds': {'mode': 'absolute',
-             'steps': [{'color': 'red', 'value': None},
-                       {'color': 'orange', 'value': 0},
-                       {'color': 'green', 'value': 0.25}]},
-            'decimals': 1,
-        },
+
+    row("SLO", 60, panels=[]),
+    stat("Objective", (0, 61, 4, 8),
+         "The target's SLO objective (inferprobe:slo_objective: the configured one, else 99%).",
+         "percentunit", (recorded("inferprobe:slo_objective"), "{{target}}"), decimals=2),
+    timeseries(
+        "Error budget remaining (30d)", (4, 61, 8, 8),
+        "inferprobe:error_budget_remaining:ratio over time: 1 - (30-day error ratio / error "
+        "budget). Below 0 the budget is overspent.",
+        series("percentunit", min=None, steps=BUDGET_LEFT, lines=True),
+        (recorded("inferprobe:error_budget_remaining:ratio"), "{{target}}"),
     ),
-    panel(
-        'stat',
-        'Time since last success',
-        (20, 1, 4, 5),
-        'Seconds since the last successful probe on any selected node.',
-        queries(
-            query(f'time() - max by ({SITE}, target) (inferprobe_last_success_timestamp_seconds{{{S}}})', '{{target}}'),
-        ),
-        {
-            'unit': 's',
-            'color': {'mode': 'thresholds'},
-            'thresholds': {'mode': 'absolute',
-             'steps': [{'color': 'green', 'value': None},
-                       {'color': 'orange', 'value': 60},
-                       {'color': 'red', 'value': 300}]},
-            'decimals': 0,
-        },
+    timeseries(
+        "SLIs (1h)", (12, 61, 12, 8),
+        "The SLIs over the last hour, from the recording rules: the fraction of probes that "
+        "failed, and the fractions of successful probes slower than the TTFT and TPOT thresholds "
+        "(absent without that threshold).",
+        series("percentunit"),
+        (recorded("inferprobe:sli_errors:ratio_rate1h"), "errors"),
+        (recorded("inferprobe:sli_ttft_slow:ratio_rate1h"), "TTFT slower than SLO"),
+        (recorded("inferprobe:sli_tpot_slow:ratio_rate1h"), "TPOT slower than SLO"),
     ),
-    row('Latency distribution', 6, panels=[]),
-    panel(
-        'heatmap',
-        'TTFT heatmap',
-        (0, 7, 12, 9),
-        "Distribution of time to first token (t0 to the first token-carrying event) over time, on the classic bucket bounds (successful probes only): each cell is the rate of observations that fell in that bucket, native series converted to those bounds (an estimate within a native bucket). Buckets equal vLLM's server-side ones. Exemplars (with OpenMetrics exemplar storage enabled) carry the request id of a probe in the bucket.",
-        queries(
-            query(f'{heatmap("inferprobe_time_to_first_token_seconds")}', '{{le}}', fmt='heatmap', exemplar=True),
-        ),
-        {
-            'unit': 'reqps',
-            'custom': {'hideFrom': {'legend': False, 'tooltip': False, 'viz': False},
-             'scaleDistribution': {'type': 'linear'}},
-        },
-        options={'calculate': False,
-         'cellGap': 1,
-         'cellValues': {'unit': 'reqps'},
-         'color': {'exponent': 0.5,
-                   'fill': 'dark-orange',
-                   'mode': 'scheme',
-                   'reverse': False,
-                   'scale': 'exponential',
-                   'scheme': 'Oranges',
-                   'steps': 64},
-         'exemplars': {'color': 'rgba(255,0,255,0.7)'},
-         'filterValues': {'le': 1e-09},
-         'legend': {'show': True},
-         'rowsFrame': {'layout': 'auto'},
-         'tooltip': {'mode': 'single', 'showColorScale': False, 'yHistogram': True},
-         'yAxis': {'axisPlacement': 'left', 'reverse': False, 'unit': 's'}},
+    burn("Availability", "errors", 0),
+    burn("TTFT", "ttft_slow", 8),
+    burn("TPOT", "tpot_slow", 16),
+
+    row("Per node", 77, panels=[]),
+    p99_by_node("TTFT p99 by node", (0, 78, 12, 8),
+                "99th percentile TTFT as each node (DaemonSet pod) sees the endpoint. One node "
+                "above the others points at its network path, not the server.", TTFT_SECONDS),
+    p99_by_node("E2EL p99 by node", (12, 78, 12, 8),
+                "99th percentile end-to-end latency per node.", E2EL_SECONDS),
+    p99_by_node("TPOT p99 by node", (0, 86, 12, 8),
+                "99th percentile time per output token per node: differences here are streaming "
+                "(network) effects, since generation speed is the server's.", TPOT_SECONDS),
+    timeseries(
+        "Success ratio by node", (12, 86, 12, 8),
+        "1 - errors / requests per node. A single node failing suggests its network, DNS or "
+        "egress rather than the endpoint.",
+        series("percentunit", min=None, max=1), (success_ratio("node"), "{{node}}"),
     ),
-    panel(
-        'heatmap',
-        'TPOT heatmap',
-        (12, 7, 12, 9),
-        "Distribution of time per output token after the first over time, on the classic bucket bounds (successful probes only): each cell is the rate of observations that fell in that bucket, native series converted to those bounds (an estimate within a native bucket). Buckets equal vLLM's server-side ones. Exemplars (with OpenMetrics exemplar storage enabled) carry the request id of a probe in the bucket.",
-        queries(
-            query(f'{heatmap("inferprobe_time_per_output_token_seconds")}', '{{le}}', fmt='heatmap', exemplar=True),
-        ),
-        {
-            'unit': 'reqps',
-            'custom': {'hideFrom': {'legend': False, 'tooltip': False, 'viz': False},
-             'scaleDistribution': {'type': 'linear'}},
-        },
-        options={'calculate': False,
-         'cellGap': 1,
-         'cellValues': {'unit': 'reqps'},
-         'color': {'exponent': 0.5,
-                   'fill': 'dark-orange',
-                   'mode': 'scheme',
-                   'reverse': False,
-                   'scale': 'exponential',
-                   'scheme': 'Oranges',
-                   'steps': 64},
-         'exemplars': {'color': 'rgba(255,0,255,0.7)'},
-         'filterValues': {'le': 1e-09},
-         'legend': {'show': True},
-         'rowsFrame': {'layout': 'auto'},
-         'tooltip': {'mode': 'single', 'showColorScale': False, 'yHistogram': True},
-         'yAxis': {'axisPlacement': 'left', 'reverse': False, 'unit': 's'}},
+    table(
+        "Node comparison", (0, 94, 24, 7),
+        "Now, per node: TTFT p50 and p99, TPOT p99, E2EL p99, success ratio and probe rate over "
+        "the last rate interval. Sort by a column to find the node that sees the endpoint "
+        "slowest.",
+        "s",
+        quantile(0.5, TTFT_SECONDS, "node", row=True),
+        quantile(0.99, TTFT_SECONDS, "node", row=True),
+        quantile(0.99, TPOT_SECONDS, "node", row=True),
+        quantile(0.99, E2EL_SECONDS, "node", row=True),
+        success_ratio("node"),
+        summed(REQUESTS, "node"),
+        overrides=[override("Success ratio", ("unit", "percentunit")),
+                   override("Probes/s", ("unit", "reqps"))],
+        transformations=merged(["node"], ["TTFT p50", "TTFT p99", "TPOT p99", "E2EL p99",
+                                          "Success ratio", "Probes/s"]),
     ),
-    panel(
-        'heatmap',
-        'ITL heatmap',
-        (0, 16, 12, 9),
-        "Distribution of inter-token latency (gap between successive tokens) over time, on the classic bucket bounds (successful probes only): each cell is the rate of observations that fell in that bucket, native series converted to those bounds (an estimate within a native bucket). Buckets equal vLLM's server-side ones. Exemplars (with OpenMetrics exemplar storage enabled) carry the request id of a probe in the bucket.",
-        queries(
-            query(f'{heatmap("inferprobe_inter_token_latency_seconds")}', '{{le}}', fmt='heatmap', exemplar=True),
-        ),
-        {
-            'unit': 'ops',
-            'custom': {'hideFrom': {'legend': False, 'tooltip': False, 'viz': False},
-             'scaleDistribution': {'type': 'linear'}},
-        },
-        options={'calculate': False,
-         'cellGap': 1,
-         'cellValues': {'unit': 'ops'},
-         'color': {'exponent': 0.5,
-                   'fill': 'dark-orange',
-                   'mode': 'scheme',
-                   'reverse': False,
-                   'scale': 'exponential',
-                   'scheme': 'Oranges',
-                   'steps': 64},
-         'exemplars': {'color': 'rgba(255,0,255,0.7)'},
-         'filterValues': {'le': 1e-09},
-         'legend': {'show': True},
-         'rowsFrame': {'layout': 'auto'},
-         'tooltip': {'mode': 'single', 'showColorScale': False, 'yHistogram': True},
-         'yAxis': {'axisPlacement': 'left', 'reverse': False, 'unit': 's'}},
+
+    row("Per replica (discovered targets)", 101),
+    heatmap_panel(
+        "TTFT p90 by replica", (0, 102, 12, 9),
+        "One row per replica (pod) of a discovered target, coloured by its TTFT p90 over each "
+        "rate interval (successful probes): a replica that stays darker than the others is slow "
+        "for its users too, whatever the Service's average says. Configured targets and a "
+        "pool's gateway have no pod and no row. Rows are ordered by name; the Worst replicas "
+        "table ranks them.",
+        query(quantile(0.9, TTFT_SECONDS, "namespace", "pod", extra=(HAS_POD,), row=True),
+              "{{pod}}", fmt="time_series"),
+        "s", rows="TTFT p90",
     ),
-    panel(
-        'heatmap',
-        'E2EL heatmap',
-        (12, 16, 12, 9),
-        "Distribution of end-to-end request latency over time, on the classic bucket bounds (successful probes only): each cell is the rate of observations that fell in that bucket, native series converted to those bounds (an estimate within a native bucket). Buckets equal vLLM's server-side ones. Exemplars (with OpenMetrics exemplar storage enabled) carry the request id of a probe in the bucket.",
-        queries(
-            query(f'{heatmap("inferprobe_e2e_request_latency_seconds")}', '{{le}}', fmt='heatmap', exemplar=True),
-        ),
-        {
-            'unit': 'reqps',
-            'custom': {'hideFrom': {'legend': False, 'tooltip': False, 'viz': False},
-             'scaleDistribution': {'type': 'linear'}},
-        },
-        options={'calculate': False,
-         'cellGap': 1,
-         'cellValues': {'unit': 'reqps'},
-         'color': {'exponent': 0.5,
-                   'fill': 'dark-orange',
-                   'mode': 'scheme',
-                   'reverse': False,
-                   'scale': 'exponential',
-                   'scheme': 'Oranges',
-                   'steps': 64},
-         'exemplars': {'color': 'rgba(255,0,255,0.7)'},
-         'filterValues': {'le': 1e-09},
-         'legend': {'show': True},
-         'rowsFrame': {'layout': 'auto'},
-         'tooltip': {'mode': 'single', 'showColorScale': False, 'yHistogram': True},
-         'yAxis': {'axisPlacement': 'left', 'reverse': False, 'unit': 's'}},
+    timeseries(
+        "Replica TTFT p90 vs its peers (15m)", (12, 102, 12, 9),
+        "What InferprobeReplicaOutlier compares: each replica's TTFT p90 over 15 minutes, and "
+        "twice the median p90 of the target's replicas that had at least 10 TTFTs in the "
+        "window. A replica above the dashed line for 15 minutes, in a target with at least 3 "
+        "such replicas, opens a ticket. From the recording rules of "
+        "config/prometheus/recording-rules.yml (group inferprobe-replicas).",
+        series("s", steps_first=True),
+        (recorded("inferprobe:replica_ttft_seconds:p90_rate15m", 'node=~"$node"', POD),
+         "{{pod}}"),
+        ("2 * " + recorded("inferprobe:target_replica_ttft_seconds:median_p90_rate15m"),
+         "2 × median of the replicas (alert line)"),
+        overrides=[override("2 × median of the replicas (alert line)", DASHED, RED, UNFILLED)],
     ),
-    row('Latency percentiles', 25, panels=[]),
-    panel(
-        'timeseries',
-        'TTFT percentiles',
-        (0, 26, 12, 8),
-        'p50, p90 and p99 of time to first token (t0 to the first token-carrying event), from the histogram buckets summed over the selected nodes. The dashed line is the target\'s TTFT SLO threshold (inferprobe_slo_threshold_seconds{slo="ttft"}), absent without one.',
-        queries(
-            query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "target")}', 'p50 {{histograms}}'),
-            query(f'{quantile(0.9, "inferprobe_time_to_first_token_seconds", "target")}', 'p90 {{histograms}}'),
-            query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "target")}', 'p99 {{histograms}}'),
-            query(f'max by ({SITE}, target) (inferprobe_slo_threshold_seconds{{{S}, slo="ttft"}})', 'SLO threshold'),
-        ),
-        seconds(),
-        overrides=[{'matcher': {'id': 'byName', 'options': 'SLO threshold'},
-          'properties': [{'id': 'color',
-                          'value': {'fixedColor': 'red', 'mode': 'fixed'}},
-                         {'id': 'custom.lineStyle',
-                          'value': {'dash': [10, 10], 'fill': 'dash'}},
-                         {'id': 'custom.fillOpacity', 'value': 0}]}],
+    table(
+        "Worst replicas (over the time range)", (0, 111, 24, 8),
+        "Every replica (pod) of the target over the whole time range picked, slowest TTFT p90 "
+        "first: its node, TTFT p90 and p50 (successful probes), error ratio (failed probes; 0 "
+        "when none failed) and how many probes it got. A few probes make a p90 one slow probe "
+        "decides: read it with the probe count. Configured targets and a pool's gateway have no "
+        "pod and are not listed.",
+        "s",
+        f"sort_desc({quantile(0.9, TTFT_SECONDS, *REPLICA_NODE, row=True, **OVER_RANGE)})",
+        quantile(0.5, TTFT_SECONDS, *REPLICA_NODE, row=True, **OVER_RANGE),
+        replica_error_ratio(*REPLICA_NODE, window="$__range"),
+        summed(REQUESTS, *REPLICA_NODE, **OVER_RANGE),
+        overrides=[override("Error ratio", ("unit", "percentunit")),
+                   override("Probes", ("unit", "short"))],
+        transformations=[
+            *merged(["pod", "node", "namespace"],
+                    ["TTFT p90", "TTFT p50", "Error ratio", "Probes"]),
+            {"id": "sortBy",
+             "options": {"fields": {}, "sort": [{"field": "TTFT p90", "desc": True}]}},
+        ],
     ),
-    panel(
-        'timeseries',
-        'TPOT percentiles',
-        (12, 26, 12, 8),
-        'p50, p90 and p99 of time per output token after the first, from the histogram buckets summed over the selected nodes. The dashed line is the target\'s TPOT SLO threshold (inferprobe_slo_threshold_seconds{slo="tpot"}), absent without one.',
-        queries(
-            query(f'{quantile(0.5, "inferprobe_time_per_output_token_seconds", "target")}', 'p50 {{histograms}}'),
-            query(f'{quantile(0.9, "inferprobe_time_per_output_token_seconds", "target")}', 'p90 {{histograms}}'),
-            query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "target")}', 'p99 {{histograms}}'),
-            query(f'max by ({SITE}, target) (inferprobe_slo_threshold_seconds{{{S}, slo="tpot"}})', 'SLO threshold'),
-        ),
-        seconds(),
-        overrides=[{'matcher': {'id': 'byName', 'options': 'SLO threshold'},
-          'properties': [{'id': 'color',
-                          'value': {'fixedColor': 'red', 'mode': 'fixed'}},
-                         {'id': 'custom.lineStyle',
-                          'value': {'dash': [10, 10], 'fill': 'dash'}},
-                         {'id': 'custom.fillOpacity', 'value': 0}]}],
+    timeseries(
+        "Error ratio by replica", (0, 119, 12, 8),
+        "Failed probes over all probes, per replica (pod), over each rate interval; 0 for a "
+        "replica none of whose probes failed. One replica failing while the others do not is "
+        "that replica, not the model.",
+        series("percentunit", steps_first=True),
+        (replica_error_ratio("namespace", "pod"), "{{pod}}"),
     ),
-    panel(
-        'timeseries',
-        'ITL percentiles',
-        (0, 34, 12, 8),
-        'p50, p90 and p99 of inter-token latency (gap between successive tokens), from the histogram buckets summed over the selected nodes.',
-        queries(
-            query(f'{quantile(0.5, "inferprobe_inter_token_latency_seconds", "target")}', 'p50 {{histograms}}'),
-            query(f'{quantile(0.9, "inferprobe_inter_token_latency_seconds", "target")}', 'p90 {{histograms}}'),
-            query(f'{quantile(0.99, "inferprobe_inter_token_latency_seconds", "target")}', 'p99 {{histograms}}'),
-        ),
-        seconds(),
+    timeseries(
+        "Probe rate by replica", (12, 119, 12, 8),
+        "Probes per second each replica (pod) gets, from every probe pod together: its rate "
+        "with node_local (one prober), or its fleet_rate once divided among the probe pods and "
+        "summed back. A replica at 0 is no longer found (not Ready, gone) or was refused above "
+        "max_targets.",
+        series("reqps", steps_first=True),
+        (summed(REQUESTS, "namespace", "pod", extra=(HAS_POD,)), "{{pod}}"),
     ),
-    panel(
-        'timeseries',
-        'E2EL percentiles',
-        (12, 34, 12, 8),
-        'p50, p90 and p99 of end-to-end request latency, from the histogram buckets summed over the selected nodes.',
-        queries(
-            query(f'{quantile(0.5, "inferprobe_e2e_request_latency_seconds", "target")}', 'p50 {{histograms}}'),
-            query(f'{quantile(0.9, "inferprobe_e2e_request_latency_seconds", "target")}', 'p90 {{histograms}}'),
-            query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "target")}', 'p99 {{histograms}}'),
+
+    row("Tokens and probe health", 127, collapsed=True, panels=[
+        timeseries(
+            "Tokens per second", (0, 128, 12, 8),
+            "Output and prompt tokens per second of successful probes.",
+            series("short", "tokens/s"),
+            (summed("inferprobe_output_tokens_total", "target"), "output"),
+            (summed("inferprobe_prompt_tokens_total", "target"), "prompt"),
         ),
-        seconds(),
-    ),
-    row('Errors', 42, panels=[]),
-    panel(
-        'timeseries',
-        'Errors by category',
-        (0, 43, 12, 9),
-        "Failed probes per second by error category (stacked). Every failure lands in exactly one category; the daemon's log line for each failure names its request id and cause.",
-        queries(
-            query(f'sum by ({SITE}, category) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))', '{{category}}'),
+        timeseries(
+            "Tokens per probe", (12, 128, 12, 8),
+            "Median output and prompt tokens per successful probe, from the token-count "
+            "histograms (1-2-5 buckets, so approximate). Output below max_tokens means the "
+            "server stopped early.",
+            series("short"),
+            *((quantile(0.5, f"inferprobe_request_{k}_tokens", "target"),
+               f"{k} p50 {{{{histograms}}}}") for k in ["output", "prompt"]),
         ),
-        {
-            'unit': 'reqps',
-            'color': {'mode': 'palette-classic'},
-            'custom': {'axisLabel': '',
-             'axisPlacement': 'auto',
-             'drawStyle': 'line',
-             'fillOpacity': 70,
-             'lineWidth': 1,
-             'showPoints': 'never',
-             'spanNulls': False,
-             'stacking': {'group': 'A', 'mode': 'normal'},
-             'thresholdsStyle': {'mode': 'off'}},
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
-    ),
-    panel(
-        'table',
-        'Error categories',
-        (12, 43, 12, 9),
-        "One row per error category over the dashboard's time range: the mean, peak and latest failure rate (probes per second). Sort by a column to find the dominant failure.",
-        queries(
-            query(f'sum by ({SITE}, category) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))', '{{category}}'),
+        timeseries(
+            "Schedule lag", (0, 136, 8, 8),
+            "How late arrivals were sent versus their schedule (p50, p99). High values mean the "
+            "probing host is overloaded and latencies are suspect.",
+            seconds(),
+            (quantile(0.5, "inferprobe_schedule_lag_seconds", "target"), "p50 {{histograms}}"),
+            (quantile(0.99, "inferprobe_schedule_lag_seconds", "target"), "p99 {{histograms}}"),
         ),
-        {
-            'unit': 'reqps',
-            'color': {'mode': 'thresholds'},
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            'custom': {'align': 'auto', 'cellOptions': {'type': 'auto'}, 'inspect': False},
-        },
-        transformations=[{'id': 'reduce',
-          'options': {'reducers': ['mean', 'max', 'lastNotNull'],
-                      'mode': 'seriesToRows',
-                      'includeTimeField': False}},
-         {'id': 'organize', 'options': {'renameByName': {'Field': 'Category'}}},
-         {'id': 'sortBy', 'options': {'sort': [{'field': 'Mean', 'desc': True}]}}],
-    ),
-    panel(
-        'timeseries',
-        'Error ratio',
-        (0, 52, 12, 8),
-        'Failed probes / finished probes, against the error budget (1 - objective). Above the budget line the availability SLO is burning faster than allowed.',
-        queries(
-            query(f'sum by ({SITE}, target) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n/\nsum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', 'error ratio'),
-            query(f'inferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', 'error budget'),
+        timeseries(
+            "Probes in flight", (8, 136, 8, 8),
+            "Probes in flight (summed over the selected nodes).",
+            series("short"),
+            (f"sum by ({SITE}, target) (inferprobe_requests_in_flight{sel()})", "in flight"),
         ),
-        {
-            'unit': 'percentunit',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
-        overrides=[{'matcher': {'id': 'byName', 'options': 'error budget'},
-          'properties': [{'id': 'color',
-                          'value': {'fixedColor': 'red', 'mode': 'fixed'}},
-                         {'id': 'custom.lineStyle',
-                          'value': {'dash': [10, 10], 'fill': 'dash'}},
-                         {'id': 'custom.fillOpacity', 'value': 0}]}],
-    ),
-    panel(
-        'timeseries',
-        'Skipped probes by reason',
-        (12, 52, 12, 8),
-        'Arrivals not sent, per second: concurrency = max_concurrency probes were in flight; budget = max_output_tokens_per_hour spent.',
-        queries(
-            query(f'sum by ({SITE}, reason) (rate(inferprobe_requests_skipped_total{{{S}}}[$__rate_interval]))', '{{reason}}'),
+        timeseries(
+            "New connections and retries per probe", (16, 136, 8, 8),
+            'Connections opened / probes: about 1 with connection = "fresh", near 0 when '
+            "keep-alive connections are reused. Retried: probes re-sent once because the server "
+            "closed a reused keep-alive connection as the request went out (only then is a probe "
+            "retried).",
+            series("percentunit"),
+            (per_probe("inferprobe_connections_opened_total"), "new connections"),
+            (per_probe("inferprobe_request_retries_total"), "retried (keep-alive race)"),
         ),
-        {
-            'unit': 'reqps',
-            'color': {'mode': 'palette-classic'},
-            'custom': {'axisLabel': '',
-             'axisPlacement': 'auto',
-             'drawStyle': 'line',
-             'fillOpacity': 70,
-             'lineWidth': 1,
-             'showPoints': 'never',
-             'spanNulls': False,
-             'stacking': {'group': 'A', 'mode': 'normal'},
-             'thresholdsStyle': {'mode': 'off'}},
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
-    ),
-    row('SLO', 60, panels=[]),
-    panel(
-        'stat',
-        'Objective',
-        (0, 61, 4, 8),
-        "The target's SLO objective (inferprobe:slo_objective: the configured one, else 99%).",
-        queries(
-            query(f'inferprobe:slo_objective{{{SITE_MATCH}, target=~"$target"}}', '{{target}}'),
+    ]),
+
+    row("Correctness (canary)", 128, collapsed=True, panels=[
+        timeseries(
+            "Canary checks by result", (0, 129, 12, 8),
+            "Correctness canary checks per second by result (docs/canary.md): match, diverged (a "
+            "token differs where the reference was sure), wrong_answer (a known answer's regex "
+            "failed), unscored (no logprobs, no reference yet, or the request failed). Benign "
+            "near-tie flips count as match.",
+            series("reqps", "checks/s"),
+            (summed("inferprobe_canary_checks_total", "result"), "{{result}}"),
         ),
-        {
-            'unit': 'percentunit',
-            'color': {'mode': 'thresholds'},
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            'decimals': 2,
-        },
-    ),
-    panel(
-        'timeseries',
-        'Error budget remaining (30d)',
-        (4, 61, 8, 8),
-        'inferprobe:error_budget_remaining:ratio over time: 1 - (30-day error ratio / error budget). Below 0 the budget is overspent.',
-        queries(
-            query(f'inferprobe:error_budget_remaining:ratio{{{SITE_MATCH}, target=~"$target"}}', '{{target}}'),
+        timeseries(
+            "Wrong answers by replica (30m)", (12, 129, 12, 8),
+            "Per replica, canary checks over 30 minutes that diverged or failed a known answer "
+            "(inferprobe:replica_canary_bad:increase30m). InferprobeWrongAnswers pages when one "
+            "replica has at least 3 (and 10% of its checks) while its peers answer right. The "
+            "daemon's WARN lines and status page show the prompt, position, expected and "
+            "received tokens.",
+            series("short", "checks"),
+            (recorded("inferprobe:replica_canary_bad:increase30m", POD), "{{pod}}"),
         ),
-        {
-            'unit': 'percentunit',
-            'color': {'mode': 'palette-classic'},
-            'custom': {'axisLabel': '',
-             'axisPlacement': 'auto',
-             'drawStyle': 'line',
-             'fillOpacity': 10,
-             'lineWidth': 1,
-             'showPoints': 'never',
-             'spanNulls': False,
-             'stacking': {'group': 'A', 'mode': 'none'},
-             'thresholdsStyle': {'mode': 'line'}},
-            'thresholds': {'mode': 'absolute',
-             'steps': [{'color': 'red', 'value': None},
-                       {'color': 'orange', 'value': 0},
-                       {'color': 'green', 'value': 0.25}]},
-        },
-    ),
-    panel(
-        'timeseries',
-        'SLIs (1h)',
-        (12, 61, 12, 8),
-        'The SLIs over the last hour, from the recording rules: the fraction of probes that failed, and the fractions of successful probes slower than the TTFT and TPOT thresholds (absent without that threshold).',
-        queries(
-            query(f'inferprobe:sli_errors:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}', 'errors'),
-            query(f'inferprobe:sli_ttft_slow:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}', 'TTFT slower than SLO'),
-            query(f'inferprobe:sli_tpot_slow:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}', 'TPOT slower than SLO'),
+        timeseries(
+            "Canary logprob drift p90 by replica (30m)", (0, 137, 12, 8),
+            "Per replica, the p90 over 30 minutes of the largest logprob difference from the "
+            "reference over the tokens both agree on (nats). Batch noise is 1e-7 to 1e-2; "
+            "InferprobeCanaryDrift opens a ticket above 0.1.",
+            series("short", "nats"),
+            (recorded("inferprobe:replica_canary_drift:p90_rate30m", POD), "{{pod}}"),
         ),
-        {
-            'unit': 'percentunit',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'min': 0,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
-    ),
-    panel(
-        'timeseries',
-        'Availability burn rate',
-        (0, 69, 8, 8),
-        'How fast the Availability SLI spends the error budget: the SLI ratio (inferprobe:sli_errors:ratio_rate<window>) divided by the budget (inferprobe:error_budget:ratio) at 5m, 1h, 6h, 3d. 1 spends exactly the 30-day budget in 30 days; the lines at 6 and 14.4 are the usual slow and fast burn alert thresholds.',
-        queries(
-            query(f'inferprobe:sli_errors:ratio_rate5m{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '5m'),
-            query(f'inferprobe:sli_errors:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '1h'),
-            query(f'inferprobe:sli_errors:ratio_rate6h{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '6h'),
-            query(f'inferprobe:sli_errors:ratio_rate3d{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '3d'),
+        timeseries(
+            "First divergent position", (12, 137, 12, 8),
+            "Diverged canary checks over the interval by how early they diverged: the count at "
+            "or before each token position (cumulative, from "
+            "inferprobe_canary_divergence_position). Wrong weights diverge at position 0; a "
+            "failing kernel anywhere.",
+            series("short", "diverged checks"),
+            (summed("inferprobe_canary_divergence_position_bucket", "le", fn="increase"),
+             "position <= {{le}}"),
         ),
-        {
-            'unit': 'short',
-            'color': {'mode': 'palette-classic'},
-            'custom': {'axisLabel': '',
-             'axisPlacement': 'auto',
-             'drawStyle': 'line',
-             'fillOpacity': 10,
-             'lineWidth': 1,
-             'showPoints': 'never',
-             'spanNulls': False,
-             'stacking': {'group': 'A', 'mode': 'none'},
-             'thresholdsStyle': {'mode': 'line'}},
-            'min': 0,
-            'thresholds': {'mode': 'absolute',
-             'steps': [{'color': 'green', 'value': None},
-                       {'color': 'orange', 'value': 1},
-                       {'color': 'red', 'value': 6},
-                       {'color': 'dark-red', 'value': 14.4}]},
-        },
-    ),
-    panel(
-        'timeseries',
-        'TTFT burn rate',
-        (8, 69, 8, 8),
-        'How fast the TTFT SLI spends the error budget: the SLI ratio (inferprobe:sli_ttft_slow:ratio_rate<window>) divided by the budget (inferprobe:error_budget:ratio) at 5m, 1h, 6h, 3d. 1 spends exactly the 30-day budget in 30 days; the lines at 6 and 14.4 are the usual slow and fast burn alert thresholds.',
-        queries(
-            query(f'inferprobe:sli_ttft_slow:ratio_rate5m{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '5m'),
-            query(f'inferprobe:sli_ttft_slow:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '1h'),
-            query(f'inferprobe:sli_ttft_slow:ratio_rate6h{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '6h'),
-            query(f'inferprobe:sli_ttft_slow:ratio_rate3d{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '3d'),
+    ]),
+
+    row("Structured output and tool calls", 129, collapsed=True, panels=[
+        timeseries(
+            "Invalid structured answers by reason", (0, 130, 12, 8),
+            "Structured canary answers (a JSON answer, a tool call) an agent could not use, per "
+            "second by reason: rejected (HTTP 400/422), truncated (length limit), not_json, "
+            "schema (breaks the schema or the function's parameters), no_tool_call (none arrived "
+            "as a call, or one came as text), wrong_tool, refused (the model declined); and all "
+            "scored structured checks for scale (docs: docs/structured.md).",
+            series("reqps", "checks/s"),
+            (summed("inferprobe_canary_invalid_outputs_total", "reason"), "{{reason}}"),
+            (summed("inferprobe_canary_structured_checks_total"), "all structured checks"),
         ),
-        {
-            'unit': 'short',
-            'color': {'mode': 'palette-classic'},
-            'custom': {'axisLabel': '',
-             'axisPlacement': 'auto',
-             'drawStyle': 'line',
-             'fillOpacity': 10,
-             'lineWidth': 1,
-             'showPoints': 'never',
-             'spanNulls': False,
-             'stacking': {'group': 'A', 'mode': 'none'},
-             'thresholdsStyle': {'mode': 'line'}},
-            'min': 0,
-            'thresholds': {'mode': 'absolute',
-             'steps': [{'color': 'green', 'value': None},
-                       {'color': 'orange', 'value': 1},
-                       {'color': 'red', 'value': 6},
-                       {'color': 'dark-red', 'value': 14.4}]},
-        },
-    ),
-    panel(
-        'timeseries',
-        'TPOT burn rate',
-        (16, 69, 8, 8),
-        'How fast the TPOT SLI spends the error budget: the SLI ratio (inferprobe:sli_tpot_slow:ratio_rate<window>) divided by the budget (inferprobe:error_budget:ratio) at 5m, 1h, 6h, 3d. 1 spends exactly the 30-day budget in 30 days; the lines at 6 and 14.4 are the usual slow and fast burn alert thresholds.',
-        queries(
-            query(f'inferprobe:sli_tpot_slow:ratio_rate5m{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '5m'),
-            query(f'inferprobe:sli_tpot_slow:ratio_rate1h{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '1h'),
-            query(f'inferprobe:sli_tpot_slow:ratio_rate6h{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '6h'),
-            query(f'inferprobe:sli_tpot_slow:ratio_rate3d{{{SITE_MATCH}, target=~"$target"}}\n/ on ({SITE}, target)\ninferprobe:error_budget:ratio{{{SITE_MATCH}, target=~"$target"}}', '3d'),
+        timeseries(
+            "Invalid share of structured answers by replica (30m)", (12, 130, 12, 8),
+            "Per replica, the share of its structured canary checks over 30 minutes whose answer "
+            "an agent could not use (inferprobe:replica_canary_invalid:increase30m over "
+            "inferprobe:replica_canary_structured:increase30m). InferprobeInvalidOutputs pages "
+            "when one replica is at 50% or more (at least 3 of 5) while its peers stay under "
+            "10%, or a target with no peers is, or a replica fails every one.",
+            series("percentunit", "invalid share", max=1),
+            (recorded("inferprobe:replica_canary_invalid:increase30m", POD) + "\n/\n"
+             + recorded("inferprobe:replica_canary_structured:increase30m", POD),
+             "{{target}} {{pod}}"),
         ),
-        {
-            'unit': 'short',
-            'color': {'mode': 'palette-classic'},
-            'custom': {'axisLabel': '',
-             'axisPlacement': 'auto',
-             'drawStyle': 'line',
-             'fillOpacity': 10,
-             'lineWidth': 1,
-             'showPoints': 'never',
-             'spanNulls': False,
-             'stacking': {'group': 'A', 'mode': 'none'},
-             'thresholdsStyle': {'mode': 'line'}},
-            'min': 0,
-            'thresholds': {'mode': 'absolute',
-             'steps': [{'color': 'green', 'value': None},
-                       {'color': 'orange', 'value': 1},
-                       {'color': 'red', 'value': 6},
-                       {'color': 'dark-red', 'value': 14.4}]},
-        },
-    ),
-    row('Per node', 77, panels=[]),
-    panel(
-        'timeseries',
-        'TTFT p99 by node',
-        (0, 78, 12, 8),
-        '99th percentile TTFT as each node (DaemonSet pod) sees the endpoint. One node above the others points at its network path, not the server.',
-        queries(
-            query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "node")}', '{{node}} {{histograms}}'),
+    ]),
+
+    row("Probe vs server (discovered replicas)", 130, collapsed=True, panels=[
+        probe_vs_server(
+            "TTFT", (0, 130, 12, 8),
+            "Median time to first token per replica as the probe saw it, beside the server's own "
+            "vllm:time_to_first_token_seconds (or sglang:time_to_first_token_seconds). The gap "
+            "is time outside the engine: network, gateway, tokenization, the HTTP server.",
+            TTFT_SECONDS, "vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds",
         ),
-        seconds(),
-    ),
-    panel(
-        'timeseries',
-        'E2EL p99 by node',
-        (12, 78, 12, 8),
-        '99th percentile end-to-end latency per node.',
-        queries(
-            query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "node")}', '{{node}} {{histograms}}'),
+        timeseries(
+            "Outside the engine (probe TTFT - server TTFT, mean)", (12, 130, 12, 8),
+            "Per replica, the probe's mean TTFT less the server's mean TTFT over the interval: "
+            "what the network, a gateway or load balancer, tokenization and the HTTP front end "
+            "add. A rise here with a flat server TTFT is not the engine. " + JOINED,
+            seconds("seconds"),
+            (f"{mean(TTFT_SECONDS, 'namespace', 'pod')} - on ({REPLICA}) "
+             f"{server_mean('vllm:time_to_first_token_seconds')}", "{{pod}}"),
         ),
-        seconds(),
-    ),
-    panel(
-        'timeseries',
-        'TPOT p99 by node',
-        (0, 86, 12, 8),
-        "99th percentile time per output token per node: differences here are streaming (network) effects, since generation speed is the server's.",
-        queries(
-            query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "node")}', '{{node}} {{histograms}}'),
+        timeseries(
+            "Inside the engine: queue and prefill (mean)", (0, 138, 12, 8),
+            "Per replica, the server's mean time waiting in its queue "
+            "(vllm:request_queue_time_seconds) and in prefill (vllm:request_prefill_time_seconds): "
+            "with the probe's TTFT and the gap beside them, \"probe 900 ms = outside 40 + queue "
+            "700 + prefill 160\". " + JOINED,
+            seconds("seconds"),
+            (f"{server_mean('vllm:request_queue_time_seconds')} {PROBED}", "{{pod}} queue"),
+            (f"{server_mean('vllm:request_prefill_time_seconds')} {PROBED}", "{{pod}} prefill"),
         ),
-        seconds(),
-    ),
-    panel(
-        'timeseries',
-        'Success ratio by node',
-        (12, 86, 12, 8),
-        '1 - errors / requests per node. A single node failing suggests its network, DNS or egress rather than the endpoint.',
-        queries(
-            query(f'1 - (\n  sum by ({SITE}, node) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n  /\n  sum by ({SITE}, node) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))\n)', '{{node}}'),
+        probe_vs_server(
+            "TPOT", (12, 138, 12, 8),
+            "Median time per output token per replica, the probe's beside the server's "
+            "vllm:request_time_per_output_token_seconds (or SGLang's "
+            "sglang:inter_token_latency_seconds).",
+            TPOT_SECONDS, "vllm:request_time_per_output_token_seconds",
+            "sglang:inter_token_latency_seconds",
         ),
-        {
-            'unit': 'percentunit',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'max': 1,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-        },
-    ),
-    panel(
-        'table',
-        'Node comparison',
-        (0, 94, 24, 7),
-        'Now, per node: TTFT p50 and p99, TPOT p99, E2EL p99, success ratio and probe rate over the last rate interval. Sort by a column to find the node that sees the endpoint slowest.',
-        queries(
-            query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "node", row=True)}', '', fmt='table', instant=True),
-            query(f'{quantile(0.99, "inferprobe_time_to_first_token_seconds", "node", row=True)}', '', fmt='table', instant=True),
-            query(f'{quantile(0.99, "inferprobe_time_per_output_token_seconds", "node", row=True)}', '', fmt='table', instant=True),
-            query(f'{quantile(0.99, "inferprobe_e2e_request_latency_seconds", "node", row=True)}', '', fmt='table', instant=True),
-            query(f'1 - (\n  sum by ({SITE}, node) (rate(inferprobe_request_errors_total{{{S}}}[$__rate_interval]))\n  /\n  sum by ({SITE}, node) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))\n)', '', fmt='table', instant=True),
-            query(f'sum by ({SITE}, node) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', '', fmt='table', instant=True),
+        probe_vs_server(
+            "E2EL", (0, 146, 12, 8),
+            "Median end-to-end latency per replica, the probe's beside the server's "
+            "vllm:e2e_request_latency_seconds (or sglang:e2e_request_latency_seconds).",
+            E2EL_SECONDS, "vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds",
         ),
-        {
-            'unit': 's',
-            'color': {'mode': 'thresholds'},
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            'custom': {'align': 'auto', 'cellOptions': {'type': 'auto'}, 'inspect': False},
-        },
-        overrides=[{'matcher': {'id': 'byName', 'options': 'Success ratio'},
-          'properties': [{'id': 'unit', 'value': 'percentunit'}]},
-         {'matcher': {'id': 'byName', 'options': 'Probes/s'},
-          'properties': [{'id': 'unit', 'value': 'reqps'}]}],
-        transformations=[{'id': 'merge', 'options': {}},
-         {'id': 'organize',
-          'options': {'excludeByName': {'Time': True},
-                      'includeByName': {},
-                      'indexByName': {'node': 0,
-                                      'Value #A': 1,
-                                      'Value #B': 2,
-                                      'Value #C': 3,
-                                      'Value #D': 4,
-                                      'Value #E': 5,
-                                      'Value #F': 6},
-                      'renameByName': {'Value #A': 'TTFT p50',
-                                       'Value #B': 'TTFT p99',
-                                       'Value #C': 'TPOT p99',
-                                       'Value #D': 'E2EL p99',
-                                       'Value #E': 'Success ratio',
-                                       'Value #F': 'Probes/s'}}}],
-    ),
-    row('Per replica (discovered targets)', 101),
-    panel(
-        'heatmap',
-        'TTFT p90 by replica',
-        (0, 102, 12, 9),
-        "One row per replica (pod) of a discovered target, coloured by its TTFT p90 over each rate interval (successful probes): a replica that stays darker than the others is slow for its users too, whatever the Service's average says. Configured targets and a pool's gateway have no pod and no row. Rows are ordered by name; the Worst replicas table ranks them.",
-        queries(
-            query(f'{quantile(0.9, "inferprobe_time_to_first_token_seconds", "namespace", "pod", extra=(HAS_POD,), row=True)}', '{{pod}}', fmt='time_series'),
+    ]),
+
+    row("Prefix cache", 131, collapsed=True, panels=[
+        timeseries(
+            "Prefix-cache hit ratio by replica or pool (1h)", (0, 132, 12, 8),
+            "The prefix-cache check's hit ratio over an hour (inferprobe:prefix_cache_hit:"
+            "ratio_rate1h: hits over hits and misses; unreported and failed checks count for "
+            "neither), per replica of a discovered target, or for the pool where the target is a "
+            "gateway; and the target's objective. InferprobePrefixCacheMisses files a ticket "
+            "below the objective. A pool that misses while its replicas' own checks hit has a "
+            "routing problem; replicas that miss have a cache problem (docs/prefix-cache.md).",
+            series("percentunit", "hit ratio", max=1),
+            (recorded("inferprobe:prefix_cache_hit:ratio_rate1h", POD), "{{target}} {{pod}}"),
+            (recorded("inferprobe:prefix_cache_objective", POD), "objective {{target}} {{pod}}"),
         ),
-        {
-            'unit': 's',
-            'custom': {'hideFrom': {'legend': False, 'tooltip': False, 'viz': False},
-             'scaleDistribution': {'type': 'linear'}},
-        },
-        options={'calculate': False,
-         'cellGap': 1,
-         'cellValues': {'unit': 's'},
-         'color': {'exponent': 0.5,
-                   'fill': 'dark-orange',
-                   'mode': 'scheme',
-                   'reverse': False,
-                   'scale': 'exponential',
-                   'scheme': 'Oranges',
-                   'steps': 64},
-         'exemplars': {'color': 'rgba(255,0,255,0.7)'},
-         'filterValues': {'le': 1e-09},
-         'legend': {'show': True},
-         'rowsFrame': {'layout': 'unknown', 'value': 'TTFT p90'},
-         'tooltip': {'mode': 'single', 'showColorScale': True, 'yHistogram': False},
-         'yAxis': {'axisPlacement': 'left', 'reverse': False}},
-    ),
-    panel(
-        'timeseries',
-        'Replica TTFT p90 vs its peers (15m)',
-        (12, 102, 12, 9),
-        "What InferprobeReplicaOutlier compares: each replica's TTFT p90 over 15 minutes, and twice the median p90 of the target's replicas that had at least 10 TTFTs in the window. A replica above the dashed line for 15 minutes, in a target with at least 3 such replicas, opens a ticket. From the recording rules of config/prometheus/recording-rules.yml (group inferprobe-replicas).",
-        queries(
-            query(f'inferprobe:replica_ttft_seconds:p90_rate15m{{{SITE_MATCH}, target=~"$target", node=~"$node", pod=~"$pod"}}', '{{pod}}'),
-            query(f'2 * inferprobe:target_replica_ttft_seconds:median_p90_rate15m{{{SITE_MATCH}, target=~"$target"}}', '2 × median of the replicas (alert line)'),
+        timeseries(
+            "Prefix-cache checks by result", (12, 132, 12, 8),
+            "Prefix-cache checks per second by result and the rule that judged them: hit or miss "
+            "by the cached tokens the server reported (usage); hit by the warm request's TTFT "
+            "against the cold one's where it reports nothing (ttft), or unreported when that "
+            "shows no saving (never a miss); failed when a request of the pair failed "
+            "(docs/prefix-cache.md).",
+            series("reqps", "checks/s"),
+            (summed("inferprobe_prefix_cache_checks_total", "result", "rule"),
+             "{{result}} ({{rule}})"),
         ),
-        {
-            'unit': 's',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            'min': 0,
-        },
-        overrides=[{'matcher': {'id': 'byName',
-                      'options': '2 × median of the replicas (alert line)'},
-          'properties': [{'id': 'custom.lineStyle',
-                          'value': {'dash': [10, 10], 'fill': 'dash'}},
-                         {'id': 'color',
-                          'value': {'fixedColor': 'red', 'mode': 'fixed'}},
-                         {'id': 'custom.fillOpacity', 'value': 0}]}],
-    ),
-    panel(
-        'table',
-        'Worst replicas (over the time range)',
-        (0, 111, 24, 8),
-        "Every replica (pod) of the target over the whole time range picked, slowest TTFT p90 first: its node, TTFT p90 and p50 (successful probes), error ratio (failed probes; 0 when none failed) and how many probes it got. A few probes make a p90 one slow probe decides: read it with the probe count. Configured targets and a pool's gateway have no pod and are not listed.",
-        queries(
-            query(f'sort_desc({quantile(0.9, "inferprobe_time_to_first_token_seconds", "namespace", "pod", "node", fn="increase", window="$__range", extra=(HAS_POD,), row=True)})', '', fmt='table', instant=True),
-            query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "namespace", "pod", "node", fn="increase", window="$__range", extra=(HAS_POD,), row=True)}', '', fmt='table', instant=True),
-            query(f'(\n  sum by ({SITE}, namespace, pod, node) (increase(inferprobe_request_errors_total{{{S}, pod!=""}}[$__range]))\n  or\n  sum by ({SITE}, namespace, pod, node) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__range])) * 0\n)\n/\nsum by ({SITE}, namespace, pod, node) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__range]))', '', fmt='table', instant=True),
-            query(f'sum by ({SITE}, namespace, pod, node) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__range]))', '', fmt='table', instant=True),
+        timeseries(
+            "Cold vs warm TTFT (p50)", (0, 140, 12, 8),
+            "Median TTFT of a prefix-cache check's first request (cold: its whole prompt "
+            "prefilled) and its second (warm: the same prefix, served from the cache when it "
+            "hits). Their ratio is the speed-up a user gets from the cache for a prefix of "
+            "prefix_tokens.",
+            seconds("TTFT"),
+            *((quantile(0.5, f"inferprobe_prefix_cache_{k}_ttft_seconds", "target"),
+               f"{k} {{{{target}}}} {{{{histograms}}}}") for k in ["cold", "warm"]),
         ),
-        {
-            'unit': 's',
-            'color': {'mode': 'thresholds'},
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            'custom': {'align': 'auto', 'cellOptions': {'type': 'auto'}, 'inspect': False},
-        },
-        overrides=[{'matcher': {'id': 'byName', 'options': 'Error ratio'},
-          'properties': [{'id': 'unit', 'value': 'percentunit'}]},
-         {'matcher': {'id': 'byName', 'options': 'Probes'},
-          'properties': [{'id': 'unit', 'value': 'short'}]}],
-        transformations=[{'id': 'merge', 'options': {}},
-         {'id': 'organize',
-          'options': {'excludeByName': {'Time': True},
-                      'includeByName': {},
-                      'indexByName': {'pod': 0,
-                                      'node': 1,
-                                      'namespace': 2,
-                                      'Value #A': 3,
-                                      'Value #B': 4,
-                                      'Value #C': 5,
-                                      'Value #D': 6},
-                      'renameByName': {'Value #A': 'TTFT p90',
-                                       'Value #B': 'TTFT p50',
-                                       'Value #C': 'Error ratio',
-                                       'Value #D': 'Probes'}}},
-         {'id': 'sortBy',
-          'options': {'fields': {}, 'sort': [{'field': 'TTFT p90', 'desc': True}]}}],
-    ),
-    panel(
-        'timeseries',
-        'Error ratio by replica',
-        (0, 119, 12, 8),
-        'Failed probes over all probes, per replica (pod), over each rate interval; 0 for a replica none of whose probes failed. One replica failing while the others do not is that replica, not the model.',
-        queries(
-            query(f'(\n  sum by ({SITE}, namespace, pod) (increase(inferprobe_request_errors_total{{{S}, pod!=""}}[$__rate_interval]))\n  or\n  sum by ({SITE}, namespace, pod) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__rate_interval])) * 0\n)\n/\nsum by ({SITE}, namespace, pod) (increase(inferprobe_requests_total{{{S}, pod!=""}}[$__rate_interval]))', '{{pod}}'),
+        timeseries(
+            "Cached share of prompt tokens (workload probes)", (12, 140, 12, 8),
+            "Of the workload probes' prompt tokens, the share the server reported as served from "
+            "its prefix cache (inferprobe_prompt_cached_tokens_total over "
+            "inferprobe_prompt_tokens_total). Probes put a unique nonce first, so only a "
+            "configured shared_prefix_tokens can be cached; no line where the server never "
+            "reports cached tokens (absent is not 0).",
+            series("percentunit", "cached share", max=1),
+            (f"{summed('inferprobe_prompt_cached_tokens_total', 'target')} / "
+             f"{summed('inferprobe_prompt_tokens_total', 'target')}", "{{target}}"),
         ),
-        {
-            'unit': 'percentunit',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            'min': 0,
-        },
-    ),
-    panel(
-        'timeseries',
-        'Probe rate by replica',
-        (12, 119, 12, 8),
-        'Probes per second each replica (pod) gets, from every probe pod together: its rate with node_local (one prober), or its fleet_rate once divided among the probe pods and summed back. A replica at 0 is no longer found (not Ready, gone) or was refused above max_targets.',
-        queries(
-            query(f'sum by ({SITE}, namespace, pod) (rate(inferprobe_requests_total{{{S}, pod!=""}}[$__rate_interval]))', '{{pod}}'),
-        ),
-        {
-            'unit': 'reqps',
-            'color': {'mode': 'palette-classic'},
-            "custom": TIMESERIES_CUSTOM,
-            'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-            'min': 0,
-        },
-    ),
-    row('Tokens and probe health', 127, collapsed=True, panels=[
-            panel(
-                'timeseries',
-                'Tokens per second',
-                (0, 128, 12, 8),
-                'Output and prompt tokens per second of successful probes.',
-                queries(
-                    query(f'sum by ({SITE}, target) (rate(inferprobe_output_tokens_total{{{S}}}[$__rate_interval]))', 'output'),
-                    query(f'sum by ({SITE}, target) (rate(inferprobe_prompt_tokens_total{{{S}}}[$__rate_interval]))', 'prompt'),
-                ),
-                {
-                    'unit': 'short',
-                    'color': {'mode': 'palette-classic'},
-                    'custom': {'axisLabel': 'tokens/s',
-                     'axisPlacement': 'auto',
-                     'drawStyle': 'line',
-                     'fillOpacity': 10,
-                     'lineWidth': 1,
-                     'showPoints': 'never',
-                     'spanNulls': False,
-                     'stacking': {'group': 'A', 'mode': 'none'},
-                     'thresholdsStyle': {'mode': 'off'}},
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-            panel(
-                'timeseries',
-                'Tokens per probe',
-                (12, 128, 12, 8),
-                'Median output and prompt tokens per successful probe, from the token-count histograms (1-2-5 buckets, so approximate). Output below max_tokens means the server stopped early.',
-                queries(
-                    query(f'{quantile(0.5, "inferprobe_request_output_tokens", "target")}', 'output p50 {{histograms}}'),
-                    query(f'{quantile(0.5, "inferprobe_request_prompt_tokens", "target")}', 'prompt p50 {{histograms}}'),
-                ),
-                {
-                    'unit': 'short',
-                    'color': {'mode': 'palette-classic'},
-                    "custom": TIMESERIES_CUSTOM,
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-            panel(
-                'timeseries',
-                'Schedule lag',
-                (0, 136, 8, 8),
-                'How late arrivals were sent versus their schedule (p50, p99). High values mean the probing host is overloaded and latencies are suspect.',
-                queries(
-                    query(f'{quantile(0.5, "inferprobe_schedule_lag_seconds", "target")}', 'p50 {{histograms}}'),
-                    query(f'{quantile(0.99, "inferprobe_schedule_lag_seconds", "target")}', 'p99 {{histograms}}'),
-                ),
-                {
-                    'unit': 's',
-                    'color': {'mode': 'palette-classic'},
-                    "custom": TIMESERIES_CUSTOM,
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-            panel(
-                'timeseries',
-                'Probes in flight',
-                (8, 136, 8, 8),
-                'Probes in flight (summed over the selected nodes).',
-                queries(
-                    query(f'sum by ({SITE}, target) (inferprobe_requests_in_flight{{{S}}})', 'in flight'),
-                ),
-                {
-                    'unit': 'short',
-                    'color': {'mode': 'palette-classic'},
-                    "custom": TIMESERIES_CUSTOM,
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-            panel(
-                'timeseries',
-                'New connections and retries per probe',
-                (16, 136, 8, 8),
-                'Connections opened / probes: about 1 with connection = "fresh", near 0 when keep-alive connections are reused. Retried: probes re-sent once because the server closed a reused keep-alive connection as the request went out (only then is a probe retried).',
-                queries(
-                    query(f'sum by ({SITE}, target) (rate(inferprobe_connections_opened_total{{{S}}}[$__rate_interval]))\n/\nsum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', 'new connections'),
-                    query(f'sum by ({SITE}, target) (rate(inferprobe_request_retries_total{{{S}}}[$__rate_interval]))\n/\nsum by ({SITE}, target) (rate(inferprobe_requests_total{{{S}}}[$__rate_interval]))', 'retried (keep-alive race)'),
-                ),
-                {
-                    'unit': 'percentunit',
-                    'color': {'mode': 'palette-classic'},
-                    "custom": TIMESERIES_CUSTOM,
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-        ]),
-    row('Correctness (canary)', 128, collapsed=True, panels=[
-            panel(
-                'timeseries',
-                'Canary checks by result',
-                (0, 129, 12, 8),
-                "Correctness canary checks per second by result (docs/canary.md): match, diverged (a token differs where the reference was sure), wrong_answer (a known answer's regex failed), unscored (no logprobs, no reference yet, or the request failed). Benign near-tie flips count as match.",
-                queries(
-                    query(f'sum by ({SITE}, result) (rate(inferprobe_canary_checks_total{{{S}}}[$__rate_interval]))', '{{result}}'),
-                ),
-                {
-                    'unit': 'reqps',
-                    'color': {'mode': 'palette-classic'},
-                    'custom': {'axisLabel': 'checks/s',
-                     'axisPlacement': 'auto',
-                     'drawStyle': 'line',
-                     'fillOpacity': 10,
-                     'lineWidth': 1,
-                     'showPoints': 'never',
-                     'spanNulls': False,
-                     'stacking': {'group': 'A', 'mode': 'none'},
-                     'thresholdsStyle': {'mode': 'off'}},
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-            panel(
-                'timeseries',
-                'Wrong answers by replica (30m)',
-                (12, 129, 12, 8),
-                "Per replica, canary checks over 30 minutes that diverged or failed a known answer (inferprobe:replica_canary_bad:increase30m). InferprobeWrongAnswers pages when one replica has at least 3 (and 10% of its checks) while its peers answer right. The daemon's WARN lines and status page show the prompt, position, expected and received tokens.",
-                queries(
-                    query(f'inferprobe:replica_canary_bad:increase30m{{{SITE_MATCH}, target=~"$target", pod=~"$pod"}}', '{{pod}}'),
-                ),
-                {
-                    'unit': 'short',
-                    'color': {'mode': 'palette-classic'},
-                    'custom': {'axisLabel': 'checks',
-                     'axisPlacement': 'auto',
-                     'drawStyle': 'line',
-                     'fillOpacity': 10,
-                     'lineWidth': 1,
-                     'showPoints': 'never',
-                     'spanNulls': False,
-                     'stacking': {'group': 'A', 'mode': 'none'},
-                     'thresholdsStyle': {'mode': 'off'}},
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-            panel(
-                'timeseries',
-                'Canary logprob drift p90 by replica (30m)',
-                (0, 137, 12, 8),
-                'Per replica, the p90 over 30 minutes of the largest logprob difference from the reference over the tokens both agree on (nats). Batch noise is 1e-7 to 1e-2; InferprobeCanaryDrift opens a ticket above 0.1.',
-                queries(
-                    query(f'inferprobe:replica_canary_drift:p90_rate30m{{{SITE_MATCH}, target=~"$target", pod=~"$pod"}}', '{{pod}}'),
-                ),
-                {
-                    'unit': 'short',
-                    'color': {'mode': 'palette-classic'},
-                    'custom': {'axisLabel': 'nats',
-                     'axisPlacement': 'auto',
-                     'drawStyle': 'line',
-                     'fillOpacity': 10,
-                     'lineWidth': 1,
-                     'showPoints': 'never',
-                     'spanNulls': False,
-                     'stacking': {'group': 'A', 'mode': 'none'},
-                     'thresholdsStyle': {'mode': 'off'}},
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-            panel(
-                'timeseries',
-                'First divergent position',
-                (12, 137, 12, 8),
-                'Diverged canary checks over the interval by how early they diverged: the count at or before each token position (cumulative, from inferprobe_canary_divergence_position). Wrong weights diverge at position 0; a failing kernel anywhere.',
-                queries(
-                    query(f'sum by ({SITE}, le) (increase(inferprobe_canary_divergence_position_bucket{{{S}}}[$__rate_interval]))', 'position <= {{le}}'),
-                ),
-                {
-                    'unit': 'short',
-                    'color': {'mode': 'palette-classic'},
-                    'custom': {'axisLabel': 'diverged checks',
-                     'axisPlacement': 'auto',
-                     'drawStyle': 'line',
-                     'fillOpacity': 10,
-                     'lineWidth': 1,
-                     'showPoints': 'never',
-                     'spanNulls': False,
-                     'stacking': {'group': 'A', 'mode': 'none'},
-                     'thresholdsStyle': {'mode': 'off'}},
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-        ]),
-    row('Structured output and tool calls', 129, collapsed=True, panels=[
-            panel(
-                'timeseries',
-                'Invalid structured answers by reason',
-                (0, 130, 12, 8),
-                "Structured canary answers (a JSON answer, a tool call) an agent could not use, per second by reason: rejected (HTTP 400/422), truncated (length limit), not_json, schema (breaks the schema or the function's parameters), no_tool_call (none arrived as a call, or one came as text), wrong_tool, refused (the model declined); and all scored structured checks for scale (docs: docs/structured.md).",
-                queries(
-                    query(f'sum by ({SITE}, reason) (rate(inferprobe_canary_invalid_outputs_total{{{S}}}[$__rate_interval]))', '{{reason}}'),
-                    query(f'sum by ({SITE}) (rate(inferprobe_canary_structured_checks_total{{{S}}}[$__rate_interval]))', 'all structured checks'),
-                ),
-                {
-                    'unit': 'reqps',
-                    'color': {'mode': 'palette-classic'},
-                    'custom': {'axisLabel': 'checks/s',
-                     'axisPlacement': 'auto',
-                     'drawStyle': 'line',
-                     'fillOpacity': 10,
-                     'lineWidth': 1,
-                     'showPoints': 'never',
-                     'spanNulls': False,
-                     'stacking': {'group': 'A', 'mode': 'none'},
-                     'thresholdsStyle': {'mode': 'off'}},
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-            panel(
-                'timeseries',
-                'Invalid share of structured answers by replica (30m)',
-                (12, 130, 12, 8),
-                'Per replica, the share of its structured canary checks over 30 minutes whose answer an agent could not use (inferprobe:replica_canary_invalid:increase30m over inferprobe:replica_canary_structured:increase30m). InferprobeInvalidOutputs pages when one replica is at 50% or more (at least 3 of 5) while its peers stay under 10%, or a target with no peers is, or a replica fails every one.',
-                queries(
-                    query(f'inferprobe:replica_canary_invalid:increase30m{{{SITE_MATCH}, target=~"$target", pod=~"$pod"}}\n/\ninferprobe:replica_canary_structured:increase30m{{{SITE_MATCH}, target=~"$target", pod=~"$pod"}}', '{{target}} {{pod}}'),
-                ),
-                {
-                    'unit': 'percentunit',
-                    'color': {'mode': 'palette-classic'},
-                    'custom': {'axisLabel': 'invalid share',
-                     'axisPlacement': 'auto',
-                     'drawStyle': 'line',
-                     'fillOpacity': 10,
-                     'lineWidth': 1,
-                     'showPoints': 'never',
-                     'spanNulls': False,
-                     'stacking': {'group': 'A', 'mode': 'none'},
-                     'thresholdsStyle': {'mode': 'off'}},
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                    'max': 1,
-                },
-            ),
-        ]),
-    row('Probe vs server (discovered replicas)', 130, collapsed=True, panels=[
-            panel(
-                'timeseries',
-                'TTFT p50: probe vs server',
-                (0, 130, 12, 8),
-                "Median time to first token per replica as the probe saw it, beside the server's own vllm:time_to_first_token_seconds (or sglang:time_to_first_token_seconds). The gap is time outside the engine: network, gateway, tokenization, the HTTP server. Server series are joined to the probe's replicas on (cluster, namespace, pod): the pod and namespace discovery put on the probe's series, the server's from its own scrape (the pod's Prometheus target labels), and the server's model_name against $model.",
-                queries(
-                    query(f'{quantile(0.5, "inferprobe_time_to_first_token_seconds", "namespace", "pod")}', '{{pod}} probe {{histograms}}'),
-                    query(f'histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(vllm:time_to_first_token_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}})) or histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(sglang:time_to_first_token_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}}))', '{{pod}} server'),
-                ),
-                {
-                    'unit': 's',
-                    'color': {'mode': 'palette-classic'},
-                    'custom': {'axisLabel': 'seconds',
-                     'axisPlacement': 'auto',
-                     'drawStyle': 'line',
-                     'fillOpacity': 10,
-                     'lineWidth': 1,
-                     'showPoints': 'never',
-                     'spanNulls': False,
-                     'stacking': {'group': 'A', 'mode': 'none'},
-                     'thresholdsStyle': {'mode': 'off'}},
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-            panel(
-                'timeseries',
-                'Outside the engine (probe TTFT - server TTFT, mean)',
-                (12, 130, 12, 8),
-                "Per replica, the probe's mean TTFT less the server's mean TTFT over the interval: what the network, a gateway or load balancer, tokenization and the HTTP front end add. A rise here with a flat server TTFT is not the engine. Server series are joined to the probe's replicas on (cluster, namespace, pod): the pod and namespace discovery put on the probe's series, the server's from its own scrape (the pod's Prometheus target labels), and the server's model_name against $model.",
-                queries(
-                    query(f'{mean("inferprobe_time_to_first_token_seconds", "namespace", "pod")} - on ({SITE}, namespace, pod) (sum by ({SITE}, namespace, pod) (rate(vllm:time_to_first_token_seconds_sum{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) / sum by ({SITE}, namespace, pod) (rate(vllm:time_to_first_token_seconds_count{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])))', '{{pod}}'),
-                ),
-                {
-                    'unit': 's',
-                    'color': {'mode': 'palette-classic'},
-                    'custom': {'axisLabel': 'seconds',
-                     'axisPlacement': 'auto',
-                     'drawStyle': 'line',
-                     'fillOpacity': 10,
-                     'lineWidth': 1,
-                     'showPoints': 'never',
-                     'spanNulls': False,
-                     'stacking': {'group': 'A', 'mode': 'none'},
-                     'thresholdsStyle': {'mode': 'off'}},
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-            panel(
-                'timeseries',
-                'Inside the engine: queue and prefill (mean)',
-                (0, 138, 12, 8),
-                'Per replica, the server\'s mean time waiting in its queue (vllm:request_queue_time_seconds) and in prefill (vllm:request_prefill_time_seconds): with the probe\'s TTFT and the gap beside them, "probe 900 ms = outside 40 + queue 700 + prefill 160". Server series are joined to the probe\'s replicas on (cluster, namespace, pod): the pod and namespace discovery put on the probe\'s series, the server\'s from its own scrape (the pod\'s Prometheus target labels), and the server\'s model_name against $model.',
-                queries(
-                    query(f'(sum by ({SITE}, namespace, pod) (rate(vllm:request_queue_time_seconds_sum{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) / sum by ({SITE}, namespace, pod) (rate(vllm:request_queue_time_seconds_count{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval]))) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}})', '{{pod}} queue'),
-                    query(f'(sum by ({SITE}, namespace, pod) (rate(vllm:request_prefill_time_seconds_sum{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) / sum by ({SITE}, namespace, pod) (rate(vllm:request_prefill_time_seconds_count{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval]))) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}})', '{{pod}} prefill'),
-                ),
-                {
-                    'unit': 's',
-                    'color': {'mode': 'palette-classic'},
-                    'custom': {'axisLabel': 'seconds',
-                     'axisPlacement': 'auto',
-                     'drawStyle': 'line',
-                     'fillOpacity': 10,
-                     'lineWidth': 1,
-                     'showPoints': 'never',
-                     'spanNulls': False,
-                     'stacking': {'group': 'A', 'mode': 'none'},
-                     'thresholdsStyle': {'mode': 'off'}},
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-            panel(
-                'timeseries',
-                'TPOT p50: probe vs server',
-                (12, 138, 12, 8),
-                "Median time per output token per replica, the probe's beside the server's vllm:request_time_per_output_token_seconds (or SGLang's sglang:inter_token_latency_seconds). Server series are joined to the probe's replicas on (cluster, namespace, pod): the pod and namespace discovery put on the probe's series, the server's from its own scrape (the pod's Prometheus target labels), and the server's model_name against $model.",
-                queries(
-                    query(f'{quantile(0.5, "inferprobe_time_per_output_token_seconds", "namespace", "pod")}', '{{pod}} probe {{histograms}}'),
-                    query(f'histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(vllm:request_time_per_output_token_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}})) or histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(sglang:inter_token_latency_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}}))', '{{pod}} server'),
-                ),
-                {
-                    'unit': 's',
-                    'color': {'mode': 'palette-classic'},
-                    'custom': {'axisLabel': 'seconds',
-                     'axisPlacement': 'auto',
-                     'drawStyle': 'line',
-                     'fillOpacity': 10,
-                     'lineWidth': 1,
-                     'showPoints': 'never',
-                     'spanNulls': False,
-                     'stacking': {'group': 'A', 'mode': 'none'},
-                     'thresholdsStyle': {'mode': 'off'}},
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-            panel(
-                'timeseries',
-                'E2EL p50: probe vs server',
-                (0, 146, 12, 8),
-                "Median end-to-end latency per replica, the probe's beside the server's vllm:e2e_request_latency_seconds (or sglang:e2e_request_latency_seconds). Server series are joined to the probe's replicas on (cluster, namespace, pod): the pod and namespace discovery put on the probe's series, the server's from its own scrape (the pod's Prometheus target labels), and the server's model_name against $model.",
-                queries(
-                    query(f'{quantile(0.5, "inferprobe_e2e_request_latency_seconds", "namespace", "pod")}', '{{pod}} probe {{histograms}}'),
-                    query(f'histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(vllm:e2e_request_latency_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}})) or histogram_quantile(0.5, sum by ({SITE}, namespace, pod, le) (rate(sglang:e2e_request_latency_seconds_bucket{{{SITE_MATCH}, pod=~"$pod", model_name=~"$model"}}[$__rate_interval])) and on ({SITE}, namespace, pod) max by ({SITE}, namespace, pod) (inferprobe_requests_total{{{S}}}))', '{{pod}} server'),
-                ),
-                {
-                    'unit': 's',
-                    'color': {'mode': 'palette-classic'},
-                    'custom': {'axisLabel': 'seconds',
-                     'axisPlacement': 'auto',
-                     'drawStyle': 'line',
-                     'fillOpacity': 10,
-                     'lineWidth': 1,
-                     'showPoints': 'never',
-                     'spanNulls': False,
-                     'stacking': {'group': 'A', 'mode': 'none'},
-                     'thresholdsStyle': {'mode': 'off'}},
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-        ]),
-    row('Prefix cache', 131, collapsed=True, panels=[
-            panel(
-                'timeseries',
-                'Prefix-cache hit ratio by replica or pool (1h)',
-                (0, 132, 12, 8),
-                "The prefix-cache check's hit ratio over an hour (inferprobe:prefix_cache_hit:ratio_rate1h: hits over hits and misses; unreported and failed checks count for neither), per replica of a discovered target, or for the pool where the target is a gateway; and the target's objective. InferprobePrefixCacheMisses files a ticket below the objective. A pool that misses while its replicas' own checks hit has a routing problem; replicas that miss have a cache problem (docs/prefix-cache.md).",
-                queries(
-                    query(f'inferprobe:prefix_cache_hit:ratio_rate1h{{{SITE_MATCH}, target=~"$target", pod=~"$pod"}}', '{{target}} {{pod}}'),
-                    query(f'inferprobe:prefix_cache_objective{{{SITE_MATCH}, target=~"$target", pod=~"$pod"}}', 'objective {{target}} {{pod}}'),
-                ),
-                {
-                    'unit': 'percentunit',
-                    'color': {'mode': 'palette-classic'},
-                    'custom': {'axisLabel': 'hit ratio',
-                     'axisPlacement': 'auto',
-                     'drawStyle': 'line',
-                     'fillOpacity': 10,
-                     'lineWidth': 1,
-                     'showPoints': 'never',
-                     'spanNulls': False,
-                     'stacking': {'group': 'A', 'mode': 'none'},
-                     'thresholdsStyle': {'mode': 'off'}},
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                    'max': 1,
-                },
-            ),
-            panel(
-                'timeseries',
-                'Prefix-cache checks by result',
-                (12, 132, 12, 8),
-                "Prefix-cache checks per second by result and the rule that judged them: hit or miss by the cached tokens the server reported (usage); hit by the warm request's TTFT against the cold one's where it reports nothing (ttft), or unreported when that shows no saving (never a miss); failed when a request of the pair failed (docs/prefix-cache.md).",
-                queries(
-                    query(f'sum by ({SITE}, result, rule) (rate(inferprobe_prefix_cache_checks_total{{{S}}}[$__rate_interval]))', '{{result}} ({{rule}})'),
-                ),
-                {
-                    'unit': 'reqps',
-                    'color': {'mode': 'palette-classic'},
-                    'custom': {'axisLabel': 'checks/s',
-                     'axisPlacement': 'auto',
-                     'drawStyle': 'line',
-                     'fillOpacity': 10,
-                     'lineWidth': 1,
-                     'showPoints': 'never',
-                     'spanNulls': False,
-                     'stacking': {'group': 'A', 'mode': 'none'},
-                     'thresholdsStyle': {'mode': 'off'}},
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-            panel(
-                'timeseries',
-                'Cold vs warm TTFT (p50)',
-                (0, 140, 12, 8),
-                "Median TTFT of a prefix-cache check's first request (cold: its whole prompt prefilled) and its second (warm: the same prefix, served from the cache when it hits). Their ratio is the speed-up a user gets from the cache for a prefix of prefix_tokens.",
-                queries(
-                    query(f'{quantile(0.5, "inferprobe_prefix_cache_cold_ttft_seconds", "target")}', 'cold {{target}} {{histograms}}'),
-                    query(f'{quantile(0.5, "inferprobe_prefix_cache_warm_ttft_seconds", "target")}', 'warm {{target}} {{histograms}}'),
-                ),
-                {
-                    'unit': 's',
-                    'color': {'mode': 'palette-classic'},
-                    'custom': {'axisLabel': 'TTFT',
-                     'axisPlacement': 'auto',
-                     'drawStyle': 'line',
-                     'fillOpacity': 10,
-                     'lineWidth': 1,
-                     'showPoints': 'never',
-                     'spanNulls': False,
-                     'stacking': {'group': 'A', 'mode': 'none'},
-                     'thresholdsStyle': {'mode': 'off'}},
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                },
-            ),
-            panel(
-                'timeseries',
-                'Cached share of prompt tokens (workload probes)',
-                (12, 140, 12, 8),
-                "Of the workload probes' prompt tokens, the share the server reported as served from its prefix cache (inferprobe_prompt_cached_tokens_total over inferprobe_prompt_tokens_total). Probes put a unique nonce first, so only a configured shared_prefix_tokens can be cached; no line where the server never reports cached tokens (absent is not 0).",
-                queries(
-                    query(f'sum by ({SITE}, target) (rate(inferprobe_prompt_cached_tokens_total{{{S}}}[$__rate_interval])) / sum by ({SITE}, target) (rate(inferprobe_prompt_tokens_total{{{S}}}[$__rate_interval]))', '{{target}}'),
-                ),
-                {
-                    'unit': 'percentunit',
-                    'color': {'mode': 'palette-classic'},
-                    'custom': {'axisLabel': 'cached share',
-                     'axisPlacement': 'auto',
-                     'drawStyle': 'line',
-                     'fillOpacity': 10,
-                     'lineWidth': 1,
-                     'showPoints': 'never',
-                     'spanNulls': False,
-                     'stacking': {'group': 'A', 'mode': 'none'},
-                     'thresholdsStyle': {'mode': 'off'}},
-                    'min': 0,
-                    'thresholds': {'mode': 'absolute', 'steps': [{'color': 'green', 'value': None}]},
-                    'max': 1,
-                },
-            ),
-        ]),
+    ]),
 ]

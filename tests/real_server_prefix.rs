@@ -3,7 +3,9 @@
 //! (`prompt_tokens_details.cached_tokens`, and `timings.cache_n`), and each pair's TTFTs
 //! reach their own histograms (the speed-up is printed, not asserted: it is timing on a
 //! shared machine); with `--no-cache-prompt` it reports 0 cached tokens and every check is
-//! a miss. Ignored by `cargo test`; scripts/real-server/test.sh runs it.
+//! a miss; with `--cache-reuse 256` (chunks reused at shifted positions) every check still
+//! hits and none has its usage set aside: llama-server's scan stops reusing at the pair's
+//! fresh nonce. Ignored by `cargo test`; scripts/real-server/test.sh runs it.
 
 mod common;
 
@@ -95,4 +97,28 @@ async fn llama_server_without_its_prompt_cache_misses_every_check() {
     );
     eprintln!("llama-server --no-cache-prompt: {misses} of {total} checks missed");
     assert_eq!(misses, total, "every check misses\n{}", scrape.text);
+}
+
+/// Issue 43, item 4: llama-server reuses runs of 256 tokens or more of a slot's previous
+/// prompt at shifted positions and counts them cached. A cold request's prompt differs from
+/// every earlier one from its nonce on, so nothing of it is reused: its count stays low,
+/// and the warm one hits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs llama-server: scripts/real-server/setup.sh"]
+async fn llama_server_with_cache_reuse_hits_every_check() {
+    let scrape = run_checks(&["--cache-reuse", "256"]).await;
+    let hits = checks(&scrape, "hit", "usage");
+    let total = scrape.sum(
+        "inferprobe_prefix_cache_checks_total",
+        &[("target", "llama")],
+    );
+    let set_aside = scrape.sum(
+        "inferprobe_prefix_cache_usage_set_aside_total",
+        &[("target", "llama")],
+    );
+    eprintln!(
+        "llama-server --cache-reuse 256: {hits} of {total} checks hit, {set_aside} set aside"
+    );
+    assert_eq!(hits, total, "every check hits by usage\n{}", scrape.text);
+    assert_eq!(set_aside, 0.0, "{}", scrape.text);
 }

@@ -113,6 +113,24 @@ pub enum Route {
     PrefixAffinity,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportCached {
+    Normal,
+    PdDecode,
+    HitOnly,
+}
+
+impl ReportCached {
+    /// What usage says of `cached` of `prompt_tokens` (`None`: no prefix cache).
+    pub fn report(self, cached: Option<u64>, prompt_tokens: u64) -> Option<u64> {
+        match self {
+            Self::Normal => cached,
+            Self::PdDecode => cached.map(|_| prompt_tokens.saturating_sub(1)),
+            Self::HitOnly => cached.filter(|c| *c > 0),
+        }
+    }
+}
+
 /// `--tokens-per-chunk`: the sizes of successive chunks, cycled; each at least one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChunkSizes(Box<[u32]>);
@@ -163,11 +181,27 @@ pub struct Prefill {
         value_parser = humantime::parse_duration
     )]
     pub per_token: Duration,
-    /// Prefix cache size in blocks of 16 prompt words, least recently used evicted first;
-    /// its hits are reported as usage's cached tokens. 0: no prefix cache, and no cached
-    /// tokens reported (as vLLM without `--enable-prompt-tokens-details`).
+    /// Prefix cache size in blocks of `--prefix-block-tokens` prompt words, least recently
+    /// used evicted first; its hits are reported as usage's cached tokens. 0: no prefix
+    /// cache, and no cached tokens reported (as vLLM without
+    /// `--enable-prompt-tokens-details`).
     #[arg(long = "prefix-cache-blocks", value_name = "BLOCKS", default_value_t = DEFAULT_PREFIX_CACHE_BLOCKS)]
     pub prefix_cache_blocks: usize,
+    /// Prompt words per cached block: vLLM's 16 on GPU, 128 on CPU, 512 or more for hybrid
+    /// models.
+    #[arg(long = "prefix-block-tokens", value_name = "TOKENS", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub block_tokens: u32,
+    /// As llama-server's `--cache-reuse N`: also serve runs of at least N words that match
+    /// the replica's previous prompt at a shifted position, after the first difference
+    /// (0: off).
+    #[arg(long = "cache-reuse", value_name = "TOKENS", default_value_t = 0)]
+    pub cache_reuse: usize,
+    /// How usage reports cached tokens: as they are (`normal`), as vLLM's decode side of a
+    /// prefill/decode split does (`pd-decode`: the prompt less one, on every request), or
+    /// only on a hit (`hit-only`: no `prompt_tokens_details` when none were cached).
+    #[arg(long = "report-cached", value_name = "HOW", value_enum, default_value_t = ReportCached::Normal)]
+    pub report_cached: ReportCached,
     /// Time to first token added per image or video in the request (the vision encoder's
     /// share of prefill).
     #[arg(
@@ -193,6 +227,9 @@ impl Default for Prefill {
         Self {
             per_token: Duration::ZERO,
             prefix_cache_blocks: DEFAULT_PREFIX_CACHE_BLOCKS,
+            block_tokens: 16,
+            cache_reuse: 0,
+            report_cached: ReportCached::Normal,
             per_image: Duration::ZERO,
             per_megapixel: Duration::ZERO,
         }

@@ -42,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 
 use timeline::{Timeline, wall_ns};
 
-pub use config::{Gateway, Prefill, Route, SimConfig};
+pub use config::{Gateway, Prefill, ReportCached, Route, SimConfig};
 pub use faults::{FAULT_HEADER, Fault};
 pub use plan::{Action, Step, stream_plan, stream_steps};
 pub use request::ENDPOINTS;
@@ -68,6 +68,10 @@ struct Shared {
     next_replica: std::sync::atomic::AtomicUsize,
 }
 
+/// The leading words prefix affinity routes by (as a router hashes a prompt's first
+/// blocks).
+const ROUTE_WORDS: usize = 16;
+
 /// Requests whose trace context `/sim/traces` remembers.
 const TRACES_KEPT: usize = 10_000;
 
@@ -89,7 +93,7 @@ impl Shared {
             }
             config::Route::PrefixAffinity => {
                 let mut hasher = DefaultHasher::new();
-                for word in request.prompt.split_whitespace().take(prefix_cache::BLOCK) {
+                for word in request.prompt.split_whitespace().take(ROUTE_WORDS) {
                     word.hash(&mut hasher);
                 }
                 (hasher.finish() % replicas as u64) as usize
@@ -144,6 +148,8 @@ pub async fn serve(
         .map(|_| {
             Mutex::new(prefix_cache::PrefixCache::new(
                 config.prefill.prefix_cache_blocks,
+                config.prefill.block_tokens as usize,
+                config.prefill.cache_reuse,
             ))
         })
         .collect();
@@ -322,10 +328,20 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
     let fault = match fault {
         Some(cache @ (Fault::CacheDisabled | Fault::CacheEvicts)) => {
             request.cached_tokens = shared.prefix(&request, Some(cache));
+            request.reported_cached = shared
+                .config
+                .prefill
+                .report_cached
+                .report(request.cached_tokens, request.prompt_tokens);
             None
         }
         other => {
             request.cached_tokens = shared.prefix(&request, None);
+            request.reported_cached = shared
+                .config
+                .prefill
+                .report_cached
+                .report(request.cached_tokens, request.prompt_tokens);
             other
         }
     };

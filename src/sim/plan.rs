@@ -298,7 +298,7 @@ pub fn stream_steps(
 pub fn whole_response(req: &SimRequest, config: &SimConfig) -> (Duration, Value) {
     let n = output_tokens(req, config);
     let mut usage = json!({ "prompt_tokens": req.prompt_tokens, "completion_tokens": n, "total_tokens": req.prompt_tokens + n });
-    if let Some(cached) = req.cached_tokens {
+    if let Some(cached) = req.reported_cached {
         usage["prompt_tokens_details"] = json!({ "cached_tokens": cached });
     }
     if req.dialect == Dialect::Embeddings {

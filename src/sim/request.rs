@@ -85,6 +85,9 @@ pub struct SimRequest {
     /// Of the prompt, the tokens the prefix cache served; `None` without a prefix cache
     /// (and then usage says nothing about caching).
     pub cached_tokens: Option<u64>,
+    /// What usage says of them: the cached tokens, or what a server reporting another way
+    /// says (`--report-cached`).
+    pub reported_cached: Option<u64>,
 }
 
 /// Where `dialect` asks for a JSON answer.
@@ -207,6 +210,7 @@ pub fn parse(
         logprobs: logprobs(&json),
         structure: super::structured::parse(format_at(dialect), &json),
         cached_tokens: None,
+        reported_cached: None,
     };
     request.greedy |= request.logprobs.is_some();
     let prompt_key = match dialect {
@@ -300,6 +304,7 @@ fn parse_audio(content_type: &str, body: &[u8]) -> Result<SimRequest, String> {
         logprobs: None,
         structure: None,
         cached_tokens: None,
+        reported_cached: None,
     })
 }
 

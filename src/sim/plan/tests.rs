@@ -26,6 +26,7 @@ fn request(chat: bool, max_tokens: u64, continuous: bool) -> SimRequest {
         logprobs: None,
         structure: None,
         cached_tokens: None,
+        reported_cached: None,
     }
 }
 
@@ -353,14 +354,17 @@ fn uncached_prompt_tokens_lengthen_the_time_to_first_token() {
     let cold = SimRequest {
         prompt_tokens: 200,
         cached_tokens: Some(0),
+        reported_cached: None,
         ..request(true, 2, false)
     };
     let warm = SimRequest {
         cached_tokens: Some(192),
+        reported_cached: None,
         ..cold.clone()
     };
     let unreported = SimRequest {
         cached_tokens: None,
+        reported_cached: None,
         ..cold.clone()
     };
     assert_eq!(first_token(&cold, &config), MS * 300);

@@ -11,7 +11,7 @@ pub struct Anthropic;
 impl Render for Anthropic {
     fn preamble(&self, ctx: &Ctx) -> Vec<String> {
         // `input_tokens` counts what was not read from the cache; the prompt is the sum.
-        let cached = ctx.req.cached_tokens;
+        let cached = ctx.req.reported_cached;
         let mut usage = json!({
             "input_tokens": ctx.req.prompt_tokens - cached.unwrap_or(0), "output_tokens": 1,
         });

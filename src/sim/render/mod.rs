@@ -42,7 +42,7 @@ impl Ctx {
             usage["completion_tokens_details"] = json!({ "reasoning_tokens": hidden });
         }
         // As vLLM with `--enable-prompt-tokens-details`.
-        if let Some(cached) = self.req.cached_tokens {
+        if let Some(cached) = self.req.reported_cached {
             usage["prompt_tokens_details"] = json!({ "cached_tokens": cached });
         }
         usage

@@ -79,7 +79,7 @@ impl Render for Responses {
     fn epilogue(&self, ctx: &Ctx, tokens: u64) -> Vec<String> {
         let output = tokens + ctx.hidden;
         let mut usage = json!({ "input_tokens": ctx.req.prompt_tokens, "output_tokens": output, "total_tokens": ctx.req.prompt_tokens + output, "output_tokens_details": { "reasoning_tokens": ctx.hidden } });
-        if let Some(cached) = ctx.req.cached_tokens {
+        if let Some(cached) = ctx.req.reported_cached {
             usage["input_tokens_details"] = json!({ "cached_tokens": cached });
         }
         let text_done = typed(

@@ -30,7 +30,7 @@ use crate::prompt::{Prompt, synthetic};
 use crate::scheduler::Context;
 use crate::status::{PrefixCheck, TargetStatus};
 use crate::ticker::Ticker;
-pub use judge::{Judgement, Rule, SetAside, Verdict, judge};
+pub use judge::{Judgement, Known, Rule, SetAside, Verdict, judge};
 
 /// What each request of a pair asks for. One first token is all the check needs, but a
 /// model may spend its first on an empty piece (a partial UTF-8 byte, a stop token), which
@@ -130,8 +130,9 @@ async fn check(
     let target = &prober.target;
     let nonce: u64 = rand::random();
     let prefix = prefix_text(prober, spec.prefix_tokens, nonce).await;
-    let texts = pair_texts(&prefix, nonce);
+    let (texts, shared) = pair_texts(&prefix, nonce);
     let mut measured = Vec::with_capacity(2);
+    let mut cold_written = None;
     let mut detail = None;
     let at = SystemTime::now();
     for (i, text) in texts.iter().enumerate() {
@@ -145,6 +146,7 @@ async fn check(
             media: Ok(Vec::new()),
             greedy: None,
             structure: None,
+            cache_breakpoint: Some(shared),
         };
         if i == 1 && !spec.reuse_gap.is_zero() {
             tokio::select! {
@@ -154,7 +156,12 @@ async fn check(
         }
         let report = prober.probe(&request_id, &prompt, abort).await;
         match report.outcome {
-            Outcome::Finished(Ok(m)) => measured.push(m),
+            Outcome::Finished(Ok(m)) => {
+                if i == 0 {
+                    cold_written = report.record.response.cache_written;
+                }
+                measured.push(m);
+            }
             Outcome::Finished(Err(e)) => {
                 tracing::debug!(target = %target.id, request_id, error = %e, "prefix-cache check failed");
                 let which = if i == 0 { "cold" } else { "warm" };
@@ -168,17 +175,33 @@ async fn check(
     if measured.iter().any(|m| m.cached_prompt_tokens.is_some()) {
         seen.reported.store(true, Ordering::Relaxed);
     }
-    let Judgement { verdict, set_aside } =
-        judge(spec, cold, warm, seen.reported.load(Ordering::Relaxed));
+    let known = Known {
+        reported_before: seen.reported.load(Ordering::Relaxed),
+        cold_written,
+    };
+    let Judgement { verdict, set_aside } = judge(spec, cold, warm, known);
     if let (Some(reason), Some(cold)) = (set_aside, cold) {
-        let said = format!(
-            "the cold request reported {} of {} prompt tokens cached, before any cache could hold its prefix ({}): judged by TTFT",
-            tokens(cold.cached_prompt_tokens),
-            tokens(cold.prompt_tokens),
-            reason.reason()
-        );
+        let said = match reason {
+            SetAside::ColdCached => format!(
+                "the cold request reported {} of {} prompt tokens cached, before any cache could hold its prefix: judged by TTFT",
+                tokens(cold.cached_prompt_tokens),
+                tokens(cold.prompt_tokens),
+            ),
+            SetAside::NotWritten => {
+                "the server wrote none of the cold request's prefix to its cache: judged by TTFT"
+                    .to_owned()
+            }
+        };
         if !seen.set_aside.swap(true, Ordering::Relaxed) {
-            tracing::warn!(target = %target.id, "prefix-cache check: {said}; a prefill/decode split (its decode side reports the KV it received), llama.cpp's --cache-reuse or a double count (docs/prefix-cache.md)");
+            let why = match reason {
+                SetAside::ColdCached => {
+                    "a prefill/decode split (its decode side reports the KV it received) or a double count"
+                }
+                SetAside::NotWritten => {
+                    "a prefix below the model's minimum cacheable length, or no caching for the model"
+                }
+            };
+            tracing::warn!(target = %target.id, "prefix-cache check: {said}; {why} (docs/prefix-cache.md)");
         }
         detail.get_or_insert(said);
     }
@@ -210,13 +233,15 @@ fn tokens(n: Option<u64>) -> String {
 }
 
 /// The pair's two prompt texts: the nonce, the shared prefix, then a different question
-/// each (so the second is not the first sent again, which a response cache could answer).
-pub fn pair_texts(prefix: &str, nonce: u64) -> [String; 2] {
+/// each (so the second is not the first sent again, which a response cache could answer);
+/// and where their shared part ends, for an API that caches only at a breakpoint.
+pub fn pair_texts(prefix: &str, nonce: u64) -> ([String; 2], usize) {
     let head = format!("{} {prefix}", synthetic::nonce(nonce));
-    [
+    let texts = [
         format!("{head} Question one: say yes."),
         format!("{head} Question two: say no."),
-    ]
+    ];
+    (texts, head.len())
 }
 
 #[cfg(test)]
@@ -225,11 +250,12 @@ mod tests {
 
     #[test]
     fn the_pair_shares_everything_but_its_question() {
-        let [a, b] = pair_texts("alpha beta gamma", 7);
+        let ([a, b], at) = pair_texts("alpha beta gamma", 7);
         let shared = a.split(" Question").next().unwrap();
         assert!(b.starts_with(shared) && a != b, "{a} / {b}");
+        assert_eq!(&a[..at], shared);
         assert!(a.starts_with(&synthetic::nonce(7)));
-        let [c, _] = pair_texts("alpha beta gamma", 8);
+        let ([c, _], _) = pair_texts("alpha beta gamma", 8);
         assert_ne!(a.split_whitespace().next(), c.split_whitespace().next());
     }
 }

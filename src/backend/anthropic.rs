@@ -32,9 +32,18 @@ impl Backend for Anthropic {
         body.insert("model".into(), Value::from(prompt.model.as_str()));
         body.insert("max_tokens".into(), Value::from(prompt.max_tokens));
         // Images go before the text, as Anthropic recommends.
-        let content = match prompt.media() {
-            [] => Value::from(prompt.text.as_str()),
-            media => {
+        let shared = prompt
+            .cache_breakpoint
+            .and_then(|at| Some((prompt.text.get(..at)?, prompt.text.get(at..)?)));
+        let content = match (prompt.media(), shared) {
+            // Anthropic caches only up to a block marked `cache_control`: the shared part
+            // is one block, marked, and the rest another.
+            ([], Some((head, tail))) => json!([
+                { "type": "text", "text": head, "cache_control": { "type": "ephemeral" } },
+                { "type": "text", "text": tail },
+            ]),
+            ([], None) => Value::from(prompt.text.as_str()),
+            (media, _) => {
                 let mut blocks: Vec<Value> = media
                     .iter()
                     .enumerate()
@@ -69,6 +78,11 @@ impl Backend for Anthropic {
             }
         }
         body.extend(target.extra_body.clone());
+        if shared.is_some() {
+            // Automatic caching would put a second breakpoint on the last block, which
+            // differs between a pair's requests: a cache write paid on each, never read.
+            body.remove("cache_control");
+        }
         let mut spec = RequestSpec::json(Value::Object(body));
         if let Ok(version) = HeaderValue::from_str(&target.options.anthropic_version) {
             spec.headers
@@ -168,6 +182,9 @@ impl StreamParser for MessagesParser {
                     .and_then(Value::as_str)
                     .map(str::to_owned);
                 let usage = message.and_then(|m| m.get("usage"));
+                info.cache_written = usage
+                    .and_then(|u| u.get("cache_creation_input_tokens"))
+                    .and_then(Value::as_u64);
                 StreamEvent::Chunk(Chunk {
                     prompt_tokens: prompt_tokens(usage)?,
                     // Read from the prompt cache (an explicit `cache_control` breakpoint).

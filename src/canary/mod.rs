@@ -97,6 +97,7 @@ pub fn prompt(spec: &CanarySpec, text: &str, model: &str) -> Prompt {
             pinned: true,
         }),
         structure: None,
+        cache_breakpoint: None,
     }
 }
 

@@ -19,6 +19,8 @@ const DEFAULT_PREFIX_TOKENS: u64 = 1024;
 /// for its load has forgotten the prefix. Well under every hosted cache's lifetime (5
 /// minutes and more). Half the interval where that is shorter, so pairs never overlap.
 const DEFAULT_REUSE_GAP: Duration = Duration::from_secs(30);
+/// How long Anthropic's cache keeps an unused prefix (its default `ephemeral` lifetime).
+const ANTHROPIC_TTL: Duration = Duration::from_secs(300);
 /// Caches hold whole blocks, and the nonce before the prefix is part of what is cached:
 /// more than half is a hit.
 const DEFAULT_HIT_SHARE: f64 = 0.5;
@@ -64,7 +66,13 @@ pub(super) fn prefix_cache(
             ),
         ));
     }
-    let known = known_cache(host, model);
+    if backend == BackendKind::Anthropic && reuse_gap >= ANTHROPIC_TTL {
+        return Err(ConfigError::new(
+            at("reuse_gap"),
+            "Anthropic's cache keeps a prefix 5 minutes: a longer gap misses on a healthy cache",
+        ));
+    }
+    let known = known_cache(backend, host, model);
     let default_prefix = known.map_or(DEFAULT_PREFIX_TOKENS, |k| {
         DEFAULT_PREFIX_TOKENS.max(u64::from(k.minimum_tokens))
     });
@@ -123,6 +131,7 @@ pub(super) fn prefix_cache(
         hit_share,
         speedup,
         objective,
+        priced_writes: backend == BackendKind::Anthropic,
     })
 }
 
@@ -287,5 +296,22 @@ mod tests {
             short.contains("prefix_cache.prefix_tokens") && short.contains("1024 tokens or more"),
             "{short}"
         );
+    }
+
+    #[test]
+    fn anthropic_prefixes_reach_the_models_minimum_within_its_lifetime() {
+        let claude = load("anthropic", RawPrefixCache::default()).unwrap();
+        assert_eq!(claude.prefix_tokens, 4096, "model m: not a known Claude");
+        assert!(claude.priced_writes);
+        let long_gap = load(
+            "anthropic",
+            RawPrefixCache {
+                interval: Some(RawDuration::Text("10m".into())),
+                reuse_gap: Some(RawDuration::Text("6m".into())),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert!(long_gap.contains("prefix_cache.reuse_gap"), "{long_gap}");
     }
 }

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use super::BackendKind;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct PrefixCacheSpec {
     /// One pair per interval.
@@ -24,6 +26,9 @@ pub struct PrefixCacheSpec {
     pub speedup: f64,
     /// The share of checks that must hit, for the alert; none: no alert.
     pub objective: Option<f64>,
+    /// The API prices a cache write above plain input and a read below it (Anthropic's
+    /// 1.25× and 0.1×): `inferprobe check` says what a pair costs there.
+    pub priced_writes: bool,
 }
 
 /// Prompt tokens a pair adds to its prefix: the nonce and a question each (the chat
@@ -70,12 +75,28 @@ impl PrefixCacheSpec {
             true => "back to back".to_owned(),
             false => format!("{} apart", humantime::format_duration(self.reuse_gap)),
         };
+        let priced = match self.priced_writes {
+            true => format!(
+                " (with Anthropic's cache priced 1.25× to write, 0.1× to read: as {} plain input tokens)",
+                self.priced_tokens_per_hour()
+            ),
+            false => String::new(),
+        };
         format!(
-            "prefix-cache check every {}, a {}-token prefix ({tokens}), the pair's requests {gap}: about {} prompt tokens an hour; {alert}",
+            "prefix-cache check every {}, a {}-token prefix ({tokens}), the pair's requests {gap}: about {} prompt tokens an hour{priced}; {alert}",
             humantime::format_duration(self.interval),
             self.prefix_tokens,
             self.prompt_tokens_per_hour()
         )
+    }
+
+    /// An hour's prompt tokens as plain input tokens where writes and reads are priced
+    /// apart: each pair writes the prefix once (1.25×) and reads it once (0.1×), and sends
+    /// the rest plain.
+    pub fn priced_tokens_per_hour(&self) -> u64 {
+        let pairs = 3600.0 / self.interval.as_secs_f64();
+        let prefix = f64::from(self.prefix_tokens);
+        (pairs * (1.35 * prefix + 2.0 * PAIR_OVERHEAD_TOKENS as f64)).round() as u64
     }
 
     /// What `inferprobe check` warns about: a prefix short enough that a server whose
@@ -102,7 +123,14 @@ pub struct KnownCache {
 
 /// The cache of the API at `host` serving `model`, where its provider documents one.
 /// Providers change these: the table only refuses what is sure to miss and sets defaults.
-pub fn known_cache(host: &str, model: &str) -> Option<KnownCache> {
+pub fn known_cache(backend: BackendKind, host: &str, model: &str) -> Option<KnownCache> {
+    if backend == BackendKind::Anthropic {
+        return Some(KnownCache {
+            name: "Anthropic",
+            minimum_tokens: claude_minimum(model),
+            block_tokens: None,
+        });
+    }
     match host {
         // platform.openai.com prompt caching: automatic from 1,024 tokens, hits in
         // increments of 128 tokens.
@@ -121,6 +149,24 @@ pub fn known_cache(host: &str, model: &str) -> Option<KnownCache> {
     }
 }
 
+/// The least prompt a Claude model caches, by Anthropic's prompt-caching docs (dated
+/// 2026: 4,096 for Opus 4.5 and later and Haiku 4.5, 2,048 for the Haiku 3 models and, as
+/// measured, Sonnet 4.6, 1,024 for the other Claude 4 and 3.7 models). A model not listed
+/// gets the largest: a prefix it would not cache is a page at night.
+fn claude_minimum(model: &str) -> u32 {
+    let m = model.to_ascii_lowercase();
+    let any = |keys: &[&str]| keys.iter().any(|k| m.contains(k));
+    if any(&["opus-4-5", "opus-4-6", "opus-4-7", "haiku-4-5"]) {
+        4096
+    } else if any(&["haiku-3", "3-haiku", "3-5-haiku", "sonnet-4-6"]) {
+        2048
+    } else if any(&["sonnet-4", "opus-4", "sonnet-3-7", "3-7-sonnet"]) {
+        1024
+    } else {
+        4096
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,6 +180,7 @@ mod tests {
             hit_share: 0.5,
             speedup: 1.5,
             objective: Some(0.9),
+            priced_writes: false,
         }
     }
 
@@ -177,13 +224,43 @@ mod tests {
 
     #[test]
     fn hosted_apis_name_their_minimum() {
+        let chat = BackendKind::OpenAiChat;
         assert_eq!(
-            known_cache("api.openai.com", "gpt-4o").map(|k| (k.minimum_tokens, k.block_tokens)),
+            known_cache(chat, "api.openai.com", "gpt-4o")
+                .map(|k| (k.minimum_tokens, k.block_tokens)),
             Some((1024, Some(128)))
         );
-        let gemini = |model| known_cache("generativelanguage.googleapis.com", model);
+        let gemini = |model| known_cache(chat, "generativelanguage.googleapis.com", model);
         assert_eq!(gemini("gemini-2.5-flash").unwrap().minimum_tokens, 2048);
         assert_eq!(gemini("gemini-3-pro").unwrap().minimum_tokens, 4096);
-        assert_eq!(known_cache("vllm.internal", "m"), None);
+        assert_eq!(known_cache(chat, "vllm.internal", "m"), None);
+        let claude = |model| {
+            known_cache(BackendKind::Anthropic, "api.anthropic.com", model)
+                .unwrap()
+                .minimum_tokens
+        };
+        assert_eq!(claude("claude-sonnet-4-5-20250929"), 1024);
+        assert_eq!(claude("claude-opus-4-1"), 1024);
+        assert_eq!(claude("claude-opus-4-5"), 4096);
+        assert_eq!(claude("claude-3-5-haiku-latest"), 2048);
+        assert_eq!(claude("claude-sonnet-4-6"), 2048);
+        assert_eq!(claude("a-proxy-alias"), 4096);
+    }
+
+    #[test]
+    fn anthropic_says_what_a_pair_costs() {
+        let spec = PrefixCacheSpec {
+            prefix_tokens: 4096,
+            priced_writes: true,
+            ..spec()
+        };
+        // 60 pairs × (1.35 × 4,096 + 28) = 333,456 against 493,200 plain.
+        assert_eq!(spec.priced_tokens_per_hour(), 333_456);
+        assert!(
+            spec.describe(false)
+                .contains("as 333456 plain input tokens"),
+            "{}",
+            spec.describe(false)
+        );
     }
 }

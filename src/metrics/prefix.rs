@@ -67,14 +67,19 @@ pub enum PrefixSetAside {
     /// transferred by a prefill/decode split, chunks reused at shifted positions, a double
     /// count.
     ColdCached,
+    /// The server said the cold request wrote nothing to its cache (Anthropic's
+    /// `cache_creation_input_tokens: 0`): a prefix below the model's minimum cacheable
+    /// length, or no caching for the model; the warm request's 0 read is no miss.
+    NotWritten,
 }
 
 impl PrefixSetAside {
-    pub const ALL: [PrefixSetAside; 1] = [Self::ColdCached];
+    pub const ALL: [PrefixSetAside; 2] = [Self::ColdCached, Self::NotWritten];
 
     pub const fn reason(self) -> &'static str {
         match self {
             Self::ColdCached => "cold_cached",
+            Self::NotWritten => "not_written",
         }
     }
 }
@@ -131,7 +136,7 @@ impl PrefixFamilies {
         );
         r.register(
             "prefix_cache_usage_set_aside",
-            "Prefix-cache checks whose reported cached tokens were not used, by reason: cold_cached (the cold request, whose prefix no cache could hold, reported most of it cached: prefill/decode KV transfer, reuse at shifted positions, a double count); such checks are judged by TTFT",
+            "Prefix-cache checks whose reported cached tokens were not used, by reason: cold_cached (the cold request, whose prefix no cache could hold, reported most of it cached: prefill/decode KV transfer, reuse at shifted positions, a double count), not_written (the server said the cold request wrote nothing to its cache: a prefix below the model's minimum); such checks are judged by TTFT",
             self.set_aside.clone(),
         );
         r.register_with_unit(

@@ -31,18 +31,29 @@ impl From<Verdict> for Judgement {
     }
 }
 
+/// What else is known of a pair than its two measurements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Known {
+    /// This target's server has reported cached tokens before, so a response with usage
+    /// and no count is one reporting none (providers that send the field only on a hit).
+    pub reported_before: bool,
+    /// Prompt tokens the cold request wrote to the cache, where the server says
+    /// (Anthropic): 0 is a cache that took none of the prefix, so the warm request's 0
+    /// read is no miss (a prefix below the model's minimum, or no caching for it).
+    pub cold_written: Option<u64>,
+}
+
 /// Judge a pair: `cold` warmed the cache with the spec's prefix, `warm` shared it.
-/// `reported_before`: this target's server has reported cached tokens, so a response with
-/// usage and no count is one reporting none (providers that send the field only on a hit).
 pub fn judge(
     spec: &PrefixCacheSpec,
     cold: Option<&Measurement>,
     warm: Option<&Measurement>,
-    reported_before: bool,
+    known: Known,
 ) -> Judgement {
     let (Some(cold), Some(warm)) = (cold, warm) else {
         return Verdict::Failed.into();
     };
+    let reported_before = known.reported_before;
     let cached = |m: &Measurement| {
         m.cached_prompt_tokens
             .or_else(|| (reported_before && m.prompt_tokens.is_some()).then_some(0))
@@ -56,6 +67,8 @@ pub fn judge(
         let fresh = cold.prompt_tokens.map(|p| p.saturating_sub(cold_cached));
         if fresh.is_some_and(|fresh| (fresh as f64) < (1.0 - spec.hit_share) * prefix) {
             set_aside = Some(SetAside::ColdCached);
+        } else if known.cold_written == Some(0) && warm_cached == cold_cached {
+            set_aside = Some(SetAside::NotWritten);
         } else {
             // What the cold request already had cached is what comes before the nonce (a
             // chat template, a long default system prompt), cached for every request

@@ -39,6 +39,10 @@ pub struct Prompt {
     /// A JSON answer or tools asked for (a canary's structured check, or a latency
     /// target's agent workload).
     pub structure: Option<Arc<Structure>>,
+    /// Where the text's shared part ends (a byte offset): an API that caches only at
+    /// explicit breakpoints (Anthropic's `cache_control`) is asked to cache up to it. The
+    /// prefix-cache check's pairs set it.
+    pub cache_breakpoint: Option<usize>,
 }
 
 /// How a canary asks: greedy decoding (temperature 0), a fixed seed, and this many
@@ -228,6 +232,7 @@ impl PromptSource {
             media,
             greedy: None,
             structure: self.structure.clone(),
+            cache_breakpoint: None,
         }
     }
 }

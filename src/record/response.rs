@@ -25,6 +25,10 @@ pub struct ResponseInfo {
     /// Each generated token's logprobs, collected only when asked for (a canary's
     /// request): `Some` before the response is read.
     pub logprobs: Option<Logprobs>,
+    /// Prompt tokens written to the prompt cache, where the server says (Anthropic's
+    /// `cache_creation_input_tokens`): the prefix-cache check tells an API that cached
+    /// nothing from one that cached and then missed.
+    pub cache_written: Option<u64>,
 }
 
 /// One tool call as it arrived: the function's name and its arguments' text (JSON, if the

@@ -12,6 +12,7 @@ fn prompt() -> Prompt {
         media: Ok(Vec::new()),
         greedy: None,
         structure: None,
+        cache_breakpoint: None,
         max_tokens: 8,
         model: "lora-a".into(),
     }
@@ -28,6 +29,7 @@ fn response(text: &str, finish: Option<&str>, model: Option<&str>) -> ResponseIn
         logprobs: None,
         tool_calls: Vec::new(),
         refusal: String::new(),
+        cache_written: None,
     }
 }
 

@@ -274,6 +274,7 @@ pub fn backends(input: &[u8]) {
         media: Ok(Vec::new()),
         greedy: None,
         structure: None,
+        cache_breakpoint: None,
         max_tokens: 4,
         model: "m".into(),
     };

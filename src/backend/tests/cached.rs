@@ -69,11 +69,13 @@ fn anthropic_cache_read_and_responses_input_details() {
         "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n",
         "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
     );
-    let m = run(BackendKind::Anthropic, anthropic, false).0.unwrap();
+    let (m, info) = run(BackendKind::Anthropic, anthropic, false);
+    let m = m.unwrap();
     assert_eq!(
         (m.prompt_tokens, m.cached_prompt_tokens),
         (Some(1010), Some(1000))
     );
+    assert_eq!(info.cache_written, Some(0));
 
     let responses = concat!(
         "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n",

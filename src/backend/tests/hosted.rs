@@ -66,6 +66,40 @@ fn anthropic_request_uses_its_own_headers() {
     );
 }
 
+/// Issue 43, item 2: Anthropic caches only up to a block marked `cache_control`. A prompt
+/// with a breakpoint (a prefix-cache pair's) is two text blocks, the shared one marked;
+/// automatic caching from `extra_body` is dropped for it, since it would mark the last
+/// block, which differs between a pair's requests.
+#[test]
+fn anthropic_marks_the_shared_part_for_its_cache() {
+    let t = target("anthropic", |t| {
+        t.extra_body =
+            Some(serde_json::from_str(r#"{"cache_control": {"type": "ephemeral"}}"#).unwrap());
+    });
+    let mut shared = prompt(3);
+    shared.text = "nonce prefix words Question one".into();
+    shared.cache_breakpoint = Some("nonce prefix words".len());
+    let body = json_body(anthropic::Anthropic.request(&t, &shared));
+    assert_eq!(
+        body["messages"][0]["content"],
+        serde_json::json!([
+            { "type": "text", "text": "nonce prefix words", "cache_control": { "type": "ephemeral" } },
+            { "type": "text", "text": " Question one" },
+        ])
+    );
+    assert!(body.get("cache_control").is_none(), "{body}");
+    // Without a breakpoint: one string, and the user's automatic caching kept.
+    let body = json_body(anthropic::Anthropic.request(&t, &prompt(3)));
+    assert_eq!(body["messages"][0]["content"], "hello there");
+    assert_eq!(body["cache_control"]["type"], "ephemeral");
+    // A breakpoint inside a character is no breakpoint.
+    let mut odd = prompt(3);
+    odd.text = "héllo".into();
+    odd.cache_breakpoint = Some(2);
+    let body = json_body(anthropic::Anthropic.request(&t, &odd));
+    assert_eq!(body["messages"][0]["content"], "héllo");
+}
+
 fn responses_event(kind: &str, body: &str) -> String {
     format!("event: {kind}\ndata: {{\"type\":\"{kind}\",\"sequence_number\":1{body}}}\n\n")
 }

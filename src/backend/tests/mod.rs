@@ -32,6 +32,7 @@ fn prompt(max_tokens: u32) -> Prompt {
         media: Ok(Vec::new()),
         greedy: None,
         structure: None,
+        cache_breakpoint: None,
         max_tokens,
         model: "m".into(),
     }
@@ -117,6 +118,7 @@ fn openai_parser_fills_response_info() {
             logprobs: None,
             tool_calls: Vec::new(),
             refusal: String::new(),
+            cache_written: None,
         }
     );
 }

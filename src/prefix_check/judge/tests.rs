@@ -12,6 +12,7 @@ fn spec() -> PrefixCacheSpec {
         hit_share: 0.5,
         speedup: 1.5,
         objective: None,
+        priced_writes: false,
     }
 }
 
@@ -36,8 +37,13 @@ fn measured(ttft_ms: u64, cached: Option<u64>) -> Measurement {
     request(ttft_ms, 1040, cached)
 }
 
+const HIT_REPORTED: Known = Known {
+    reported_before: true,
+    cold_written: None,
+};
+
 fn verdict(spec: &PrefixCacheSpec, cold: &Measurement, warm: &Measurement) -> Verdict {
-    judge(spec, Some(cold), Some(warm), false).verdict
+    judge(spec, Some(cold), Some(warm), Known::default()).verdict
 }
 
 #[test]
@@ -82,7 +88,7 @@ fn ttft_judges_where_the_server_says_nothing_and_never_calls_a_miss() {
     assert_eq!(unclear, Verdict::Unreported);
     assert_eq!((unclear.result(), unclear.rule()), ("unreported", "ttft"));
     assert_eq!(
-        judge(&spec(), None, Some(&cold), false).verdict,
+        judge(&spec(), None, Some(&cold), Known::default()).verdict,
         Verdict::Failed
     );
     assert_eq!(Verdict::Failed.rule(), "none");
@@ -94,10 +100,20 @@ fn ttft_judges_where_the_server_says_nothing_and_never_calls_a_miss() {
 #[test]
 fn a_cold_request_reporting_its_prefix_cached_is_judged_by_ttft() {
     let cold = measured(80, Some(1039));
-    let fast = judge(&spec(), Some(&cold), Some(&measured(30, Some(1039))), false);
+    let fast = judge(
+        &spec(),
+        Some(&cold),
+        Some(&measured(30, Some(1039))),
+        Known::default(),
+    );
     assert_eq!(fast.verdict, Verdict::Hit(Rule::Ttft));
     assert_eq!(fast.set_aside, Some(SetAside::ColdCached));
-    let slow = judge(&spec(), Some(&cold), Some(&measured(75, Some(1039))), false);
+    let slow = judge(
+        &spec(),
+        Some(&cold),
+        Some(&measured(75, Some(1039))),
+        Known::default(),
+    );
     assert_eq!(
         (slow.verdict, slow.set_aside),
         (Verdict::Unreported, Some(SetAside::ColdCached)),
@@ -108,7 +124,7 @@ fn a_cold_request_reporting_its_prefix_cached_is_judged_by_ttft() {
         &spec(),
         Some(&measured(80, Some(1040))),
         Some(&measured(79, Some(1040))),
-        false,
+        Known::default(),
     );
     assert_eq!(capped.verdict, Verdict::Unreported);
     // llama.cpp reusing most of an earlier prefix at shifted positions: 700 of 1,040.
@@ -116,7 +132,7 @@ fn a_cold_request_reporting_its_prefix_cached_is_judged_by_ttft() {
         &spec(),
         Some(&measured(80, Some(700))),
         Some(&measured(78, Some(1030))),
-        false,
+        Known::default(),
     );
     assert_eq!(reused.set_aside, Some(SetAside::ColdCached));
     // A cold request with less than half the prefix cached is trusted: a miss is a miss.
@@ -124,7 +140,7 @@ fn a_cold_request_reporting_its_prefix_cached_is_judged_by_ttft() {
         &spec(),
         Some(&measured(80, Some(400))),
         Some(&measured(78, Some(400))),
-        false,
+        Known::default(),
     );
     assert_eq!((partly.verdict, partly.set_aside), (Verdict::Miss, None));
 }
@@ -164,17 +180,58 @@ fn block_rounding_expects_whole_blocks() {
 fn absence_is_zero_once_the_server_has_reported() {
     let cold = measured(63, None);
     let warm = measured(62, None);
-    let unknown = judge(&spec(), Some(&cold), Some(&warm), false);
+    let unknown = judge(&spec(), Some(&cold), Some(&warm), Known::default());
     assert_eq!(unknown.verdict, Verdict::Unreported);
-    let known = judge(&spec(), Some(&cold), Some(&warm), true);
+    let known = judge(&spec(), Some(&cold), Some(&warm), HIT_REPORTED);
     assert_eq!(known.verdict, Verdict::Miss);
-    let hit = judge(&spec(), Some(&cold), Some(&measured(20, Some(1024))), true);
+    let hit = judge(
+        &spec(),
+        Some(&cold),
+        Some(&measured(20, Some(1024))),
+        HIT_REPORTED,
+    );
     assert_eq!(hit.verdict, Verdict::Hit(Rule::Usage));
     // No usage at all (a stream cut before it): still unknown, judged by TTFT.
     let mut no_usage = measured(62, None);
     no_usage.prompt_tokens = None;
     assert_eq!(
-        judge(&spec(), Some(&cold), Some(&no_usage), true).verdict,
+        judge(&spec(), Some(&cold), Some(&no_usage), HIT_REPORTED).verdict,
         Verdict::Unreported
+    );
+}
+
+/// Item 2: Anthropic says what the cold request wrote to its cache. Nothing written and
+/// nothing read is a prefix the model does not cache (below its minimum): not a miss. A
+/// prefix written and not read is.
+#[test]
+fn nothing_written_is_no_miss() {
+    let cold = measured(63, Some(0));
+    let warm = measured(60, Some(0));
+    let unwritten = Known {
+        cold_written: Some(0),
+        ..Known::default()
+    };
+    let judged = judge(&spec(), Some(&cold), Some(&warm), unwritten);
+    assert_eq!(
+        (judged.verdict, judged.set_aside),
+        (Verdict::Unreported, Some(SetAside::NotWritten))
+    );
+    let written = Known {
+        cold_written: Some(1030),
+        ..Known::default()
+    };
+    assert_eq!(
+        judge(&spec(), Some(&cold), Some(&warm), written).verdict,
+        Verdict::Miss
+    );
+    assert_eq!(
+        judge(
+            &spec(),
+            Some(&cold),
+            Some(&measured(20, Some(1030))),
+            written
+        )
+        .verdict,
+        Verdict::Hit(Rule::Usage)
     );
 }

@@ -20,6 +20,7 @@ struct Counts {
     unreported: f64,
     failed: f64,
     set_aside: f64,
+    set_aside_not_written: f64,
 }
 
 impl Counts {
@@ -39,6 +40,10 @@ impl Counts {
             set_aside: s.sum(
                 "inferprobe_prefix_cache_usage_set_aside_total",
                 &[("target", "t"), ("reason", "cold_cached")],
+            ),
+            set_aside_not_written: s.sum(
+                "inferprobe_prefix_cache_usage_set_aside_total",
+                &[("target", "t"), ("reason", "not_written")],
             ),
         }
     }
@@ -63,14 +68,19 @@ fn server() -> SimConfig {
 /// counted; `extra` adds keys to the target (headers; a workload's `rate` replaces the
 /// near-silent default).
 async fn check(sim: SimConfig, keys: &str, extra: &str, judged: f64) -> Counts {
+    let chat = "backend = \"openai-chat\"\nmodel = \"m\"";
+    check_as(sim, chat, keys, extra, judged).await
+}
+
+/// As [`check`], with the target's backend and model in `api`.
+async fn check_as(sim: SimConfig, api: &str, keys: &str, extra: &str, judged: f64) -> Counts {
     let sim = start_sim(sim).await;
     let daemon = start_daemon(&format!(
         r#"
         [[targets]]
         name = "t"
         url = "{}"
-        model = "m"
-        backend = "openai-chat"
+        {api}
         prefix_cache = {{ {keys} }}
         {extra}
         {quiet}
@@ -184,4 +194,25 @@ async fn a_cache_too_small_for_its_load_misses_after_the_reuse_gap() {
     )
     .await;
     assert!(later.miss >= 3.0, "{later:?}");
+}
+
+/// Item 2: Anthropic caches only up to a block marked `cache_control`, and only a prompt
+/// of the model's minimum or more. The pair marks its shared part, so a 1,024-token prefix
+/// hits on a model that caches 1,024; where the model asks for more than its table says
+/// (2,048 here), the cold request writes nothing and the pair is `unreported`, never a miss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_caches_the_marked_prefix_from_its_minimum() {
+    let claude = "backend = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"";
+    let keys = r#"interval = "60ms", prefix_tokens = 1024"#;
+    let cached = check_as(server(), claude, keys, "", 4.0).await;
+    assert_eq!(cached.hit_usage, cached.total(), "{cached:?}");
+    let mut stricter = server();
+    stricter.prefill.anthropic_min_cacheable = 2048;
+    let below = check_as(stricter, claude, keys, "", 4.0).await;
+    assert_eq!(below.miss, 0.0, "{below:?}");
+    assert_eq!(
+        (below.unreported, below.set_aside_not_written),
+        (below.total(), below.total()),
+        "{below:?}"
+    );
 }

@@ -202,6 +202,14 @@ pub struct Prefill {
     /// only on a hit (`hit-only`: no `prompt_tokens_details` when none were cached).
     #[arg(long = "report-cached", value_name = "HOW", value_enum, default_value_t = ReportCached::Normal)]
     pub report_cached: ReportCached,
+    /// Anthropic's minimum cacheable prompt: a breakpoint after fewer words caches nothing
+    /// (1,024 for Sonnet 4.5, 4,096 for Opus 4.5).
+    #[arg(
+        long = "anthropic-min-cacheable",
+        value_name = "TOKENS",
+        default_value_t = 1024
+    )]
+    pub anthropic_min_cacheable: u64,
     /// Time to first token added per image or video in the request (the vision encoder's
     /// share of prefill).
     #[arg(
@@ -230,6 +238,7 @@ impl Default for Prefill {
             block_tokens: 16,
             cache_reuse: 0,
             report_cached: ReportCached::Normal,
+            anthropic_min_cacheable: 1024,
             per_image: Duration::ZERO,
             per_megapixel: Duration::ZERO,
         }

@@ -101,6 +101,49 @@ impl Shared {
         }
     }
 
+    /// Serve `request` from its replica's prefix cache after a cache fault, and say so as
+    /// its server would: what prefill skips, what usage reports, what was written.
+    fn cache(&self, request: &mut request::SimRequest, fault: Option<Fault>) {
+        if request.dialect == Dialect::Anthropic {
+            return self.anthropic_cache(request, fault);
+        }
+        request.cached_tokens = self.prefix(request, fault);
+        request.reported_cached = self
+            .config
+            .prefill
+            .report_cached
+            .report(request.cached_tokens, request.prompt_tokens);
+    }
+
+    /// Anthropic's prompt cache: only the prompt up to its last breakpoint, and only when
+    /// that is at least the model's minimum; read whole when the very same text was
+    /// written before, else written whole.
+    fn anthropic_cache(&self, request: &mut request::SimRequest, fault: Option<Fault>) {
+        if self.config.prefill.prefix_cache_blocks == 0 {
+            return;
+        }
+        let minimum = self.config.prefill.anthropic_min_cacheable;
+        let breakpoint = request.cache_breakpoint.filter(|b| *b >= minimum.max(1));
+        let (read, written) = match (breakpoint, fault) {
+            (None, _) | (_, Some(Fault::CacheDisabled)) => (0, 0),
+            (Some(words), _) => {
+                let replica = self.route(request);
+                let Some(cache) = self.prefix_caches.get(replica) else {
+                    return;
+                };
+                let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+                if fault == Some(Fault::CacheEvicts) {
+                    cache.clear();
+                }
+                let words = usize::try_from(words).unwrap_or(usize::MAX);
+                cache.serve_exact(request.prompt.split_whitespace().take(words))
+            }
+        };
+        request.cached_tokens = Some(read);
+        request.reported_cached = Some(read);
+        request.cache_written = Some(written);
+    }
+
     /// What the prefix cache serves of `request`'s prompt (`None`: no cache), after a
     /// cache fault: `cache_disabled` neither reads nor fills it, `cache_evicts` empties it
     /// first.
@@ -327,21 +370,11 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
     // request goes on as a healthy one.
     let fault = match fault {
         Some(cache @ (Fault::CacheDisabled | Fault::CacheEvicts)) => {
-            request.cached_tokens = shared.prefix(&request, Some(cache));
-            request.reported_cached = shared
-                .config
-                .prefill
-                .report_cached
-                .report(request.cached_tokens, request.prompt_tokens);
+            shared.cache(&mut request, Some(cache));
             None
         }
         other => {
-            request.cached_tokens = shared.prefix(&request, None);
-            request.reported_cached = shared
-                .config
-                .prefill
-                .report_cached
-                .report(request.cached_tokens, request.prompt_tokens);
+            shared.cache(&mut request, None);
             other
         }
     };

@@ -50,6 +50,9 @@ pub struct Prompt {
     /// Words of the text: the simulator's token count.
     pub words: u64,
     pub media: Vec<MediaRef>,
+    /// Anthropic: the words up to the end of the last block marked `cache_control`, the
+    /// part its prompt cache may hold.
+    pub breakpoint: Option<u64>,
 }
 
 /// Words in a prompt value (a string, or anything else serialized), as its token count.
@@ -192,6 +195,9 @@ fn anthropic_block(block: &mut Value, prompt: &mut Prompt) -> Result<(), String>
     match part_type(block)?.as_str() {
         "text" => {
             prompt.words += words(block.get("text"));
+            if block.get("cache_control").is_some() {
+                prompt.breakpoint = Some(prompt.words);
+            }
             return Ok(());
         }
         "image" => {}

@@ -72,6 +72,22 @@ impl PrefixCache {
         served as u64
     }
 
+    /// Anthropic's cache: the whole text up to a breakpoint is one entry, read when the
+    /// very same text was written before, else written. (read, written) in words.
+    pub fn serve_exact<'a>(&mut self, words: impl IntoIterator<Item = &'a str>) -> (u64, u64) {
+        if self.capacity == 0 {
+            return (0, 0);
+        }
+        let words: Vec<&str> = words.into_iter().collect();
+        let mut hasher = DefaultHasher::new();
+        words.hash(&mut hasher);
+        let key = hasher.finish();
+        let n = words.len() as u64;
+        let read = self.used.contains_key(&key);
+        self.touch(key);
+        if read { (n, 0) } else { (0, n) }
+    }
+
     /// llama-server's count with chunk reuse: the common prefix with the previous prompt,
     /// then every later run of at least `reuse` words found in it at or after the same
     /// point, skipping one cached word at a time when a run is too short; never the last

@@ -88,6 +88,11 @@ pub struct SimRequest {
     /// What usage says of them: the cached tokens, or what a server reporting another way
     /// says (`--report-cached`).
     pub reported_cached: Option<u64>,
+    /// Anthropic: the prompt's words up to its last cache breakpoint (`cache_control` on a
+    /// block, or at the end with top-level automatic caching); none, nothing is cached.
+    pub cache_breakpoint: Option<u64>,
+    /// Anthropic: the words written to its prompt cache (`cache_creation_input_tokens`).
+    pub cache_written: Option<u64>,
 }
 
 /// Where `dialect` asks for a JSON answer.
@@ -103,6 +108,7 @@ fn format_at(dialect: Dialect) -> FormatAt {
 /// Keys whose strings are not prompt text.
 const NOT_TEXT: &[&str] = &[
     "role",
+    "cache_control",
     "type",
     "image_url",
     "video_url",
@@ -211,6 +217,8 @@ pub fn parse(
         structure: super::structured::parse(format_at(dialect), &json),
         cached_tokens: None,
         reported_cached: None,
+        cache_breakpoint: None,
+        cache_written: None,
     };
     request.greedy |= request.logprobs.is_some();
     let prompt_key = match dialect {
@@ -250,6 +258,10 @@ pub fn parse(
         }
         Dialect::Anthropic => {
             let prompt = parts::messages(json.get_mut("messages"), true)?;
+            request.cache_breakpoint = match json.get("cache_control") {
+                Some(_) => Some(prompt.words),
+                None => prompt.breakpoint,
+            };
             (request.prompt_tokens, media) = (prompt.words, prompt.media);
             request.include_usage = true;
         }
@@ -305,6 +317,8 @@ fn parse_audio(content_type: &str, body: &[u8]) -> Result<SimRequest, String> {
         structure: None,
         cached_tokens: None,
         reported_cached: None,
+        cache_breakpoint: None,
+        cache_written: None,
     })
 }
 

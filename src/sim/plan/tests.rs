@@ -27,6 +27,8 @@ fn request(chat: bool, max_tokens: u64, continuous: bool) -> SimRequest {
         structure: None,
         cached_tokens: None,
         reported_cached: None,
+        cache_breakpoint: None,
+        cache_written: None,
     }
 }
 
@@ -355,16 +357,22 @@ fn uncached_prompt_tokens_lengthen_the_time_to_first_token() {
         prompt_tokens: 200,
         cached_tokens: Some(0),
         reported_cached: None,
+        cache_breakpoint: None,
+        cache_written: None,
         ..request(true, 2, false)
     };
     let warm = SimRequest {
         cached_tokens: Some(192),
         reported_cached: None,
+        cache_breakpoint: None,
+        cache_written: None,
         ..cold.clone()
     };
     let unreported = SimRequest {
         cached_tokens: None,
         reported_cached: None,
+        cache_breakpoint: None,
+        cache_written: None,
         ..cold.clone()
     };
     assert_eq!(first_token(&cold, &config), MS * 300);

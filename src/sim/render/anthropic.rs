@@ -13,11 +13,14 @@ impl Render for Anthropic {
         // `input_tokens` counts what was not read from the cache; the prompt is the sum.
         let cached = ctx.req.reported_cached;
         let mut usage = json!({
-            "input_tokens": ctx.req.prompt_tokens - cached.unwrap_or(0), "output_tokens": 1,
+            "input_tokens": ctx.req.prompt_tokens
+                .saturating_sub(cached.unwrap_or(0))
+                .saturating_sub(ctx.req.cache_written.unwrap_or(0)),
+            "output_tokens": 1,
         });
         if let Some(cached) = cached {
             usage["cache_read_input_tokens"] = json!(cached);
-            usage["cache_creation_input_tokens"] = json!(0);
+            usage["cache_creation_input_tokens"] = json!(ctx.req.cache_written.unwrap_or(0));
         }
         let message = json!({
             "id": ctx.id, "type": "message", "role": "assistant", "model": ctx.req.model, "content": [],

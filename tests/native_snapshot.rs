@@ -124,12 +124,27 @@ async fn every_histogram_of_every_protobuf_scrape_is_one_snapshot() {
         .await;
     let started = Instant::now();
     let (mut histograms, mut problems) = (0usize, Vec::new());
+    // A series' start is when it was made: the same on every scrape (a start that moved
+    // would make Prometheus 3.x add a zero sample and count a reset).
+    let mut starts = std::collections::HashMap::new();
     for scrape in 0..SCRAPES {
         let response = daemon.get("/metrics", Some(PROMETHEUS_2_42)).await;
         let mut body = &response.bytes().await.unwrap()[..];
         while !body.is_empty() {
             let family = MetricFamily::decode_length_delimited(&mut body).unwrap();
             for metric in &family.metric {
+                let start = (metric.counter.as_ref().and_then(|c| c.start_timestamp))
+                    .or(metric.histogram.as_ref().and_then(|h| h.start_timestamp));
+                if let Some(start) = start {
+                    let key = format!("{}{:?}", family.name, metric.label);
+                    let first = starts.entry(key).or_insert(start);
+                    if *first != start {
+                        problems.push(format!(
+                            "scrape {scrape}: {}: start moved from {first:?} to {start:?}",
+                            family.name
+                        ));
+                    }
+                }
                 let per_target = metric.label.iter().any(|l| l.name == "target");
                 if let Some(counter) = &metric.counter
                     && per_target

@@ -127,13 +127,22 @@ def _series(metric, fn, window, extra, suffix=""):
     return f"{fn}({metric}{suffix}{sel(*extra)}[{window}])"
 
 
+def _native(metric, fn, window, extra):
+    """The native series over the window, less those now exported as classic alone: after
+    a switch from native to classic (or a rollback to a text-only version) the native
+    series still has the window's pre-switch data, and would hide the classic series'
+    newer data from every `native or classic` choice until it leaves the window."""
+    s = sel(*extra)
+    return f"({_series(metric, fn, window, extra)} unless ({metric}_count{s} unless {metric}{s}))"
+
+
 def quantile(q, metric, *labels, fn="rate", window=RATE, extra=(), row=False):
     """The `q` quantile of `metric` per group, per kind of histogram (module doc). Even a
     grouping by `node` can mix kinds: during a DaemonSet upgrade the old and the new probe
     pod on a node are two series, one of each kind. `row`: one value per group, for a table
     that merges queries by their labels (a group that mixes kinds shows its native members)."""
     g = by(*labels)
-    native = _series(metric, fn, window, extra)
+    native = _native(metric, fn, window, extra)
     buckets = _series(metric, fn, window, extra, "_bucket")
     if row:
         return (f"(histogram_quantile({q}, sum by ({g}) ({native})) or histogram_quantile({q}, "
@@ -151,7 +160,7 @@ def mean(metric, *labels, fn="rate", window=RATE, extra=()):
     g = by(*labels)
 
     def side(native_fn, suffix):
-        return (f"sum by ({g}) ({native_fn}({_series(metric, fn, window, extra)}) or "
+        return (f"sum by ({g}) ({native_fn}({_native(metric, fn, window, extra)}) or "
                 f"{_series(metric, fn, window, extra, suffix)})")
 
     return f"({side('histogram_sum', '_sum')} / {side('histogram_count', '_count')})"

@@ -155,7 +155,7 @@ model = "sim-chat"
 slo = { ttft = "80ms", tpot = "10ms", itl = "20ms", e2el = "2s", objective = 0.95 }
 canary = { interval = "1s", max_tokens = 8, structured = true }
 # The simulator as a pool (one replica): its checks hit.
-prefix_cache = { interval = "1s", prefix_tokens = 64, objective = 0.5 }
+prefix_cache = { interval = "1s", prefix_tokens = 64, block_tokens = 16, objective = 0.5 }
 
 [[targets]]
 name = "completions"
@@ -183,7 +183,7 @@ slo = { ttft = "80ms", tpot = "10ms", itl = "20ms", e2el = "2s", objective = 0.9
 # Every replica is checked for correct answers too (the simulators' toy model answers),
 # and for usable JSON answers and tool calls (the built-in structured prompts).
 canary = { interval = "1s", max_tokens = 16, structured = true }
-prefix_cache = { interval = "1s", prefix_tokens = 64, objective = 0.9 }
+prefix_cache = { interval = "1s", prefix_tokens = 64, block_tokens = 16, objective = 0.9 }
 EOF
   # On node b, a block whose file does not exist: discovery_up 0, InferprobeDiscoveryDown.
   if [ "$1" = b ]; then

@@ -76,6 +76,8 @@ pub fn demo_config(
         prefix_cache: Some(RawPrefixCache {
             interval: seconds("5s"),
             prefix_tokens: Some(512),
+            // The simulator's blocks, as vLLM's on GPU.
+            block_tokens: Some(16),
             objective: Some(0.8),
             ..RawPrefixCache::default()
         }),

@@ -13,9 +13,15 @@
 #      (1 - e^(-2λ)) / 2 with λ ~ 0.6 of them in a ~60 ms cold request, about 0.35 (1/2 under
 #      heavy traffic); on a quiet pool strict round-robin would send every second request
 #      to the other replica (never a hit).
+#   d: a KV cache of 24 blocks of 128 tokens (--num-gpu-blocks-override 24) under 3
+#      requests/s of ~400-token prompts (target "load"), checked two ways (issue 43, item 5):
+#      "small-now" sends the warm request at once (reuse_gap 0s: it finds the blocks the
+#      cold one just wrote), "small-later" 3 s later, as a conversation's next turn (the
+#      load has evicted them).
 # Every target counts the prefix exactly with the model's own tokenizer (`tokenizer`).
-# Checks run every 2 s for SECONDS (default 150). Passes when cached hits every judged
-# check, uncached misses every one, and the pool's hit ratio is between 0.15 and 0.75.
+# Checks run every 2 s (d's every 4 s) for SECONDS (default 150). Passes when cached hits
+# every judged check, uncached misses every one, the pool's hit ratio is between 0.15 and
+# 0.75, small-now hits at least 70% and small-later at most 30%.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_TO_RUN=${1:-150}
@@ -25,12 +31,13 @@ if ! command -v nginx >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq </dev/null && apt-get install -y -qq nginx-light </dev/null >/dev/null
 fi
-A_PORT=$(free_port); B_PORT=$(free_port); C_PORT=$(free_port)
+A_PORT=$(free_port); B_PORT=$(free_port); C_PORT=$(free_port); D_PORT=$(free_port)
 PROXY_PORT=$(free_port); PROBE_PORT=$(free_port)
 DETAILS=--enable-prompt-tokens-details
 start_vllm a "$A_PORT" "$MODEL" "$DETAILS"
 start_vllm b "$B_PORT" "$MODEL" "$DETAILS" --no-enable-prefix-caching
 start_vllm c "$C_PORT" "$MODEL" "$DETAILS"
+start_vllm d "$D_PORT" "$MODEL" "$DETAILS" --num-gpu-blocks-override 24
 
 # nginx as a plain round-robin load balancer (its default), streaming unbuffered.
 mkdir -p "$WORK/nginx"
@@ -91,9 +98,26 @@ name = "pool"
 url = "http://127.0.0.1:$PROXY_PORT"
 rate = 10
 $CHECK
+
+# A KV cache too small for its load: 24 blocks of 128 tokens, 3 requests/s of ~400 tokens.
+[[targets]]
+name = "load"
+url = "http://127.0.0.1:$D_PORT"
+rate = 3
+input_tokens = 400
+
+[[targets]]
+name = "small-now"
+url = "http://127.0.0.1:$D_PORT"
+prefix_cache = { interval = "4s", prefix_tokens = 256, block_tokens = 128, reuse_gap = "0s" }
+
+[[targets]]
+name = "small-later"
+url = "http://127.0.0.1:$D_PORT"
+prefix_cache = { interval = "4s", prefix_tokens = 256, block_tokens = 128, reuse_gap = "3s" }
 TOML
 probe_for "$SECONDS_TO_RUN"
-for s in a b c; do
+for s in a b c d; do
   port_var=${s^^}_PORT
   curl -sf "http://127.0.0.1:${!port_var}/metrics" > "$WORK/vllm-$s-metrics.txt"
 done
@@ -111,7 +135,7 @@ def value(name, target, extra=""):
 
 ok = True
 ratios = {}
-for target in ("cached", "uncached", "pool"):
+for target in ("cached", "uncached", "pool", "small-now", "small-later"):
     results = {r: value("inferprobe_prefix_cache_checks_total", target, f'result="{r}"')
                for r in ("hit", "miss", "unreported", "failed")}
     judged = results["hit"] + results["miss"]
@@ -124,13 +148,13 @@ for target in ("cached", "uncached", "pool"):
     print(f"{target}: " + ", ".join(f"{r} {v:.0f}" for r, v in results.items())
           + f"; hit ratio {ratio:.2f}; mean TTFT cold {cold * 1e3:.1f} ms, warm {warm * 1e3:.1f} ms"
           + (f" (x{cold / warm:.2f})" if warm else ""))
-    if judged < 10:
+    if judged < (10 if not target.startswith("small") else 5):
         print(f"  FAILED: only {judged:.0f} checks judged")
         ok = False
 cached = value("inferprobe_prompt_cached_tokens_total", "pool")
 prompt = value("inferprobe_prompt_tokens_total", "pool")
 print(f"pool workload probes: {cached:.0f} of {prompt:.0f} prompt tokens reported cached")
-for s in "abc":
+for s in "abcd":
     server = open(f"{work}/vllm-{s}-metrics.txt").read()
     get = lambda n: sum(float(v) for v in re.findall(rf'^vllm:{n}_total\{{[^}}]*\}} (\S+)$', server, re.M))
     print(f"vLLM {s}: prefix_cache_queries {get('prefix_cache_queries'):.0f}, "
@@ -149,6 +173,7 @@ for s in "ab":
         seen.append((usage["prompt_tokens"], (usage.get("prompt_tokens_details") or {}).get("cached_tokens")))
     print(f"vLLM {s}, a pair sent by hand: (prompt tokens, cached tokens) {seen}")
 ok = ok and ratios["cached"] == 1.0 and ratios["uncached"] == 0.0 and 0.15 <= ratios["pool"] <= 0.75
+ok = ok and ratios["small-now"] >= 0.7 and ratios["small-later"] <= 0.3
 print("PASS" if ok else "FAILED")
 sys.exit(0 if ok else 1)
 PY

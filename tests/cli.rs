@@ -99,12 +99,12 @@ fn check_exits_64_naming_the_key_and_reason() {
         ),
         (
             "[[targets]]\nname = \"a\"\nurl = \"http://h\"\nmodel = \"m\"\nrat = 1\n",
-            "`targets.0.rat`",
-            "unknown field",
+            "`targets[0].rat`",
+            "did you mean `rate`?",
         ),
         (
             "[[targets]]\nname = \"a\"\nurl = \"http://h\"\nmodel = 5\n",
-            "`targets.0.model`",
+            "`targets[0].model`",
             "invalid type",
         ),
         ("[[targets\n", "", "TOML"),

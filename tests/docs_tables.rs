@@ -33,9 +33,14 @@ fn table_problems(page: &str, text: &str) -> Vec<String> {
         }
         let at = start + 1;
         if start > 0 && !lines[start - 1].trim().is_empty() {
-            problems.push(format!("{page}:{at}: a table row right after text (no blank line)"));
+            problems.push(format!(
+                "{page}:{at}: a table row right after text (no blank line)"
+            ));
         }
-        if !lines.get(start + 1).is_some_and(|l| delimiter(l.trim_end())) {
+        if !lines
+            .get(start + 1)
+            .is_some_and(|l| delimiter(l.trim_end()))
+        {
             problems.push(format!(
                 "{page}:{at}: table rows without a header and delimiter row: {line:?}"
             ));

@@ -119,6 +119,14 @@ fn raw_target(args: &RecordArgs) -> Result<(RawTarget, Option<Vec<CanaryPrompt>>
         target.api_key_env = args.api_key_env.clone();
         target.api_key_file = None;
     }
+    // A discovery block's template may name no model (its replicas' comes from a pod
+    // label): the flag is what is missing, not a key of a file that has no `targets`.
+    if target.model.as_deref().is_none_or(str::is_empty) {
+        return Err(ConfigError::new(
+            "--model",
+            "is required (the target names no model: give the one the trusted replica serves)",
+        ));
+    }
     if target.url.is_none() && target.endpoint.is_none() {
         return Err(ConfigError::new(
             "--url",
@@ -224,4 +232,37 @@ pub fn write(golden: &Golden, path: &std::path::Path) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, json + "\n")?;
     std::fs::rename(tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 44, item 3: a discovery block's template without `model` is missing the flag,
+    /// not a key of the file.
+    #[test]
+    fn a_missing_model_names_the_flag() {
+        let dir = std::env::temp_dir().join(format!("inferprobe-record-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("inferprobe.toml");
+        std::fs::write(
+            &config,
+            "[[discovery]]\nname = \"pool\"\nsource = \"kubernetes\"\nselector = \"app=vllm\"\n[discovery.template]\nbackend = \"openai-chat\"\n",
+        )
+        .unwrap();
+        let args = RecordArgs {
+            config: Some(config),
+            target: Some("pool".into()),
+            url: Some("http://127.0.0.1:1".into()),
+            ..RecordArgs::default()
+        };
+        let error = raw_target(&args).unwrap_err();
+        assert_eq!(error.key, "--model", "{error}");
+        let args = RecordArgs {
+            model: Some("m".into()),
+            ..args
+        };
+        assert!(raw_target(&args).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

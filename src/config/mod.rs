@@ -185,10 +185,53 @@ fn from_figment(err: figment::Error) -> ConfigError {
         ),
         None => meta.name.to_string(),
     });
+    let reason = match &err.kind {
+        figment::error::Kind::UnknownField(field, expected) => unknown_key(field, expected),
+        kind => kind.to_string(),
+    };
     ConfigError {
-        key: err.path.join("."),
-        reason: err.kind.to_string(),
+        key: key_path(&err.path),
+        reason,
         source,
+    }
+}
+
+/// A figment path as the other errors and the docs spell a key: `targets[0].rate`.
+fn key_path(path: &[String]) -> String {
+    let mut key = String::new();
+    for part in path {
+        if part.parse::<usize>().is_ok() {
+            key.push_str(&format!("[{part}]"));
+        } else {
+            if !key.is_empty() {
+                key.push('.');
+            }
+            key.push_str(part);
+        }
+    }
+    key
+}
+
+/// An unknown key, and the known one it is closest to where it is one slip away (as cargo
+/// and clap suggest), else where the keys are documented: the whole list of a target's
+/// ~65 keys helps nobody find one.
+fn unknown_key(field: &str, expected: &[&str]) -> String {
+    let closest = expected
+        .iter()
+        .map(|key| (strsim::jaro(field, key), *key))
+        .filter(|(similarity, _)| *similarity > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match closest {
+        Some((_, key)) => format!("unknown key `{field}`: did you mean `{key}`?"),
+        None if expected.len() <= 8 => format!(
+            "unknown key `{field}`: expected one of {}",
+            expected
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => format!("unknown key `{field}` (docs/configuration.md lists the keys)"),
     }
 }
 

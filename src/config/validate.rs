@@ -33,6 +33,23 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigError> {
     )?;
     check_labels("labels", &raw.labels)?;
     check_labels("labels_from_env", &raw.labels_from_env)?;
+    // On every series a discovered replica's `pod` and `namespace` name that replica
+    // (docs/deploying.md): a daemon-wide one would name the probe on some series and the
+    // replica on others.
+    for (key, labels) in [
+        ("labels", &raw.labels),
+        ("labels_from_env", &raw.labels_from_env),
+    ] {
+        if let Some(name) = ["pod", "namespace"]
+            .into_iter()
+            .find(|n| labels.contains_key(*n))
+        {
+            return Err(ConfigError::new(
+                format!("{key}.{name}"),
+                "names the replica probed on a discovered target's series (docs/deploying.md): give the probe's own another name, as `probe_pod`",
+            ));
+        }
+    }
     if let Some(both) = raw
         .labels
         .keys()

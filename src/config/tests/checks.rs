@@ -234,6 +234,14 @@ fn operations_settings_are_checked() {
         "labels = {{ node = \"a\" }}\nlabels_from_env = {{ node = \"X\" }}\n{MINIMAL}"
     ));
     assert_eq!(err.key, "labels_from_env.node");
+    // `pod` always names a replica: the probe's own pod is `probe_pod` (issue 44, item 4).
+    let err = error_for(&format!(
+        "labels_from_env = {{ pod = \"POD_NAME\" }}\n{MINIMAL}"
+    ));
+    assert_eq!(err.key, "labels_from_env.pod");
+    assert!(err.reason.contains("probe_pod"), "{err}");
+    let err = error_for(&format!("labels = {{ namespace = \"x\" }}\n{MINIMAL}"));
+    assert_eq!(err.key, "labels.namespace");
 }
 
 #[test]

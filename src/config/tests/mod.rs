@@ -152,7 +152,7 @@ fn unknown_environment_key_is_an_error_naming_the_variable() {
         jail.set_env("INFERPROBE_DEFAULTS__RAET", "2");
         let err = load_in(jail).unwrap_err();
         assert_eq!(err.key, "defaults.raet");
-        assert!(err.reason.contains("unknown field"), "{err}");
+        assert_eq!(err.reason, "unknown key `raet`: did you mean `rate`?");
         assert!(err.source.unwrap().contains("INFERPROBE_DEFAULTS__RAET"));
         Ok(())
     });
@@ -161,15 +161,27 @@ fn unknown_environment_key_is_an_error_naming_the_variable() {
 #[test]
 fn unknown_file_key_is_an_error_naming_the_key_and_file() {
     let err = error_for(&format!("{MINIMAL}rat = 2\n"));
-    assert_eq!(err.key, "targets.0.rat");
-    assert!(err.reason.contains("unknown field"), "{err}");
+    assert_eq!(err.key, "targets[0].rat");
+    assert_eq!(err.reason, "unknown key `rat`: did you mean `rate`?");
     assert!(err.source.unwrap().contains("config.toml"));
+    // Nothing close: where the keys are, not all ~65 of them.
+    let err = error_for(&format!("{MINIMAL}zzzzzz = 2\n"));
+    assert_eq!(
+        err.reason,
+        "unknown key `zzzzzz` (docs/configuration.md lists the keys)"
+    );
+    // A nested table's index is spelled as the docs spell it.
+    let err = error_for(&format!(
+        "{MINIMAL}prefix_cache = {{ intervall = \"1m\" }}\n"
+    ));
+    assert_eq!(err.key, "targets[0].prefix_cache.intervall");
+    assert!(err.reason.contains("did you mean `interval`?"), "{err}");
 }
 
 #[test]
 fn wrong_type_names_the_key() {
     let err = error_for(&MINIMAL.replace("model = \"m\"", "model = \"m\"\nrate = \"fast\""));
-    assert_eq!(err.key, "targets.0.rate");
+    assert_eq!(err.key, "targets[0].rate");
 }
 
 #[test]

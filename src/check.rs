@@ -35,12 +35,13 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
         path.display(),
         loaded.targets.len()
     );
-    let examples = loaded
-        .discovery
-        .iter()
-        .filter_map(|d| Some((Arc::new(d.example().ok()?), Some(d.source.kind()))));
+    let examples = loaded.discovery.iter().filter_map(|d| {
+        let source = Some((d.source.kind(), d.max_targets));
+        Some((Arc::new(d.example().ok()?), source))
+    });
     let configured = loaded.targets.iter().map(|t| (Arc::clone(t), None));
-    for (target, source) in configured.chain(examples) {
+    for (target, block) in configured.chain(examples) {
+        let source = block.map(|(kind, _)| kind);
         println!("  {}: {}", target.name, slo(&target));
         if let Some(spec) = &target.prefix_cache {
             let exact = target.prompts.tokenizer.is_some();
@@ -58,6 +59,9 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
             for warning in crate::canary::warnings(canary) {
                 eprintln!("warning: {}: {warning}", target.name);
             }
+        }
+        if let Some(line) = cost(&target, block.map(|(_, max)| max)) {
+            println!("  {}: {line}", target.name);
         }
     }
     if skip_secrets {
@@ -115,4 +119,41 @@ fn file_sd(config: &Config) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// What a target's checks send an hour, prompt and output tokens, beside its workload's
+/// (docs/operating.md, "Limits"): per replica, and for a discovery block up to its
+/// `max_targets` replicas.
+fn cost(target: &Target, max_replicas: Option<usize>) -> Option<String> {
+    let mut parts = Vec::new();
+    let (mut prompt, mut output) = (0, 0);
+    if let Some(canary) = &target.canary {
+        let (p, o) = canary.tokens_per_hour();
+        parts.push(format!(
+            "the canary about {p} prompt and at most {o} output tokens"
+        ));
+        (prompt, output) = (prompt + p, output + o);
+    }
+    if let Some(spec) = &target.prefix_cache {
+        let (p, o) = (spec.prompt_tokens_per_hour(), spec.output_tokens_per_hour());
+        parts.push(format!(
+            "the prefix-cache check about {p} prompt and at most {o} output tokens"
+        ));
+        (prompt, output) = (prompt + p, output + o);
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let mut line = format!("checks cost, an hour: {}", parts.join("; "));
+    match max_replicas {
+        Some(n) => {
+            line += &format!(
+                " per replica; up to {n} replicas (max_targets): about {} prompt and at most {} output tokens",
+                prompt * n as u64,
+                output * n as u64
+            )
+        }
+        None => line += " (beside the workload's)",
+    }
+    Some(line)
 }

@@ -36,7 +36,7 @@ pub use judge::{Judgement, Known, Rule, SetAside, Verdict, judge};
 /// model may spend its first on an empty piece (a partial UTF-8 byte, a stop token), which
 /// is no first token and fails the probe: on vLLM with a random-weight model, one request
 /// in four at 1 token (44% of pairs `failed`); four make that rare.
-const MAX_TOKENS: u32 = 4;
+const MAX_TOKENS: u32 = (crate::endpoint::prefix_cache::PAIR_OUTPUT_TOKENS / 2) as u32;
 
 mod judge;
 

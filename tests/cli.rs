@@ -313,3 +313,66 @@ fn check_reads_a_file_sd_file_and_says_each_targets_slo() {
         "{stdout}"
     );
 }
+
+/// Issue 44, item 5: `check` says what a target's checks cost an hour, prompt and output
+/// tokens, per replica and for a discovery block's `max_targets` replicas.
+#[test]
+fn check_prints_what_the_checks_cost_an_hour() {
+    let dir = std::env::temp_dir().join(format!("inferprobe-cost-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = write(
+        &dir,
+        "cost.toml",
+        r#"
+[[targets]]
+name = "static"
+url = "http://127.0.0.1:1"
+model = "m"
+canary = { interval = "60s" }
+prefix_cache = { interval = "60s" }
+
+[[discovery]]
+name = "pool"
+source = "pods"
+selector = "app=vllm"
+max_targets = 10
+port = 8000
+[discovery.template]
+model = "m"
+canary = { interval = "30s" }
+"#,
+    );
+    let out = inferprobe(&["check", "--config", &path]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // 60 checks of 32 tokens; 60 pairs of 2 × (1,024 + 14) prompt and 8 output tokens.
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.contains(&format!("{name}: checks cost, an hour")))
+            .unwrap_or_else(|| panic!("no cost line for {name}:\n{stdout}"))
+            .to_owned()
+    };
+    let static_line = line("static");
+    assert!(
+        static_line.contains("at most 1920 output tokens"),
+        "{static_line}"
+    );
+    assert!(
+        static_line
+            .contains("the prefix-cache check about 124560 prompt and at most 480 output tokens"),
+        "{static_line}"
+    );
+    let pool = line("pool");
+    assert!(
+        pool.contains("at most 3840 output tokens per replica"),
+        "{pool}"
+    );
+    assert!(pool.contains("up to 10 replicas (max_targets)"), "{pool}");
+    assert!(pool.contains("at most 38400 output tokens"), "{pool}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -44,6 +44,29 @@ pub struct CanarySpec {
 }
 
 impl CanarySpec {
+    /// What the canary sends an hour to one replica, (prompt tokens, at most output
+    /// tokens): a check per interval, the prompts in turn, each prompt's words at 4 tokens
+    /// per 3 (the chat template and a replica's warm-up and votes come on top).
+    pub fn tokens_per_hour(&self) -> (u64, u64) {
+        let checks = 3600.0 / self.interval.as_secs_f64().max(1e-3);
+        let n = self.prompts.len().max(1) as f64;
+        let words: usize = self
+            .prompts
+            .iter()
+            .map(|p| p.text.split_whitespace().count())
+            .sum();
+        let output: u64 = self
+            .prompts
+            .iter()
+            .map(|p| match p.structure {
+                Some(_) => u64::from(self.structured_max_tokens),
+                None => u64::from(self.max_tokens),
+            })
+            .sum();
+        let per = |total: f64| (checks * total / n).round() as u64;
+        (per(words as f64 * 4.0 / 3.0), per(output as f64))
+    }
+
     /// The group a replica of `model` with these `labels` and controller `revision` is in:
     /// the values of `group_by`, else the revision (`None` for a static target, or a
     /// source that does not say).

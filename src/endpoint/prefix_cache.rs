@@ -34,6 +34,8 @@ pub struct PrefixCacheSpec {
 /// Prompt tokens a pair adds to its prefix: the nonce and a question each (the chat
 /// template comes on top, and depends on the model).
 const PAIR_OVERHEAD_TOKENS: u64 = 14;
+/// Output tokens a pair asks for: 4 a request (`crate::prefix_check`).
+pub const PAIR_OUTPUT_TOKENS: u64 = 8;
 
 /// Below this, a prefix may fill no block of a server whose block size is not known:
 /// vLLM's are 16 tokens on GPU, 128 on CPU, 512 or more for hybrid models.
@@ -45,6 +47,11 @@ impl PrefixCacheSpec {
     pub fn prompt_tokens_per_hour(&self) -> u64 {
         let pairs = 3600.0 / self.interval.as_secs_f64();
         (pairs * 2.0 * (u64::from(self.prefix_tokens) + PAIR_OVERHEAD_TOKENS) as f64).round() as u64
+    }
+
+    /// Output tokens an hour the check asks for at most.
+    pub fn output_tokens_per_hour(&self) -> u64 {
+        (3600.0 / self.interval.as_secs_f64() * PAIR_OUTPUT_TOKENS as f64).round() as u64
     }
 
     /// The least of the prefix a healthy cache serves the warm request: its whole blocks.

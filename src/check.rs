@@ -59,6 +59,12 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
             for warning in crate::canary::warnings(canary) {
                 eprintln!("warning: {}: {warning}", target.name);
             }
+            if let Some(path) = &canary.unread {
+                println!(
+                    "  {}: canary file {path} is not here (--no-secrets: the cluster mounts it); the built-in prompts stand in above, and `inferprobe run` reads and checks it",
+                    target.name
+                );
+            }
         }
         if let Some(line) = cost(&target, block.map(|(_, max)| max)) {
             println!("  {}: {line}", target.name);

@@ -376,3 +376,62 @@ canary = { interval = "30s" }
     assert!(pool.contains("at most 38400 output tokens"), "{pool}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 44, item 2: `check --no-secrets` is the pre-flight check on a laptop. A canary's
+/// prompts or golden file the cluster mounts is noted where it is not at hand, and read
+/// and checked where it is; `run` (here: `check` without the flag) still needs it.
+#[test]
+fn no_secrets_notes_canary_files_the_cluster_mounts() {
+    let dir = std::env::temp_dir().join(format!("inferprobe-mounted-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = |canary: &str| {
+        format!(
+            "[[targets]]\nname = \"t\"\nurl = \"http://127.0.0.1:1\"\nmodel = \"m\"\ncanary = {{ {canary} }}\n"
+        )
+    };
+    let absent = write(
+        &dir,
+        "absent.toml",
+        &config(r#"prompts = "/etc/inferprobe/canary/prompts.jsonl""#),
+    );
+    let out = inferprobe(&["check", "--no-secrets", "--config", &absent]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("canary file /etc/inferprobe/canary/prompts.jsonl is not here"),
+        "{stdout}"
+    );
+    let golden = write(
+        &dir,
+        "golden.toml",
+        &config(r#"golden = "/etc/inferprobe/canary/golden.json""#),
+    );
+    let out = inferprobe(&["check", "--no-secrets", "--config", &golden]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = inferprobe(&["check", "--config", &absent]);
+    assert_eq!(
+        out.status.code(),
+        Some(64),
+        "without --no-secrets the file is read"
+    );
+    // At hand, it is read and its shape checked, flag or not.
+    let bad = write(&dir, "bad.jsonl", "{\"prompt\": 5}\n");
+    let present = write(
+        &dir,
+        "present.toml",
+        &config(&format!("prompts = \"{bad}\"")),
+    );
+    let out = inferprobe(&["check", "--no-secrets", "--config", &present]);
+    assert_eq!(
+        out.status.code(),
+        Some(64),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

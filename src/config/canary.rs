@@ -54,6 +54,7 @@ pub(super) fn canary(
     raw: &RawCanary,
     backend: BackendKind,
     extra_body: &serde_json::Map<String, serde_json::Value>,
+    mounted: bool,
 ) -> Result<(Arc<CanarySpec>, u64), ConfigError> {
     // What a structured prompt's body holds before its structure is spelled: whether it can
     // be sent may depend on it (Claude's extended thinking refuses a forced tool call).
@@ -87,12 +88,20 @@ pub(super) fn canary(
         ));
     }
     let mut files = DefaultHasher::new();
+    // `check --no-secrets` on a laptop: a file the cluster mounts (a ConfigMap) is checked
+    // where it is at hand and noted where it is not.
+    let absent = |path: &str| mounted && !Path::new(path).exists();
+    let mut unread = None;
     let (prompts, golden, recorded) = match (&raw.prompts, &raw.golden) {
         (Some(_), Some(_)) => {
             return Err(ConfigError::new(
                 at("golden"),
                 "a golden file brings its own prompts: set `prompts` or `golden`, not both",
             ));
+        }
+        (Some(path), None) | (None, Some(path)) if absent(path) => {
+            unread = Some(path.clone());
+            (Vec::new(), None, None)
         }
         (Some(path), None) => {
             hash_file(path, &mut files);
@@ -218,6 +227,7 @@ pub(super) fn canary(
         baseline: raw.baseline.clone(),
         votes: in_range(&at("votes"), raw.votes.unwrap_or(DEFAULT_VOTES), 0, 16)? as usize,
         warmup,
+        unread,
     };
     Ok((Arc::new(spec), files.finish()))
 }

@@ -92,7 +92,8 @@ pub(super) fn validate_target(
     let (canary, canary_files) = match &t.canary {
         Some(raw) => {
             let extra_body = t.extra_body.clone().unwrap_or_default();
-            let (spec, files) = super::canary::canary(&at, raw, backend, &extra_body)?;
+            let (spec, files) =
+                super::canary::canary(&at, raw, backend, &extra_body, loaded.skip_secrets)?;
             (Some(spec), files)
         }
         None => (None, 0),

@@ -41,6 +41,9 @@ pub struct CanarySpec {
     pub votes: usize,
     /// Checks run back to back when a replica is first found (then one per interval).
     pub warmup: usize,
+    /// `check --no-secrets`: a prompts or golden file the cluster mounts was not here to
+    /// read, so the built-in prompts stand in for it (`check` says so; `run` reads it).
+    pub unread: Option<String>,
 }
 
 impl CanarySpec {

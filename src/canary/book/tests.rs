@@ -122,6 +122,7 @@ fn a_new_prompt_or_an_emptied_group_learns_a_fresh_reference() {
 #[test]
 fn a_changed_model_or_setting_is_another_book() {
     let spec = |max_tokens| CanarySpec {
+        unread: None,
         interval: std::time::Duration::from_secs(60),
         max_tokens,
         structured_max_tokens: 512,

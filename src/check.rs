@@ -49,6 +49,12 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
             for warning in spec.warnings() {
                 eprintln!("warning: {}: {warning}", target.name);
             }
+            if !target.include_usage && spec.objective.is_some() {
+                eprintln!(
+                    "warning: {}: prefix_cache: include_usage = false asks for no usage, so no cached-token count: the check judges by TTFT alone and can never count a miss, so its objective never tickets",
+                    target.name
+                );
+            }
         }
         if let Some(canary) = &target.canary {
             println!(

@@ -71,17 +71,18 @@ pub async fn run(
                 continue;
             }
         }
-        let (prober, spec, seen, series, status, abort) = (
+        let (prober, spec, seen, series, status, abort, stop) = (
             Arc::clone(&prober),
             Arc::clone(&spec),
             Arc::clone(&seen),
             sinks.series.clone(),
             Arc::clone(&sinks.status),
             ctx.abort.clone(),
+            stop.clone(),
         );
         ctx.probes.spawn(async move {
             let _permit = permit;
-            check(&prober, &spec, &seen, (&series, &status), &abort).await;
+            check(&prober, &spec, &seen, (&series, &status), (&stop, &abort)).await;
         });
     }
 }
@@ -125,7 +126,7 @@ async fn check(
     spec: &PrefixCacheSpec,
     seen: &Seen,
     (series, status): (&PrefixSeries, &TargetStatus),
-    abort: &CancellationToken,
+    (stop, abort): (&CancellationToken, &CancellationToken),
 ) {
     let target = &prober.target;
     let nonce: u64 = rand::random();
@@ -148,10 +149,12 @@ async fn check(
             structure: None,
             cache_breakpoint: Some(shared),
         };
+        // A pair waiting out its gap at shutdown is dropped, unjudged: its warm request
+        // would go out after the daemon was told to stop, and hold the drain for the gap.
         if i == 1 && !spec.reuse_gap.is_zero() {
             tokio::select! {
                 () = tokio::time::sleep(spec.reuse_gap) => {}
-                () = abort.cancelled() => return,
+                () = stop.cancelled() => return,
             }
         }
         let report = prober.probe(&request_id, &prompt, abort).await;

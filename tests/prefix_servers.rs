@@ -216,3 +216,59 @@ async fn anthropic_caches_the_marked_prefix_from_its_minimum() {
         "{below:?}"
     );
 }
+
+/// After a review: a pair waiting out its reuse gap at shutdown is dropped, so the drain
+/// does not wait for the gap, and no warm request goes out after the daemon was told to
+/// stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_does_not_wait_for_a_pairs_gap() {
+    let sim = start_sim(server()).await;
+    let daemon = start_daemon(&format!(
+        r#"
+        [[targets]]
+        name = "t"
+        url = "{}"
+        backend = "openai-chat"
+        model = "m"
+        rate = 0.001
+        prefix_cache = {{ interval = "4s", prefix_tokens = 1024, reuse_gap = "3500ms" }}
+        "#,
+        sim.url()
+    ))
+    .await;
+    // The server's own count of prompt tokens: the cold request's ~1,040 once it was served.
+    let client = reqwest::Client::new();
+    let served = || async {
+        let text = client
+            .get(format!("{}/metrics", sim.url()))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .filter(|l| l.starts_with("vllm:prompt_tokens_total"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while served().await < 1000.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no cold request in 15 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let cold = served().await;
+    let stopping = std::time::Instant::now();
+    daemon.stop().await;
+    let took = stopping.elapsed();
+    assert!(took < Duration::from_secs(2), "shutdown took {took:?}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        served().await,
+        cold,
+        "a warm request went out after shutdown began"
+    );
+}

@@ -19,8 +19,9 @@ const DEFAULT_PREFIX_TOKENS: u64 = 1024;
 /// for its load has forgotten the prefix. Well under every hosted cache's lifetime (5
 /// minutes and more). Half the interval where that is shorter, so pairs never overlap.
 const DEFAULT_REUSE_GAP: Duration = Duration::from_secs(30);
-/// How long Anthropic's cache keeps an unused prefix (its default `ephemeral` lifetime).
-const ANTHROPIC_TTL: Duration = Duration::from_secs(300);
+/// How long the hosted caches keep an unused prefix: Anthropic's default `ephemeral`
+/// lifetime, the least of OpenAI's "5 to 10 minutes" of in-memory retention.
+const HOSTED_TTL: Duration = Duration::from_secs(300);
 /// Caches hold whole blocks, and the nonce before the prefix is part of what is cached:
 /// more than half is a hit.
 const DEFAULT_HIT_SHARE: f64 = 0.5;
@@ -66,13 +67,16 @@ pub(super) fn prefix_cache(
             ),
         ));
     }
-    if backend == BackendKind::Anthropic && reuse_gap >= ANTHROPIC_TTL {
+    let known = known_cache(backend, host, model);
+    if let Some(k) = known.filter(|_| reuse_gap >= HOSTED_TTL) {
         return Err(ConfigError::new(
             at("reuse_gap"),
-            "Anthropic's cache keeps a prefix 5 minutes: a longer gap misses on a healthy cache",
+            format!(
+                "{}'s cache keeps an unused prefix about 5 minutes: a longer gap misses on a healthy cache",
+                k.name
+            ),
         ));
     }
-    let known = known_cache(backend, host, model);
     let default_prefix = known.map_or(DEFAULT_PREFIX_TOKENS, |k| {
         DEFAULT_PREFIX_TOKENS.max(u64::from(k.minimum_tokens))
     });
@@ -131,7 +135,7 @@ pub(super) fn prefix_cache(
         hit_share,
         speedup,
         objective,
-        priced_writes: backend == BackendKind::Anthropic,
+        priced_writes: known.is_some_and(|k| k.name == "Anthropic"),
     })
 }
 
@@ -300,10 +304,16 @@ mod tests {
 
     #[test]
     fn anthropic_prefixes_reach_the_models_minimum_within_its_lifetime() {
-        let claude = load("anthropic", RawPrefixCache::default()).unwrap();
+        let claude = load_at(
+            "https://api.anthropic.com",
+            "anthropic",
+            RawPrefixCache::default(),
+        )
+        .unwrap();
         assert_eq!(claude.prefix_tokens, 4096, "model m: not a known Claude");
         assert!(claude.priced_writes);
-        let long_gap = load(
+        let long_gap = load_at(
+            "https://api.anthropic.com",
             "anthropic",
             RawPrefixCache {
                 interval: Some(RawDuration::Text("10m".into())),

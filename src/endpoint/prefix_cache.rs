@@ -131,29 +131,33 @@ pub struct KnownCache {
 /// The cache of the API at `host` serving `model`, where its provider documents one.
 /// Providers change these: the table only refuses what is sure to miss and sets defaults.
 pub fn known_cache(backend: BackendKind, host: &str, model: &str) -> Option<KnownCache> {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let under = |domain: &str| host == domain || host.ends_with(&format!(".{domain}"));
+    // Claude's rules for Claude: a self-hosted server speaking the Messages API (vLLM,
+    // llama-server) has its own cache and none of Anthropic's minimums or prices.
     if backend == BackendKind::Anthropic {
-        return Some(KnownCache {
+        let claude = under("anthropic.com") || model.to_ascii_lowercase().contains("claude");
+        return claude.then(|| KnownCache {
             name: "Anthropic",
             minimum_tokens: claude_minimum(model),
             block_tokens: None,
         });
     }
-    match host {
-        // platform.openai.com prompt caching: automatic from 1,024 tokens, hits in
-        // increments of 128 tokens.
-        "api.openai.com" => Some(KnownCache {
+    // platform.openai.com prompt caching, and Azure OpenAI's: automatic from 1,024 tokens,
+    // hits in increments of 128 tokens (regional hosts too: eu.api.openai.com).
+    if under("api.openai.com") || under("openai.azure.com") {
+        return Some(KnownCache {
             name: "OpenAI",
             minimum_tokens: 1024,
             block_tokens: Some(128),
-        }),
-        // ai.google.dev implicit caching: 2,048 tokens for the 2.5 models, 4,096 for later.
-        "generativelanguage.googleapis.com" => Some(KnownCache {
-            name: "Gemini",
-            minimum_tokens: if model.contains("2.5") { 2048 } else { 4096 },
-            block_tokens: None,
-        }),
-        _ => None,
+        });
     }
+    // ai.google.dev implicit caching: 2,048 tokens for the 2.5 models, 4,096 for later.
+    under("generativelanguage.googleapis.com").then(|| KnownCache {
+        name: "Gemini",
+        minimum_tokens: if model.contains("2.5") { 2048 } else { 4096 },
+        block_tokens: None,
+    })
 }
 
 /// The least prompt a Claude model caches, by Anthropic's prompt-caching docs (dated
@@ -241,6 +245,24 @@ mod tests {
         assert_eq!(gemini("gemini-2.5-flash").unwrap().minimum_tokens, 2048);
         assert_eq!(gemini("gemini-3-pro").unwrap().minimum_tokens, 4096);
         assert_eq!(known_cache(chat, "vllm.internal", "m"), None);
+        for host in [
+            "api.openai.com.",
+            "eu.api.openai.com",
+            "API.OpenAI.com",
+            "x.openai.azure.com",
+        ] {
+            assert_eq!(
+                known_cache(chat, host, "gpt-4o").map(|k| k.minimum_tokens),
+                Some(1024),
+                "{host}"
+            );
+        }
+        assert_eq!(known_cache(chat, "notapi.openai.com.evil", "m"), None);
+        // The Messages API served by vLLM: not Claude's cache.
+        assert_eq!(
+            known_cache(BackendKind::Anthropic, "vllm.internal", "Qwen/Qwen3-8B"),
+            None
+        );
         let claude = |model| {
             known_cache(BackendKind::Anthropic, "api.anthropic.com", model)
                 .unwrap()

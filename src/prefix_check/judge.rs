@@ -58,14 +58,20 @@ pub fn judge(
         m.cached_prompt_tokens
             .or_else(|| (reported_before && m.prompt_tokens.is_some()).then_some(0))
     };
+    let ttft_hit = match (cold.ttft, warm.ttft) {
+        (Some(cold), Some(warm)) => warm.as_secs_f64() * spec.speedup <= cold.as_secs_f64(),
+        _ => false,
+    };
     let mut set_aside = None;
     if let Some(warm_cached) = cached(warm) {
         let cold_cached = cached(cold).unwrap_or(0);
-        // What the cold request did not have cached must hold most of the prefix: words
-        // count fewer tokens than any tokenizer makes of them, so this errs towards trust.
-        let prefix = f64::from(spec.prefix_tokens);
+        // The cold request claims at least half the prefix cached and left less than half
+        // of it uncached: no prefix cache can have served it. Half, whatever `hit_share`
+        // asks of a hit; words count fewer tokens than any tokenizer makes of them, so this
+        // errs towards trusting the count.
+        let prefix = u64::from(spec.prefix_tokens);
         let fresh = cold.prompt_tokens.map(|p| p.saturating_sub(cold_cached));
-        if fresh.is_some_and(|fresh| (fresh as f64) < (1.0 - spec.hit_share) * prefix) {
+        if 2 * cold_cached >= prefix && fresh.is_some_and(|fresh| 2 * fresh < prefix) {
             set_aside = Some(SetAside::ColdCached);
         } else if known.cold_written == Some(0) && warm_cached == cold_cached {
             set_aside = Some(SetAside::NotWritten);
@@ -77,16 +83,20 @@ pub fn judge(
             let expected = spec.hit_share * f64::from(spec.cacheable_tokens());
             let verdict = match gained as f64 >= expected {
                 true => Verdict::Hit(Rule::Usage),
+                // A count read as 0 only because it is missing, where the TTFT shows the
+                // prefill saved: the server stopped reporting (a flag dropped in a
+                // rollout, a gateway to a replica that does not say), not a cold cache.
+                false if warm.cached_prompt_tokens.is_none() && ttft_hit => {
+                    Verdict::Hit(Rule::Ttft)
+                }
                 false => Verdict::Miss,
             };
             return verdict.into();
         }
     }
-    let verdict = match (cold.ttft, warm.ttft) {
-        (Some(cold), Some(warm)) if warm.as_secs_f64() * spec.speedup <= cold.as_secs_f64() => {
-            Verdict::Hit(Rule::Ttft)
-        }
-        _ => Verdict::Unreported,
+    let verdict = match ttft_hit {
+        true => Verdict::Hit(Rule::Ttft),
+        false => Verdict::Unreported,
     };
     Judgement { verdict, set_aside }
 }

@@ -235,3 +235,58 @@ fn nothing_written_is_no_miss() {
         Verdict::Hit(Rule::Usage)
     );
 }
+
+/// After a review: a server that reported before and stops (a flag dropped in a rollout, a
+/// gateway to a replica that does not report) is no cold cache where TTFT shows the saving.
+#[test]
+fn a_missing_count_with_the_prefill_saved_is_a_hit_by_ttft() {
+    let cold = measured(213, None);
+    let fast = judge(&spec(), Some(&cold), Some(&measured(9, None)), HIT_REPORTED);
+    assert_eq!(fast.verdict, Verdict::Hit(Rule::Ttft));
+    let slow = judge(
+        &spec(),
+        Some(&cold),
+        Some(&measured(200, None)),
+        HIT_REPORTED,
+    );
+    assert_eq!(slow.verdict, Verdict::Miss);
+    // A reported 0 stays a miss however fast (a warm GPU is not a cache hit).
+    let zero = judge(
+        &spec(),
+        Some(&cold),
+        Some(&measured(9, Some(0))),
+        HIT_REPORTED,
+    );
+    assert_eq!(zero.verdict, Verdict::Miss);
+}
+
+/// After a review: the set-aside rule does not move with `hit_share` (at 1.0 it once set
+/// nothing aside and every P/D pair missed), and a small prompt count is no claim.
+#[test]
+fn setting_aside_asks_half_the_prefix_whatever_the_hit_share() {
+    let strict = PrefixCacheSpec {
+        hit_share: 1.0,
+        ..spec()
+    };
+    let pd = judge(
+        &strict,
+        Some(&measured(80, Some(1039))),
+        Some(&measured(30, Some(1039))),
+        Known::default(),
+    );
+    assert_eq!(
+        (pd.verdict, pd.set_aside),
+        (Verdict::Hit(Rule::Ttft), Some(SetAside::ColdCached))
+    );
+    // Usage counting only the tail (10 prompt tokens, 0 cached): not set aside.
+    let tail = judge(
+        &spec(),
+        Some(&request(80, 10, Some(0))),
+        Some(&request(20, 10, Some(1024))),
+        Known::default(),
+    );
+    assert_eq!(
+        (tail.verdict, tail.set_aside),
+        (Verdict::Hit(Rule::Usage), None)
+    );
+}

@@ -135,7 +135,7 @@ pub(super) fn prefix_cache(
         hit_share,
         speedup,
         objective,
-        priced_writes: known.is_some_and(|k| k.name == "Anthropic"),
+        priced_writes: known.is_some_and(|k| k.priced_writes),
     })
 }
 

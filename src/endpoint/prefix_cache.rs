@@ -45,13 +45,19 @@ impl PrefixCacheSpec {
     /// Prompt tokens an hour the check sends, both requests of every pair, before the chat
     /// template: what `inferprobe check` prints so its cost is seen before it runs.
     pub fn prompt_tokens_per_hour(&self) -> u64 {
-        let pairs = 3600.0 / self.interval.as_secs_f64();
-        (pairs * 2.0 * (u64::from(self.prefix_tokens) + PAIR_OVERHEAD_TOKENS) as f64).round() as u64
+        (self.pairs_per_hour()
+            * 2.0
+            * (u64::from(self.prefix_tokens) + PAIR_OVERHEAD_TOKENS) as f64)
+            .round() as u64
+    }
+
+    fn pairs_per_hour(&self) -> f64 {
+        3600.0 / self.interval.as_secs_f64()
     }
 
     /// Output tokens an hour the check asks for at most.
     pub fn output_tokens_per_hour(&self) -> u64 {
-        (3600.0 / self.interval.as_secs_f64() * PAIR_OUTPUT_TOKENS as f64).round() as u64
+        (self.pairs_per_hour() * PAIR_OUTPUT_TOKENS as f64).round() as u64
     }
 
     /// The least of the prefix a healthy cache serves the warm request: its whole blocks.
@@ -101,9 +107,8 @@ impl PrefixCacheSpec {
     /// apart: each pair writes the prefix once (1.25×) and reads it once (0.1×), and sends
     /// the rest plain.
     pub fn priced_tokens_per_hour(&self) -> u64 {
-        let pairs = 3600.0 / self.interval.as_secs_f64();
         let prefix = f64::from(self.prefix_tokens);
-        (pairs * (1.35 * prefix + 2.0 * PAIR_OVERHEAD_TOKENS as f64)).round() as u64
+        (self.pairs_per_hour() * (1.35 * prefix + 2.0 * PAIR_OVERHEAD_TOKENS as f64)).round() as u64
     }
 
     /// What `inferprobe check` warns about: a prefix short enough that a server whose
@@ -126,6 +131,8 @@ pub struct KnownCache {
     pub name: &'static str,
     pub minimum_tokens: u32,
     pub block_tokens: Option<u32>,
+    /// Writes priced above plain input, reads below (Anthropic).
+    pub priced_writes: bool,
 }
 
 /// The cache of the API at `host` serving `model`, where its provider documents one.
@@ -141,6 +148,7 @@ pub fn known_cache(backend: BackendKind, host: &str, model: &str) -> Option<Know
             name: "Anthropic",
             minimum_tokens: claude_minimum(model),
             block_tokens: None,
+            priced_writes: true,
         });
     }
     // platform.openai.com prompt caching, and Azure OpenAI's: automatic from 1,024 tokens,
@@ -150,6 +158,7 @@ pub fn known_cache(backend: BackendKind, host: &str, model: &str) -> Option<Know
             name: "OpenAI",
             minimum_tokens: 1024,
             block_tokens: Some(128),
+            priced_writes: false,
         });
     }
     // ai.google.dev implicit caching: 2,048 tokens for the 2.5 models, 4,096 for later.
@@ -157,6 +166,7 @@ pub fn known_cache(backend: BackendKind, host: &str, model: &str) -> Option<Know
         name: "Gemini",
         minimum_tokens: if model.contains("2.5") { 2048 } else { 4096 },
         block_tokens: None,
+        priced_writes: false,
     })
 }
 

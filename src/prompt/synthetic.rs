@@ -71,21 +71,14 @@ pub fn approximate(input_tokens: u32, nonce_value: u64) -> String {
 
 /// A shared prefix of about (or, with a tokenizer, exactly) `tokens` tokens.
 pub fn shared_prefix(tokens: u32, counter: Option<&TokenCounter>) -> Result<String, String> {
-    let text = words(PREFIX_WORDS, tokens as usize * 2);
-    match counter {
-        None => Ok(words(PREFIX_WORDS, tokens as usize)),
-        Some(counter) => {
-            let ids = counter.encode(&text)?;
-            counter.decode(&ids[..ids.len().min(tokens as usize)])
-        }
-    }
+    in_tokens(tokens, counter, |n| words(PREFIX_WORDS, n))
 }
 
 /// A prefix-cache pair's prefix: about (or, with a tokenizer, exactly) `tokens` tokens of
 /// words drawn at random from a seed (the pair's nonce), so no two pairs share a run of
-/// text a cache could reuse at another position (llama.cpp's `--cache-reuse` matches
-/// chunks anywhere after the first difference): each pair's prefix is new as a whole, not
-/// only after its nonce.
+/// text, and a cache that reuses text found anywhere in a prompt (LMCache's blending)
+/// cannot serve a pair's cold request from an earlier pair's: each pair's prefix is new as
+/// a whole, not only after its nonce.
 pub fn pair_prefix(
     tokens: u32,
     seed: u64,
@@ -93,27 +86,35 @@ pub fn pair_prefix(
 ) -> Result<String, String> {
     use rand::rngs::StdRng;
     use rand::{RngExt, SeedableRng};
-    let mut rng = StdRng::seed_from_u64(seed);
-    let count = match counter {
-        Some(_) => tokens as usize * 2,
-        None => tokens as usize,
-    };
-    let mut text = String::with_capacity(count * 6);
-    for _ in 0..count {
-        if !text.is_empty() {
-            text.push(' ');
+    in_tokens(tokens, counter, |count| {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut text = String::with_capacity(count * 6);
+        for _ in 0..count {
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            let i = rng.random_range(0..PREFIX_WORDS.len() + FILLER.len());
+            text.push_str(
+                PREFIX_WORDS
+                    .get(i)
+                    .unwrap_or_else(|| &FILLER[i - PREFIX_WORDS.len()]),
+            );
         }
-        let i = rng.random_range(0..PREFIX_WORDS.len() + FILLER.len());
-        text.push_str(
-            PREFIX_WORDS
-                .get(i)
-                .unwrap_or_else(|| &FILLER[i - PREFIX_WORDS.len()]),
-        );
-    }
+        text
+    })
+}
+
+/// `tokens` words of `text(n)` (n words), or with a tokenizer exactly `tokens` tokens: twice
+/// as many words encoded and cut, since a word is one token or more.
+fn in_tokens(
+    tokens: u32,
+    counter: Option<&TokenCounter>,
+    text: impl Fn(usize) -> String,
+) -> Result<String, String> {
     match counter {
-        None => Ok(text),
+        None => Ok(text(tokens as usize)),
         Some(counter) => {
-            let ids = counter.encode(&text)?;
+            let ids = counter.encode(&text(tokens as usize * 2))?;
             counter.decode(&ids[..ids.len().min(tokens as usize)])
         }
     }

@@ -11,6 +11,7 @@
 
 mod config;
 pub mod faults;
+mod gateway;
 mod media;
 pub mod model;
 mod parts;
@@ -68,10 +69,6 @@ struct Shared {
     next_replica: std::sync::atomic::AtomicUsize,
 }
 
-/// The leading words prefix affinity routes by (as a router hashes a prompt's first
-/// blocks).
-const ROUTE_WORDS: usize = 16;
-
 /// Requests whose trace context `/sim/traces` remembers.
 const TRACES_KEPT: usize = 10_000;
 
@@ -79,91 +76,6 @@ impl Shared {
     /// The lock is never held across an await.
     fn with_rng<T>(&self, f: impl FnOnce(&mut StdRng) -> T) -> T {
         f(&mut self.rng.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    /// The replica the gateway sends `request` to.
-    fn route(&self, request: &request::SimRequest) -> usize {
-        use std::hash::{DefaultHasher, Hash, Hasher};
-        let replicas = self.prefix_caches.len().max(1);
-        match self.config.gateway.route {
-            config::Route::RoundRobin => {
-                self.next_replica
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                    % replicas
-            }
-            config::Route::PrefixAffinity => {
-                let mut hasher = DefaultHasher::new();
-                for word in request.prompt.split_whitespace().take(ROUTE_WORDS) {
-                    word.hash(&mut hasher);
-                }
-                (hasher.finish() % replicas as u64) as usize
-            }
-        }
-    }
-
-    /// Serve `request` from its replica's prefix cache after a cache fault, and say so as
-    /// its server would: what prefill skips, what usage reports, what was written.
-    fn cache(&self, request: &mut request::SimRequest, fault: Option<Fault>) {
-        if request.dialect == Dialect::Anthropic {
-            return self.anthropic_cache(request, fault);
-        }
-        request.cached_tokens = self.prefix(request, fault);
-        request.reported_cached = self
-            .config
-            .prefill
-            .report_cached
-            .report(request.cached_tokens, request.prompt_tokens);
-    }
-
-    /// Anthropic's prompt cache: only the prompt up to its last breakpoint, and only when
-    /// that is at least the model's minimum; read whole when the very same text was
-    /// written before, else written whole.
-    fn anthropic_cache(&self, request: &mut request::SimRequest, fault: Option<Fault>) {
-        if self.config.prefill.prefix_cache_blocks == 0 {
-            return;
-        }
-        let minimum = self.config.prefill.anthropic_min_cacheable;
-        let breakpoint = request.cache_breakpoint.filter(|b| *b >= minimum.max(1));
-        let (read, written) = match (breakpoint, fault) {
-            (None, _) | (_, Some(Fault::CacheDisabled)) => (0, 0),
-            (Some(words), _) => {
-                let replica = self.route(request);
-                let Some(cache) = self.prefix_caches.get(replica) else {
-                    return;
-                };
-                let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
-                if fault == Some(Fault::CacheEvicts) {
-                    cache.clear();
-                }
-                let words = usize::try_from(words).unwrap_or(usize::MAX);
-                cache.serve_exact(request.prompt.split_whitespace().take(words))
-            }
-        };
-        request.cached_tokens = Some(read);
-        request.reported_cached = Some(read);
-        request.cache_written = Some(written);
-    }
-
-    /// What the prefix cache serves of `request`'s prompt (`None`: no cache), after a
-    /// cache fault: `cache_disabled` neither reads nor fills it, `cache_evicts` empties it
-    /// first.
-    fn prefix(&self, request: &request::SimRequest, fault: Option<Fault>) -> Option<u64> {
-        if self.config.prefill.prefix_cache_blocks == 0 {
-            return None;
-        }
-        if fault == Some(Fault::CacheDisabled) {
-            return Some(0);
-        }
-        let replica = self.route(request);
-        let Some(cache) = self.prefix_caches.get(replica) else {
-            return Some(0);
-        };
-        let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
-        if fault == Some(Fault::CacheEvicts) {
-            cache.clear();
-        }
-        let served = cache.serve(request.prompt.split_whitespace());
-        Some(served.min(request.prompt_tokens.saturating_sub(1)))
     }
 }
 

@@ -3,7 +3,7 @@
 //! lands in `stream_error_event`, and validation, LoRA models, datasets and the tokenizer
 //! fallback work through the whole daemon.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! `inferprobe bench` against the simulator: the summary's numbers agree with the metrics
 //! the daemon would export for the same run, and the CLI writes vLLM-shaped results.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! from a golden file on nearly every check; a golden file round-trips; known answers are
 //! scored by their regex on a backend without logprobs.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

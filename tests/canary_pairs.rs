@@ -7,7 +7,7 @@
 //! A live daemon over a file_sd pool (simulator replicas, `group_by = ["version"]`), whose
 //! file is rewritten as Argo Rollouts would move the pods.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The canary's defects a review found (issue 24, items 1, 6, 7, 8), each end to end
 //! against a server replaying a made-up stream, or through `inferprobe check`.
 
-mod common;
+use crate::common;
 
 use common::process::inferprobe;
 

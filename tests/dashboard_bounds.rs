@@ -4,7 +4,7 @@
 //! `scripts/dashboards/promql.py` converts to, read from the generated dashboard, against a
 //! live daemon's OpenMetrics exposition (what an older, text-only daemon sends too).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

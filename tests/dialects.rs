@@ -9,7 +9,7 @@
 //! - a stream cut before its first token is `stream_interrupted`, not `empty_response`;
 //! - Mistral's content arrays and OpenAI refusals are healthy answers.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! `address`), follows the file as it changes, keeps the last good set when the file
 //! breaks (discovery_up 0), and refuses what exceeds max_targets.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

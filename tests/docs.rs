@@ -4,7 +4,7 @@
 //! schema accepts is documented, and every documented key is accepted. (Runbooks, links,
 //! dependencies and the README's length: tests/docs_pages.rs.)
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

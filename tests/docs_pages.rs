@@ -2,7 +2,7 @@
 //! `runbook_url` points to; every relative link resolves; every dependency has a row in the
 //! README saying why; the README's front door stays short.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

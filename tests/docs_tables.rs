@@ -3,7 +3,7 @@
 //! A paragraph between two rows once cut a table in two, and its second half rendered as
 //! text with pipes.
 
-mod common;
+use crate::common;
 
 use common::docs::pages;
 

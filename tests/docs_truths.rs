@@ -5,7 +5,7 @@
 //! its start-up line and docs/simulator.md), and every exit code example of
 //! docs/operating.md exits as the table says.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

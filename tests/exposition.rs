@@ -1,6 +1,6 @@
 //! The /metrics exposition and the other endpoints, as a scraper sees them.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //! named like the exporter's own (`group`, `address`), and trace export. The label names it
 //! writes beside the targets' own are then held to `metrics::labels::RESERVED` both ways.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

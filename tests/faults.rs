@@ -4,7 +4,7 @@
 //! One simulator serves all targets; each target forces one fault with the
 //! `x-inferprobe-fault` header, so the expected category of every probe is known.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

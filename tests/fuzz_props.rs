@@ -3,7 +3,7 @@
 //! the SSE decoder, every backend and the config loader, in bounded case counts. The
 //! coverage-guided runs of the same drivers are `scripts/fuzz.sh` (fuzz/).
 
-mod fuzz_drivers;
+use crate::fuzz_drivers;
 
 use std::path::{Path, PathBuf};
 

@@ -8,7 +8,7 @@
 //! behaviour provokes them); successes carry exactly the healthy stream's tokens and text;
 //! and the daemon still answers /healthz.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! shown to speak the list/watch protocol kube-rs expects; then the wire format itself,
 //! read with a plain HTTP client. Every test is time-bounded.
 
-mod common;
+use crate::common;
 #[path = "kube_api/failures.rs"]
 mod failures;
 #[path = "kube_api/resources.rs"]

@@ -3,7 +3,7 @@
 //! timeouts and the 410 a too-old resourceVersion gets. (tests/kube_api.rs shows the same
 //! server through kube-rs.) Every test is time-bounded.
 
-mod common;
+use crate::common;
 
 use common::kube_api::KubeApi;
 use common::kube_api::client::{EVENT_LIMIT, bounded};

@@ -6,7 +6,7 @@
 //! bounds allow scheduling noise. ITL means are robust because the simulator writes on an
 //! absolute schedule: a late write is followed by an early one.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

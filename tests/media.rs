@@ -4,7 +4,7 @@
 //! files go out in order, per-image prefill shows in TTFT, and a refused image is an error
 //! whose probe names what it sent.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Cursor;

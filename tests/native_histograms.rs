@@ -13,7 +13,7 @@
 //! of the true quantile: within a factor of 1.0905 of it. The classic buckets' estimate
 //! of the same probes is printed beside it (docs/performance.md has the figures).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -14,7 +14,7 @@
 //! Prometheus 2.42 with native histograms on scrapes the same daemon every second for two
 //! minutes: `up` is 1 on every scrape (a rejected scrape reads 0).
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Production limits and SLOs against the simulator: endless and dripping streams, the
 //! hourly token budget, SLO thresholds as exact buckets with goodput, and connection reuse.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

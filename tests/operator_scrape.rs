@@ -9,7 +9,7 @@
 //! service discovery would give it, has Debian's Prometheus scrape the daemon with it, and
 //! runs every query of docs/alerts.md that selects a `job`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

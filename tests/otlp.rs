@@ -3,7 +3,7 @@
 //! named and attributed after the GenAI conventions; a collector that is down or slow does
 //! not move the probes' TTFT, and a full queue drops spans and counts them.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::Duration;

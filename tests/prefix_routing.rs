@@ -6,7 +6,7 @@
 //!   pair's two (about 1/2 over two replicas, 1/N over N);
 //! - round-robin on a quiet pool: to the next replica, every time (never a hit).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! reports cached tokens only on a hit, and a cache too small for its load that forgets a
 //! prefix before the conversation's next turn.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Against a real inference server: llama.cpp's `llama-server` with a tiny random-weight
 //! model (scripts/real-server/setup.sh builds both). Ignored by `cargo test`; run with
-//!     cargo test --test real_server -- --ignored
+//!     cargo test --test suite real_server -- --ignored
 //! (.ci/run does). Paths come from LLAMA_SERVER and TINY_GGUF, else target/real-server/.
 //!
 //! Checked per probe against the server's own account (`timings`): output tokens equal
@@ -11,7 +11,7 @@
 //! of the server's time per generated token. Across a bench run, output tokens equal the server's
 //! `llamacpp:tokens_predicted_total`. A context overflow is a real HTTP 400: `http_4xx`.
 
-mod common;
+use crate::common;
 
 use common::llama;
 

@@ -7,7 +7,7 @@
 //! diverge, alone or batched with other requests, while other weights are flagged; and they
 //! print the figures the README's default margin rests on.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

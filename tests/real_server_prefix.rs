@@ -7,7 +7,7 @@
 //! hits and none has its usage set aside: llama-server's scan stops reusing at the pair's
 //! fresh nonce. Ignored by `cargo test`; scripts/real-server/test.sh runs it.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

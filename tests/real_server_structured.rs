@@ -9,7 +9,7 @@
 //! llama-server takes only as a string) get text until `max_tokens`. The canary must see
 //! each as an answer an agent cannot use, with its reason, and never call one unscored.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Reloading: targets added, removed and changed start, stop and restart alone; a bad
 //! configuration keeps the running one and says why; the file can be watched.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

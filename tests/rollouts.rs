@@ -6,7 +6,7 @@
 //! controller's own semantics for empty, NaN and multi-sample answers (tests/common/gates.rs,
 //! tests/common/rollout.rs; tests/real_server_canary.rs runs the same on llama-server).
 
-mod common;
+use crate::common;
 
 use common::canary::sim;
 use common::gates::{self, ArgoLimits, Phase};

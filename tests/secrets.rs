@@ -2,7 +2,7 @@
 //! absent from the logs (at debug level, every crate), /metrics in both formats, /config
 //! and the status page. Also: labels from the environment land on every target series.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::process::{Command, Stdio};

@@ -3,7 +3,7 @@
 //! server saw is measured; a hard stop cuts probes without counting them; after SIGKILL a
 //! restarted daemon probes again within one interval.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

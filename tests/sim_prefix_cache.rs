@@ -2,7 +2,7 @@
 //! second of two prompts sharing a long prefix reports the prefix's whole blocks as cached
 //! and gets its first token sooner by the prefill they saved; the cache faults make it miss.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! OpenAI parser must read them as DESIGN.md measures them, and the whole daemon must
 //! measure a replay of each one correctly.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! sparkline and SLO state, escaping what servers send; rendered in headless Chromium,
 //! whose screenshot is kept in target/ (the path is printed).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! fed to `probe::StreamReader` in reads at chosen arrival times, as the probe's network
 //! loop feeds it, then measured.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! simulator's schema-following answers and its structured faults, and against replayed
 //! streams of what servers were seen to send.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! recording server received for each backend, each API's own spelling, and what
 //! `inferprobe check` says of a structured prompt (or refuses) before anything is sent.
 
-mod common;
+use crate::common;
 
 use common::process::inferprobe;
 

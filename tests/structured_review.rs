@@ -2,7 +2,7 @@
 //! 32): each item's wire shape replayed to the daemon's canary, as real servers and hosted
 //! APIs send it, and judged from its exported series and status page.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //! The prompts here take tens of milliseconds each to build with the test tokenizer, so
 //! building them in the wrong place shows as seconds of skew, far above scheduling noise.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! configured CA bundle, rejected without it, accepted with verification disabled, and
 //! mutual TLS with a client certificate.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

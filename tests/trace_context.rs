@@ -2,7 +2,7 @@
 //! simulator records what it received), a configured `tracestate` goes with it, a target
 //! can opt out, and the trace id joins the request id in the exemplars and the status page.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 { read -r LLAMA_SERVER; read -r TINY_GGUF; read -r TINY_MMPROJ; read -r TINY_OTHER; } < <(bash scripts/real-server/setup.sh)
 export LLAMA_SERVER TINY_GGUF TINY_MMPROJ TINY_OTHER
-cargo test --test real_server --test real_server_canary --test real_server_structured \
-  --test real_server_prefix -- --ignored --nocapture
+# tests/real_server*.rs are modules of the one test binary (tests/suite.rs).
+cargo test --test suite real_server -- --ignored --nocapture

@@ -91,6 +91,6 @@ INFERPROBE_GATE_STABLE="127.0.0.1:$P0" INFERPROBE_GATE_ALIKE="127.0.0.1:$P3" \
   INFERPROBE_GATE_OTHER="127.0.0.1:$P1" INFERPROBE_GATE_MODEL=tiny INFERPROBE_GATE_MARGIN="$MARGIN" \
   INFERPROBE_GATE_PROMPTS="$WORK/prompts.jsonl" \
   INFERPROBE_REQUIRE_PROMTOOL=1 \
-  cargo test -q --test rollouts the_gates_on_servers_named_by_the_environment -- --ignored --nocapture \
+  cargo test -q --test suite rollouts::the_gates_on_servers_named_by_the_environment -- --ignored --nocapture \
   2>&1 | tee "$WORK/gate.txt" | grep -E "^(same|other) weights|^  |test result"
 echo "files: $WORK"

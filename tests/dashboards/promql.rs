@@ -125,7 +125,7 @@ pub fn promql_refs(expr: &str) -> Refs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{is_exported, recording_rules};
+    use crate::dashboards::{is_exported, recording_rules};
 
     #[test]
     fn the_tokenizer_finds_selectors_ranges_and_label_lists() {

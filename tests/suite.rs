@@ -100,6 +100,8 @@ mod shutdown;
 mod sim_media;
 #[path = "sim_prefix_cache.rs"]
 mod sim_prefix_cache;
+#[path = "skip_alert.rs"]
+mod skip_alert;
 #[path = "sse_fixtures.rs"]
 mod sse_fixtures;
 #[path = "status_page.rs"]

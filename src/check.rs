@@ -75,6 +75,9 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
         if let Some(line) = cost(&target, block.map(|(_, max)| max)) {
             println!("  {}: {line}", target.name);
         }
+        if let Some(warning) = skips_at_slo(&target) {
+            eprintln!("warning: {}: {warning}", target.name);
+        }
     }
     if skip_secrets {
         println!(
@@ -133,6 +136,50 @@ fn file_sd(config: &Config) -> Result<(), String> {
     Ok(())
 }
 
+/// Where the target's rate, at the latency its SLO allows, leaves too few `max_concurrency`
+/// slots: random arrivals find them all busy in a share given by Erlang's B formula of
+/// rate × probe duration and the slots (docs/alerts.md, InferprobeProbesSkipped). A
+/// `fleet_rate` target's per-pod rate is known only once the fleet is.
+fn skips_at_slo(target: &Target) -> Option<String> {
+    let slo = target.slo.as_ref()?;
+    if target.fleet_rate.is_some() {
+        return None;
+    }
+    let tokens = f64::from(target.prompts.output_tokens.max(1));
+    let duration = match (slo.e2el, slo.ttft, slo.tpot) {
+        (Some(e2el), _, _) => e2el.as_secs_f64(),
+        (None, Some(ttft), Some(tpot)) => ttft.as_secs_f64() + tpot.as_secs_f64() * (tokens - 1.0),
+        _ => return None,
+    };
+    let load = target.rate * duration;
+    let share = erlang_b(load).nth(target.max_concurrency)?;
+    if share <= 0.01 {
+        return None;
+    }
+    let enough = erlang_b(load)
+        .take(1_000_000)
+        .position(|b| b <= 0.01)
+        .map_or_else(String::new, |c| {
+            format!("; max_concurrency = {c} keeps it under 1%")
+        });
+    Some(format!(
+        "at the latency its slo allows ({duration:.2}s a probe) and rate {}/s, about {:.1}% of arrivals would find max_concurrency = {} probes in flight and be skipped (InferprobeProbesSkipped tickets above 10%){enough}",
+        target.rate,
+        share * 100.0,
+        target.max_concurrency
+    ))
+}
+
+/// Erlang's B formula for `load` (arrival rate × holding time) over 0, 1, 2, … servers:
+/// the share of arrivals that find every server busy.
+fn erlang_b(load: f64) -> impl Iterator<Item = f64> {
+    let mut k = 0.0;
+    std::iter::successors(Some(1.0), move |b: &f64| {
+        k += 1.0;
+        Some(load * b / (k + load * b))
+    })
+}
+
 /// What a target's checks send an hour, prompt and output tokens, beside its workload's
 /// (docs/operating.md, "Limits"): per replica, and for a discovery block up to its
 /// `max_targets` replicas.
@@ -168,4 +215,25 @@ fn cost(target: &Target, max_replicas: Option<usize>) -> Option<String> {
         None => line += " (beside the workload's)",
     }
     Some(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::erlang_b;
+
+    #[test]
+    fn erlang_b_gives_the_shares_docs_alerts_md_tabulates() {
+        // docs/alerts.md, InferprobeProbesSkipped: (load, 2 slots, 4 slots).
+        for (load, two, four) in [
+            (0.35, 0.0434, 0.00044),
+            (1.0, 0.2, 0.0154),
+            (2.0, 0.4, 0.0952),
+            (8.0, 0.7805, 0.5746),
+        ] {
+            let b: Vec<f64> = erlang_b(load).take(5).collect();
+            assert_eq!(b[0], 1.0);
+            assert!((b[2] - two).abs() < 5e-4, "{load}: {}", b[2]);
+            assert!((b[4] - four).abs() < 5e-5, "{load}: {}", b[4]);
+        }
+    }
 }

@@ -435,3 +435,35 @@ fn no_secrets_notes_canary_files_the_cluster_mounts() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn check_warns_where_the_slos_latency_leaves_too_few_slots() {
+    // 1 probe/s at the SLO's 3.65 s (500 ms + 63 × 50 ms) keeps 3.65 probes in flight: 4
+    // slots turn away 27.6% of arrivals (Erlang B), 9 under 1%. The same SLO at the
+    // shipped 0.05/s needs no warning, nor a target without latency thresholds.
+    let dir = tempfile::tempdir().unwrap();
+    let slo = r#"slo = { ttft = "500ms", tpot = "50ms", objective = 0.99 }"#;
+    let path = write(
+        dir.path(),
+        "slots.toml",
+        &format!(
+            "[defaults]\nurl = \"http://127.0.0.1:1\"\nmodel = \"m\"\noutput_tokens = 64\nmax_concurrency = 4\n\
+             [[targets]]\nname = \"busy\"\nrate = 1\n{slo}\n\
+             [[targets]]\nname = \"calm\"\nrate = 0.05\n{slo}\n\
+             [[targets]]\nname = \"unbounded\"\nrate = 1\n"
+        ),
+    );
+    let out = inferprobe(&["check", "--config", &path]);
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].starts_with("warning: busy: at the latency its slo allows (3.65s a probe) and rate 1/s, about 27.6% of arrivals")
+            && warnings[0].ends_with("max_concurrency = 9 keeps it under 1%"),
+        "{stderr}"
+    );
+}

@@ -60,6 +60,8 @@ mod imports;
 mod kube_api;
 #[path = "kube_api_wire.rs"]
 mod kube_api_wire;
+#[path = "layout.rs"]
+mod layout;
 #[path = "measurement.rs"]
 mod measurement;
 #[path = "media.rs"]

@@ -152,14 +152,16 @@ fn skips_at_slo(target: &Target) -> Option<String> {
         _ => return None,
     };
     let load = target.rate * duration;
-    let share = erlang_b(load).nth(target.max_concurrency)?;
+    // B falls as slots are added: the count that is enough lies past the configured one.
+    let mut shares = erlang_b(load).enumerate().skip(target.max_concurrency);
+    let (_, share) = shares.next()?;
     if share <= 0.01 {
         return None;
     }
-    let enough = erlang_b(load)
+    let enough = shares
         .take(1_000_000)
-        .position(|b| b <= 0.01)
-        .map_or_else(String::new, |c| {
+        .find(|&(_, b)| b <= 0.01)
+        .map_or_else(String::new, |(c, _)| {
             format!("; max_concurrency = {c} keeps it under 1%")
         });
     Some(format!(

@@ -63,7 +63,7 @@ def annotations(target, pod):
         "structured-output backend (`response_format`), tool-call parser and chat template (tools)."
     )
     return f"""            exp_annotations:
-              runbook_url: 'docs/alerts.md#inferprobecapabilitybroken'
+              runbook_url: 'https://github.com/inferprobe/inferprobe/blob/main/docs/alerts.md#inferprobecapabilitybroken'
               summary: 'Replica {pod} of {target} fails every json check: 3 in 30 minutes.'
               description: '{description.replace("'", "''")}'
 """
@@ -75,7 +75,7 @@ PAGED = [("onecap", "r2"), ("wholepool", "r0"), ("wholepool", "r1")]
 def firing(eval_time):
     """The replicas whose JSON capability pages at `eval_time`: r2 of onecap, all of wholepool."""
     alerts = "".join(f"""          - exp_labels:
-              severity: page
+              severity: critical
               target: {t}
               pod: {p}
               group: v1

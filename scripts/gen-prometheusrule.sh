@@ -6,6 +6,18 @@
 #   bash scripts/gen-prometheusrule.sh            # rewrite config/kubernetes/prometheusrule.yaml
 #   bash scripts/gen-prometheusrule.sh -o FILE    # write FILE instead ("-" for stdout)
 #
+# The alert-label contract (docs/alerts.md, "Routing"), each a setting here:
+#   --namespace NS            metadata.namespace, and the `namespace` label on every alert, so
+#                             an AlertmanagerConfig in NS (the Operator adds a namespace
+#                             matcher to its routes) matches (default: inferprobe)
+#   --no-namespace-label      leave the alerts' `namespace` label to the series
+#   --severity critical=P1,warning=P3,info=P4
+#                             the values written for the shipped severities (default: as is)
+#   --alert-label KEY=VALUE   a static label on every alert (repeatable: team, service, ...)
+#   --runbook-base URL        where docs/alerts.md is served (default: Cargo.toml's
+#                             repository + /blob/main/docs/alerts.md); every runbook_url is
+#                             URL#<alert name in lower case>
+#
 # spec.groups is the groups of every file, in file-name order. Needs only bash and python3's
 # standard library: each file's `groups:` list is copied as text, re-indented under
 # `spec.groups`, so comments and block scalars (`expr: |`) come through unchanged. A file
@@ -14,18 +26,43 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out=config/kubernetes/prometheusrule.yaml
+namespace=inferprobe
+namespace_label=1
+severity=
+runbook_base=
+alert_labels=()
+usage() {
+  echo "usage: $0 [-o FILE|-] [--namespace NS] [--no-namespace-label] [--severity critical=X,warning=Y,info=Z] [--alert-label KEY=VALUE]... [--runbook-base URL]" >&2
+  exit 64
+}
 while [ $# -gt 0 ]; do
   case "$1" in
-    -o | --output)
-      out="$2"
+    -o | --output | --namespace | --severity | --alert-label | --runbook-base)
+      [ $# -ge 2 ] || usage
+      case "$1" in
+        -o | --output) out="$2" ;;
+        --namespace) namespace="$2" ;;
+        --severity) severity="$2" ;;
+        --alert-label) alert_labels+=("$2") ;;
+        --runbook-base) runbook_base="$2" ;;
+      esac
       shift 2
       ;;
-    *)
-      echo "usage: $0 [-o FILE|-]" >&2
-      exit 64
+    --no-namespace-label)
+      namespace_label=0
+      shift
       ;;
+    *) usage ;;
   esac
 done
+if [ -z "$runbook_base" ]; then
+  repo=$(sed -n 's/^repository = "\(.*\)"$/\1/p' Cargo.toml)
+  [ -n "$repo" ] || {
+    echo "$0: no repository in Cargo.toml: pass --runbook-base" >&2
+    exit 1
+  }
+  runbook_base="$repo/blob/main/docs/alerts.md"
+fi
 
 shopt -s nullglob
 files=(config/prometheus/*.yml config/prometheus/*.yaml)
@@ -35,12 +72,77 @@ if [ ${#files[@]} -eq 0 ]; then
 fi
 mapfile -t files < <(printf '%s\n' "${files[@]}" | LC_ALL=C sort)
 
+export GEN_NAMESPACE="$namespace" GEN_NAMESPACE_LABEL="$namespace_label" GEN_SEVERITY="$severity" \
+  GEN_RUNBOOK_BASE="$runbook_base" GEN_ALERT_LABELS="$(printf '%s\n' "${alert_labels[@]+"${alert_labels[@]}"}")"
 python3 - "$out" "${files[@]}" <<'PY'
+import os
 import re
 import sys
 
 out, files = sys.argv[1], sys.argv[2:]
 ITEM_INDENT = 4  # list items of spec.groups
+
+# The shipped rules' side of the contract: these severities, and runbook links under this
+# base (tests/docs_pages.rs holds the rule files to it).
+SEVERITIES = ("critical", "warning", "info")
+SOURCE_RUNBOOK = "https://github.com/inferprobe/inferprobe/blob/main/docs/alerts.md"
+LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+def usage(why):
+    sys.exit(f"gen-prometheusrule: {why}")
+
+
+namespace = os.environ["GEN_NAMESPACE"]
+severity = {s: s for s in SEVERITIES}
+for pair in filter(None, os.environ["GEN_SEVERITY"].split(",")):
+    key, sep, value = pair.partition("=")
+    if not sep or key not in SEVERITIES or not value.strip():
+        usage(f"--severity {pair!r}: expected one of {', '.join(SEVERITIES)}=VALUE")
+    severity[key] = value.strip()
+extra = {}
+if os.environ["GEN_NAMESPACE_LABEL"] == "1":
+    extra["namespace"] = namespace
+    # A discovered replica's series carry its own namespace, which the static label would
+    # hide: the alert keeps it beside (an empty value, on every other series, drops the label).
+    extra["replica_namespace"] = "{{ $labels.namespace }}"
+for pair in filter(None, os.environ["GEN_ALERT_LABELS"].split("\n")):
+    key, sep, value = pair.partition("=")
+    if not sep or not LABEL_NAME.match(key) or key.startswith("__"):
+        usage(f"--alert-label {pair!r}: expected KEY=VALUE with a Prometheus label name")
+    if key in ("severity", "alertname", "replica_namespace"):
+        usage(f"--alert-label {key}: set by the rules (use --severity for its values)")
+    extra[key] = value
+runbook_base = os.environ["GEN_RUNBOOK_BASE"].rstrip("#")
+
+
+def quoted(value):
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+SEVERITY_LINE = re.compile(r"^(\s*)severity: (\S+)\s*$")
+RUNBOOK_LINE = re.compile(
+    r"^(\s*)runbook_url: ([\"']?)" + re.escape(SOURCE_RUNBOOK) + r"#([a-z0-9-]+)\2\s*$"
+)
+
+
+def contract(path, lineno, line):
+    """The line as the contract writes it: the severity mapped, the static labels after it
+    (same indentation, so inside the alert's `labels:`), the runbook under its base."""
+    m = SEVERITY_LINE.match(line)
+    if m:
+        indent, value = m.groups()
+        if value not in SEVERITIES:
+            fail(path, lineno, f"severity {value!r}: the contract has {', '.join(SEVERITIES)}")
+        return [f"{indent}severity: {quoted(severity[value])}"] + [
+            f"{indent}{k}: {quoted(v)}" for k, v in extra.items()
+        ]
+    m = RUNBOOK_LINE.match(line)
+    if m:
+        return [f"{m.group(1)}runbook_url: {quoted(runbook_base + '#' + m.group(3))}"]
+    if "runbook_url:" in line:
+        fail(path, lineno, f"runbook_url not under {SOURCE_RUNBOOK}#")
+    return [line]
 
 TOP_KEY = re.compile(r"^groups:\s*(#.*)?$")
 
@@ -74,7 +176,7 @@ def groups_block(path):
         # After `groups:`, a line at column 0 may only be a comment or a list item.
         if stripped and not line[0].isspace() and not line.startswith(("#", "- ")) and line != "-":
             fail(path, n, "only the top-level key `groups` is supported")
-        body.append(line)
+        body.extend(contract(path, n, line))
     if not seen:
         fail(path, 1, "no top-level `groups:` key")
     while body and not body[-1].strip():
@@ -101,13 +203,12 @@ parts.extend(f"#   {path}" for path in files)
 parts += [
     "# Do not edit: change the rule files and re-run the script (scripts/validate-deploy.sh",
     "# fails when this file differs from a fresh generation). Needs the Prometheus Operator's",
-    "# CRDs; a Prometheus whose ruleSelector selects by label (kube-prometheus-stack:",
-    "# release=<helm release>) needs that label here too, e.g. from an overlay.",
+    "# CRDs; kustomization.yaml's `labels` put kube-prometheus-stack's `release` label on it.",
     "apiVersion: monitoring.coreos.com/v1",
     "kind: PrometheusRule",
     "metadata:",
     "  name: inferprobe",
-    "  namespace: inferprobe",
+    f"  namespace: {namespace}",
     "  labels:",
     "    app.kubernetes.io/name: inferprobe",
     "    app.kubernetes.io/instance: inferprobe",
@@ -132,6 +233,14 @@ if yaml is not None:
     for path in files:
         with open(path, encoding="utf-8") as f:
             want.extend(yaml.safe_load(f)["groups"])
+    for group in want:
+        for rule in group["rules"]:
+            if "alert" in rule:
+                labels = rule["labels"]
+                labels["severity"] = severity[labels["severity"]]
+                labels.update(extra)
+                anchor = rule["annotations"]["runbook_url"].split("#", 1)[1]
+                rule["annotations"]["runbook_url"] = f"{runbook_base}#{anchor}"
     got = yaml.safe_load(text)["spec"]["groups"]
     if got != want:
         sys.exit("gen-prometheusrule: internal error: generated groups differ from the files'")

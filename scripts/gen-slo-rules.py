@@ -34,9 +34,9 @@ LATENCIES = [
 
 # Fast burns page, slow burns open a ticket (the SRE workbook's four pairs).
 BURNS = [
-    ("Fast", "2m", "page", [("14.4", "1h", "5m"), ("6", "6h", "30m")],
+    ("Fast", "2m", "critical", [("14.4", "1h", "5m"), ("6", "6h", "30m")],
      "14.4x (1h) or 6x (6h)", "in days"),
-    ("Slow", "15m", "ticket", [("3", "1d", "2h"), ("1", "3d", "6h")],
+    ("Slow", "15m", "warning", [("3", "1d", "2h"), ("1", "3d", "6h")],
      "3x (1d) or 1x (3d)", "within the month"),
 ]
 
@@ -109,7 +109,7 @@ def alert(name, sli, slo_label, subject, verb, what):
             f"          severity: {severity}",
             f"          slo: {slo_label}",
             "        annotations:",
-            f'          runbook_url: "docs/alerts.md#{alert_name.lower()}"',
+            f'          runbook_url: "https://github.com/inferprobe/inferprobe/blob/main/docs/alerts.md#{alert_name.lower()}"',
             f'          summary: "{subject} of {{{{ $labels.target }}}}{{{{ with $labels.cluster }}}} in {{{{ . }}}}{{{{ end }}}} {verb} fast enough to spend the error budget {when}."',
             f'          description: "{{{{ $value | humanizePercentage }}}} of {what} over the long window: more than {rates} the rate the SLO allows."',
         ]

@@ -822,6 +822,18 @@ def cmd_rules_match(rule_path, *files):
         want.extend(doc[0]["groups"])
         check_rule_groups(f, doc[0]["groups"])
     (pr,) = load_all(rule_path)
+    # The alert-label contract adds the probe's namespace to every alert (and the series'
+    # own as replica_namespace); everything else is the files' text.
+    namespace = pr["metadata"]["namespace"]
+    for group in pr["spec"]["groups"]:
+        for rule in group["rules"]:
+            if "alert" not in rule:
+                continue
+            labels = rule.get("labels", {})
+            if labels.pop("namespace", None) != namespace:
+                error(f"{rule_path}: {rule['alert']}: no `namespace: {namespace}` label")
+            if labels.pop("replica_namespace", None) != "{{ $labels.namespace }}":
+                error(f"{rule_path}: {rule['alert']}: no replica_namespace label")
     if pr["spec"]["groups"] != want:
         error(f"{rule_path}: spec.groups differ from the groups of {', '.join(files)}")
     done(f"{rule_path}: spec.groups = the {len(want)} groups of {len(files)} rule file(s)")

@@ -34,7 +34,13 @@ fn every_alert_has_a_runbook_entry_its_url_points_to() {
                 problems.push(format!("a runbook_url outside an alert: {url}"));
                 continue;
             };
-            let expected = format!("\"docs/alerts.md#{}\"", alert.to_lowercase());
+            // Absolute: a page's link must open from Alertmanager, Slack or a pager, where a
+            // relative path resolves against nothing (docs/alerts.md, "Runbook links").
+            let expected = format!(
+                "\"{}/blob/main/docs/alerts.md#{}\"",
+                env!("CARGO_PKG_REPOSITORY"),
+                alert.to_lowercase()
+            );
             if url != expected {
                 problems.push(format!("{alert}: runbook_url {url}, expected {expected}"));
             }

@@ -229,7 +229,7 @@ async fn the_skipped_alert_stays_quiet_at_the_shipped_defaults_and_tickets_a_slo
         .map(|(k, v)| format!("{k}: {v:?}"))
         .collect::<Vec<_>>()
         .join(", ");
-    let slow = format!("\n          - exp_labels: {{severity: ticket, {labels}}}");
+    let slow = format!("\n          - exp_labels: {{severity: warning, {labels}}}");
     std::fs::write(&file, promtool_case(&series(&scrapes), &rule, &slow)).unwrap();
     if let Some((ok, text)) = promtool_test(&file) {
         let case = std::fs::read_to_string(&file).unwrap();

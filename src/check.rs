@@ -75,7 +75,11 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
         if let Some(line) = cost(&target, block.map(|(_, max)| max)) {
             println!("  {}: {line}", target.name);
         }
-        if let Some(warning) = skips_at_slo(&target) {
+        for warning in skips_at_slo(&target)
+            .into_iter()
+            .chain(one_failure_pages(&target))
+            .chain(site_labels(&target))
+        {
             eprintln!("warning: {}: {warning}", target.name);
         }
     }
@@ -171,6 +175,63 @@ fn skips_at_slo(target: &Target) -> Option<String> {
         target.max_concurrency
     ))
 }
+
+/// The fast burn's long window and rate (docs/alerts.md, InferprobeErrorBudgetBurnFast): it
+/// pages when over an hour more than 14.4 budgets' worth of probes fail. With fewer than
+/// 1 / (14.4 × budget) probes an hour, one failed (or slow) probe is that many.
+const FAST_BURN: f64 = 14.4;
+const FAST_WINDOW_SECONDS: f64 = 3600.0;
+
+/// Where one failed probe in an hour pages at the target's objective: a healthy endpoint's
+/// single timeout wakes someone (issue 49, item 6). The SLI sums every probe pod's (and
+/// every replica's) probes of the target, so the rate here, one pod's unless `fleet_rate`
+/// says the fleet's, is the least the rules see.
+fn one_failure_pages(target: &Target) -> Option<String> {
+    let slo = target.slo.as_ref()?;
+    let budget = 1.0 - slo.objective;
+    let (rate, whose) = match target.fleet_rate {
+        Some(fleet) => (fleet, "the fleet's fleet_rate"),
+        None => (
+            target.rate,
+            "this pod's rate; a DaemonSet of N pods sends N times it",
+        ),
+    };
+    let needed = 1.0 / (FAST_BURN * budget * FAST_WINDOW_SECONDS);
+    if budget <= 0.0 || rate >= needed {
+        return None;
+    }
+    let share = 1.0 / (rate * FAST_WINDOW_SECONDS);
+    // The highest of the usual objectives this rate can hold without paging on one probe.
+    let holds = [0.9995, 0.999, 0.995, 0.99, 0.95, 0.9]
+        .into_iter()
+        .find(|&o| rate >= 1.0 / (FAST_BURN * (1.0 - o) * FAST_WINDOW_SECONDS))
+        .map_or_else(String::new, |o| {
+            format!(", or an objective of {}% or less", o * 100.0)
+        });
+    Some(format!(
+        "slo objective {}% at {rate}/s ({whose}): one failed or slow probe in an hour is {:.2}% of the hour's probes, more than {FAST_BURN}x the {:.2}% budget, so InferprobeErrorBudgetBurnFast (or its latency twin) pages on it; it takes {needed:.3} probes/s across every probe pod not to{holds}",
+        slo.objective * 100.0,
+        share * 100.0,
+        budget * 100.0,
+    ))
+}
+
+/// A site label (`cluster`, `region`) in the configuration: it travels with every copy of
+/// the file, so two clusters deployed from one config export the same series, which collide
+/// where they meet (federation, remote write); the monitoring stack's `external_labels`
+/// name the site instead (docs/deploying.md, "Sites").
+fn site_labels(target: &Target) -> Option<String> {
+    let (name, value) = target
+        .labels
+        .iter()
+        .find(|(name, _)| SITE_LABELS.contains(&name.as_str()))?;
+    Some(format!(
+        "label {name} = \"{value}\": a site label in the configuration goes with every copy of it, and two sites sharing it collide where their series meet (federation, remote write, Thanos); set it as the Prometheus's external_labels instead, which the rules and dashboards read (federation and remote write keep a series' own {name} over the external label, so both set is the collision)"
+    ))
+}
+
+/// The labels the shipped rules and dashboards treat as the site (scripts/site_labels.py).
+const SITE_LABELS: [&str; 2] = ["cluster", "region"];
 
 /// Erlang's B formula for `load` (arrival rate × holding time) over 0, 1, 2, … servers:
 /// the share of arrivals that find every server busy.

@@ -406,6 +406,15 @@ fn no_secrets_notes_canary_files_the_cluster_mounts() {
         stdout.contains("canary file /etc/inferprobe/canary/prompts.jsonl is not here"),
         "{stdout}"
     );
+    // The built-in prompts that stand in have no known answers; the file may: no advice
+    // to add what it already has (issue 49, item 9).
+    assert!(!stdout.contains("no known answers"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "known answers: those of /etc/inferprobe/canary/prompts.jsonl, not read here"
+        ),
+        "{stdout}"
+    );
     let golden = write(
         &dir,
         "golden.toml",
@@ -466,4 +475,44 @@ fn check_warns_where_the_slos_latency_leaves_too_few_slots() {
             && warnings[0].ends_with("max_concurrency = 9 keeps it under 1%"),
         "{stderr}"
     );
+}
+
+/// Issue 49, items 3 and 6: `check` warns where one failed probe in an hour pages at the
+/// target's objective (the fast burn's 14.4 budgets over an hour), naming the rate that
+/// would not, and where the configuration sets a site label that belongs to the monitoring
+/// stack's external_labels.
+#[test]
+fn check_warns_where_one_failure_pages_and_of_site_labels_in_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |labels: &str, rate: &str, objective: &str| {
+        format!(
+            "{labels}[[targets]]\nname = \"t\"\nurl = \"http://127.0.0.1:1\"\nmodel = \"m\"\nrate = {rate}\nslo = {{ objective = {objective} }}\n"
+        )
+    };
+    let stderr = |text: String| {
+        let path = write(dir.path(), "c.toml", &text);
+        let out = inferprobe(&["check", "--config", &path]);
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // 99.99% at 0.05/s: 180 probes an hour, one is 0.56%, over 14.4 × 0.01%; it takes
+    // 1 / (14.4 × 0.0001 × 3600) = 0.193/s not to.
+    let err = stderr(config("", "0.05", "0.9999"));
+    assert!(
+        err.contains("one failed or slow probe in an hour is 0.56%"),
+        "{err}"
+    );
+    assert!(err.contains("it takes 0.193 probes/s"), "{err}");
+    assert!(err.contains("an objective of 99.95% or less"), "{err}");
+    // At 0.2/s, or at 99.9% (0.019/s needed), one failure stays under the fast burn.
+    assert!(!stderr(config("", "0.2", "0.9999")).contains("one failed"));
+    assert!(!stderr(config("", "0.05", "0.999")).contains("one failed"));
+    // A cluster label in [labels] collides where two sites' series meet.
+    let err = stderr(config("[labels]\ncluster = \"east\"\n", "0.2", "0.99"));
+    assert!(
+        err.contains("label cluster = \"east\": a site label"),
+        "{err}"
+    );
+    assert!(err.contains("external_labels"), "{err}");
+    assert!(!stderr(config("[labels]\ntier = \"gold\"\n", "0.2", "0.99")).contains("site label"));
 }

@@ -93,7 +93,11 @@ fn gate(spec: &CanarySpec, compared: usize, known: usize) -> String {
                 .to_owned()
         }
     };
-    let known = if known == 0 {
+    let known = if let Some(path) = &spec.unread {
+        // The built-in prompts stand in for a file the cluster mounts: their count says
+        // nothing of the file's, so advising known answers it may have would mislead.
+        format!("known answers: those of {path}, not read here")
+    } else if known == 0 {
         "no known answers, so a gate on known answers (the templates' known-answers metric) stays -1 and cannot pass: add prompts with an `expect` regex (config/kubernetes/canary-prompts.jsonl has three)"
             .to_owned()
     } else {

@@ -230,6 +230,11 @@ def cmd_render(k8s, component=None):
     for o in objects:
         if ns and o.get("kind") not in CLUSTER_SCOPED:
             o.setdefault("metadata", {})["namespace"] = ns
+        # `labels` with includeSelectors false: metadata only, as kustomize 4.1+ applies them.
+        for entry in k.get("labels") or []:
+            if entry.get("includeSelectors") or entry.get("includeTemplates"):
+                error("the Python renderer applies `labels` to metadata only")
+            o.setdefault("metadata", {}).setdefault("labels", {}).update(entry.get("pairs") or {})
     if component:
         path = os.path.join(component, "kustomization.yaml")
         (c,) = load_all(path)
@@ -766,9 +771,10 @@ def cmd_objects(rendered, secret_example, mode="cluster"):
     objs = load_all(rendered)
     for o in objs:
         check_metadata(o, namespaced=o.get("kind") not in CLUSTER_SCOPED)
-    ns = find(objs, "Namespace")
-    if ns is not None and ns["metadata"]["name"] != NAMESPACE:
-        error(f"Namespace must be {NAMESPACE}")
+    # The namespace is the user's: an object for it would relabel (Pod Security) or, on
+    # `kubectl delete -k`, delete a namespace others share, such as `monitoring`.
+    if any(o.get("kind") == "Namespace" for o in objs):
+        error("the base must not hold a Namespace object")
     ds = find(objs, "DaemonSet")
     pod_labels, port_names, grants, needs = {}, set(), 0, 0
     if ds is not None:
@@ -792,6 +798,10 @@ def cmd_objects(rendered, secret_example, mode="cluster"):
     pr = find(objs, "PrometheusRule")
     if pr is not None:
         rules = check_prometheusrule(pr)
+    # A default kube-prometheus-stack's Prometheus selects both by its release label.
+    for o in (pm, pr):
+        if o is not None and "release" not in ((o.get("metadata") or {}).get("labels") or {}):
+            error(f"{name_of(o)}: no `release` label: a default kube-prometheus-stack ignores it")
     # The example Secret: the name and key the DaemonSet and config expect, a placeholder.
     docs = load_all(secret_example)
     if len(docs) != 1 or docs[0].get("kind") != "Secret":

@@ -43,7 +43,7 @@ if ! command -v amtool >/dev/null 2>&1 || [ ! -x "$alertmanager" ]; then
     echo "alert-routing-proof: amtool or $alertmanager missing (Debian: apt-get install prometheus-alertmanager)" >&2
     exit 1
   fi
-  echo "alert-routing-proof: SKIPPED: no amtool/$alertmanager (apt-get install prometheus-alertmanager; INFERPROBE_REQUIRE_AMTOOL=1 makes this fail)"
+  echo "alert-routing-proof: SKIPPED: no amtool or $alertmanager (apt-get install prometheus-alertmanager; INFERPROBE_REQUIRE_AMTOOL=1 makes this fail)"
   exit 0
 fi
 if ! "$python" -c 'import yaml' 2>/dev/null; then

@@ -18,7 +18,19 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 RECORDING = ROOT / "config/prometheus/recording-rules.yml"
 ALERTING = ROOT / "config/prometheus/alerting-rules.yml"
 
-WINDOWS = ["5m", "30m", "1h", "2h", "6h", "1d", "3d", "30d"]
+# Windows read from the raw counters (a few hours of samples at most: any retention holds
+# them) and windows summed from the recorded 5-minute rates (LONG): each evaluation of a
+# 30-day ratio from raw counters read 30 days of every raw series (86,400 samples per series
+# at a 30 s scrape), and silently read less where the Prometheus held less.
+SHORT = ["5m", "30m", "1h", "2h", "6h", "1d"]
+LONG = ["3d", "30d"]
+WINDOWS = SHORT + LONG
+# The budget window, and how many 5-minute intervals it has.
+BUDGET = "30d"
+INTERVALS = 30 * 24 * 12
+# Below this share of the budget window covered by recorded rates (three days missing of
+# 30), InferprobeSLOWindowShort says the budget is not over 30 days.
+COVERAGE = "0.9"
 
 # (slo label value, histogram, alert name part, what is slow, over whose count)
 LATENCIES = [
@@ -54,7 +66,7 @@ def sli_group():
         "      - record: inferprobe:error_budget:ratio",
         "        expr: 1 - inferprobe:slo_objective",
     ]
-    for w in WINDOWS:
+    for w in SHORT:
         out += [
             f"      - record: inferprobe:sli_errors:ratio_rate{w}",
             "        expr: |",
@@ -68,7 +80,7 @@ def sli_group():
             "      # daemon keeps per threshold (exact, and the same whether the histograms are",
             "      # classic or native: docs/metrics.md); a target without this threshold has none.",
         ]
-        for w in WINDOWS:
+        for w in SHORT:
             out += [
                 f"      - record: inferprobe:sli_{slo}_slow:ratio_rate{w}",
                 "        expr: |",
@@ -77,10 +89,98 @@ def sli_group():
                 f'          sum by (cluster, target) (rate(inferprobe_slo_observations_total{{slo="{slo}"}}[{w}]))',
             ]
     out += [
+        "      # The 3-day and 30-day windows are in the groups below, from recorded 5-minute rates.",
+    ]
+    return "\n".join(out) + "\n"
+
+
+def rates_group():
+    """Numerators and denominators per target at 5 minutes, evaluated every 5 minutes."""
+    out = ["  - name: inferprobe-sli-rate5m", "    interval: 5m", "    rules:"]
+    out += [
+        "      # Each SLI's numerator and denominator per target over 5 minutes, evaluated every",
+        "      # 5 minutes: the windows tile time, each interval counted once, so a sum over them",
+        "      # is a long window's count (over 300 s), whatever the probe rate did meanwhile.",
+        "      # The 3-day and 30-day SLIs sum these (inferprobe-sli-long), never raw samples:",
+        "      # they are few (four per target and threshold) and cheap to keep for months in a",
+        "      # global or long-term store while the cluster's Prometheus keeps raw samples for",
+        "      # days (docs/alerts.md, \"Retention\"). Keep the interval at 5m: the sums and",
+        "      # inferprobe:sli_window_coverage:ratio30d count on it.",
+        "      - record: inferprobe:sli_requests:rate5m",
+        "        expr: sum by (cluster, target) (rate(inferprobe_requests_total[5m]))",
+        "      - record: inferprobe:sli_errors:rate5m",
+        "        expr: sum by (cluster, target) (rate(inferprobe_request_errors_total[5m]))",
+        "      - record: inferprobe:sli_observations:rate5m",
+        "        expr: sum by (cluster, target, slo) (rate(inferprobe_slo_observations_total[5m]))",
+        "      - record: inferprobe:sli_slow_observations:rate5m",
+        "        expr: sum by (cluster, target, slo) (rate(inferprobe_slo_slow_observations_total[5m]))",
+    ]
+    return "\n".join(out) + "\n"
+
+
+def long_group():
+    """The 3-day and 30-day SLIs, the budget left and how much of its window the data covers."""
+    out = ["  - name: inferprobe-sli-long", "    interval: 1m", "    rules:"]
+    out += [
+        "      # The long windows: sums of the recorded 5-minute rates, numerator over denominator",
+        "      # (never a mean of ratios: an interval with more probes weighs more). Evaluated every",
+        "      # minute, so the alerts reading them always find a sample within the lookback.",
+    ]
+    for w in LONG:
+        out += [
+            f"      - record: inferprobe:sli_errors:ratio_rate{w}",
+            "        expr: |",
+            f"          sum_over_time(inferprobe:sli_errors:rate5m[{w}])",
+            "          /",
+            f"          sum_over_time(inferprobe:sli_requests:rate5m[{w}])",
+        ]
+    for slo, _, _, _ in LATENCIES:
+        for w in LONG:
+            out += [
+                f"      - record: inferprobe:sli_{slo}_slow:ratio_rate{w}",
+                "        expr: |",
+                f'          sum by (cluster, target) (sum_over_time(inferprobe:sli_slow_observations:rate5m{{slo="{slo}"}}[{w}]))',
+                "          /",
+                f'          sum by (cluster, target) (sum_over_time(inferprobe:sli_observations:rate5m{{slo="{slo}"}}[{w}]))',
+            ]
+    out += [
+        f"      # How much of the {BUDGET} budget window the recorded rates cover (1: all of it). Less",
+        "      # where this Prometheus holds less (its retention), where the target is new, or",
+        "      # where rates are missing (Prometheus down); the budget is then over that share.",
+        "      - record: inferprobe:sli_window_coverage:ratio30d",
+        f"        expr: clamp_max(count_over_time(inferprobe:sli_requests:rate5m[{BUDGET}]) / {INTERVALS}, 1)",
         "      # What is left of the 30-day error budget (1 = untouched, 0 = spent, < 0 = overspent).",
         "      - record: inferprobe:error_budget_remaining:ratio",
         "        expr: |",
         "          1 - inferprobe:sli_errors:ratio_rate30d / on (cluster, target) inferprobe:error_budget:ratio",
+    ]
+    return "\n".join(out) + "\n"
+
+
+def window_alert_group():
+    name = "InferprobeSLOWindowShort"
+    out = ["  - name: inferprobe-slo-window", "    interval: 5m", "    rules:"]
+    out += [
+        "      # The 30-day budget (and the 3-day slow burn) are over less than their window: the",
+        f"      # recorded rates cover under {COVERAGE} of 30 days, and no more than a day ago (a new",
+        "      # target's coverage grows a day a day and stays quiet; a retention of 10 days keeps",
+        "      # it at a third for ever). Run this group where inferprobe-sli-long runs.",
+        f"      - alert: {name}",
+        "        expr: |",
+        f"          inferprobe:sli_window_coverage:ratio30d < {COVERAGE}",
+        "          and on (cluster, target)",
+        "          (",
+        "            inferprobe:sli_window_coverage:ratio30d",
+        "            - on (cluster, target)",
+        "            inferprobe:sli_window_coverage:ratio30d offset 1d",
+        "          ) < 1 / 60",
+        "        for: 1h",
+        "        labels:",
+        "          severity: warning",
+        "        annotations:",
+        f'          runbook_url: "https://github.com/inferprobe/inferprobe/blob/main/docs/alerts.md#{name.lower()}"',
+        '          summary: "The 30-day error budget of {{ $labels.target }}{{ with $labels.cluster }} in {{ . }}{{ else }}{{ with $externalLabels.cluster }} in {{ . }}{{ end }}{{ end }} is over {{ $value | humanizePercentage }} of its window."',
+        '          description: "The recorded 5-minute rates of {{ $labels.target }} cover {{ $value | humanizePercentage }} of the last 30 days, no more than a day ago: this Prometheus holds less than the budget window (its retention), or lost data. The budget, the 30-day SLIs and (below 10%) the 3-day slow burn are over that share alone. Evaluate the inferprobe-sli-long group where the recorded rates are kept for 31 days (a global Prometheus, Thanos, Mimir), or raise the retention (docs/alerts.md, Retention)."',
     ]
     return "\n".join(out) + "\n"
 
@@ -110,7 +210,7 @@ def alert(name, sli, slo_label, subject, verb, what):
             f"          slo: {slo_label}",
             "        annotations:",
             f'          runbook_url: "https://github.com/inferprobe/inferprobe/blob/main/docs/alerts.md#{alert_name.lower()}"',
-            f'          summary: "{subject} of {{{{ $labels.target }}}}{{{{ with $labels.cluster }}}} in {{{{ . }}}}{{{{ end }}}} {verb} fast enough to spend the error budget {when}."',
+            f'          summary: "{subject} of {{{{ $labels.target }}}}{{{{ with $labels.cluster }}}} in {{{{ . }}}}{{{{ else }}}}{{{{ with $externalLabels.cluster }}}} in {{{{ . }}}}{{{{ end }}}}{{{{ end }}}} {verb} fast enough to spend the error budget {when}."',
             f'          description: "{{{{ $value | humanizePercentage }}}} of {what} over the long window: more than {rates} the rate the SLO allows."',
         ]
     return out
@@ -125,8 +225,13 @@ def alerts_group():
     return "\n".join(out) + "\n"
 
 
-def splice(path, name, group):
-    text = path.read_text()
+def splice(text, name, group, after):
+    """`text` with group `name` replaced by `group`, or put after group `after` if missing."""
+    if f"  - name: {name}\n" not in text:
+        start = text.index(f"  - name: {after}\n")
+        rest = text.find("\n  - name: ", start + 1)
+        end = len(text) if rest < 0 else rest + 1
+        return text[:end] + group + text[end:]
     start = text.index(f"  - name: {name}\n")
     rest = text.find("\n  - name: ", start + 1)
     end = len(text) if rest < 0 else rest + 1
@@ -138,11 +243,16 @@ def main():
     if sys.argv[1:] not in ([], ["--check"]):
         sys.exit(f"usage: {sys.argv[0]} [--check]")
     stale = []
-    for path, name, group in [
-        (RECORDING, "inferprobe-sli", sli_group()),
-        (ALERTING, "inferprobe-slo-alerts", alerts_group()),
+    for path, groups in [
+        (RECORDING, [("inferprobe-sli", sli_group(), None),
+                     ("inferprobe-sli-rate5m", rates_group(), "inferprobe-sli"),
+                     ("inferprobe-sli-long", long_group(), "inferprobe-sli-rate5m")]),
+        (ALERTING, [("inferprobe-slo-alerts", alerts_group(), None),
+                    ("inferprobe-slo-window", window_alert_group(), "inferprobe-slo-alerts")]),
     ]:
-        new = splice(path, name, group)
+        new = path.read_text()
+        for name, group, after in groups:
+            new = splice(new, name, group, after)
         if new != path.read_text():
             stale.append(str(path.relative_to(ROOT)))
             if not check:

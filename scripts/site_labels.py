@@ -32,9 +32,12 @@ RULES = ["config/prometheus/recording-rules.yml", "config/prometheus/alerting-ru
 # The labels site labels go in front of (a list without any of them, such as `by (le)` in a
 # heatmap or `by (instance)`, is about something else).
 KEYS = {"target", "pod", "discovery", "instance", "reason", "category", "namespace", "node"}
-# Where an alert names its subject, the site follows. The marker is what the shipped
-# annotations carry for the default label.
-SITE_MARKER = "{{ with $labels.cluster }} in {{ . }}{{ end }}"
+# Where an alert names its subject, the site follows: the series' own label, else the
+# evaluating Prometheus's external label (a cluster's Prometheus whose series lack it: the
+# label is added only on the way out, to Alertmanager, federation or remote write). The
+# marker is what the shipped annotations carry for the default label.
+SITE_MARKER = ("{{ with $labels.cluster }} in {{ . }}{{ else }}"
+               "{{ with $externalLabels.cluster }} in {{ . }}{{ end }}{{ end }}")
 
 GROUPING = re.compile(r"\b(by|on)(\s*)\(([^()]*)\)")
 
@@ -43,6 +46,8 @@ def group(expr, labels, keys=KEYS):
     def fix(m):
         items = [i.strip() for i in m.group(3).split(",") if i.strip()]
         rest = [i for i in items if i not in labels and i != "cluster"]
+        if items and not rest:  # the site alone: a per-site aggregation
+            return f"{m.group(1)}{m.group(2)}({', '.join(labels)})"
         if not any(i in keys for i in rest):
             return m.group(0)
         return f"{m.group(1)}{m.group(2)}({', '.join(labels + rest)})"
@@ -50,7 +55,8 @@ def group(expr, labels, keys=KEYS):
 
 
 def site_text(labels):
-    return "".join("{{ with $labels.%s }} in {{ . }}{{ end }}" % l for l in labels)
+    return "".join("{{ with $labels.%s }} in {{ . }}{{ else }}{{ with $externalLabels.%s }} in "
+                   "{{ . }}{{ end }}{{ end }}" % (l, l) for l in labels)
 
 
 def rules(text, labels):

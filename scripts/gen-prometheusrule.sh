@@ -14,9 +14,9 @@
 #   --severity critical=P1,warning=P3,info=P4
 #                             the values written for the shipped severities (default: as is)
 #   --alert-label KEY=VALUE   a static label on every alert (repeatable: team, service, ...)
-#   --runbook-base URL        where docs/alerts.md is served (default: Cargo.toml's
-#                             repository + /blob/main/docs/alerts.md); every runbook_url is
-#                             URL#<alert name in lower case>
+#   --runbook-base URL        where docs/alerts.md is served, absolute, no fragment (default:
+#                             Cargo.toml's repository + /blob/main/docs/alerts.md); every
+#                             runbook_url is URL#<alert name in lower case>
 #
 # spec.groups is the groups of every file, in file-name order. Needs only bash and python3's
 # standard library: each file's `groups:` list is copied as text, re-indented under
@@ -100,20 +100,31 @@ for pair in filter(None, os.environ["GEN_SEVERITY"].split(",")):
     if not sep or key not in SEVERITIES or not value.strip():
         usage(f"--severity {pair!r}: expected one of {', '.join(SEVERITIES)}=VALUE")
     severity[key] = value.strip()
+# The labels the rules set themselves: a static label of the same name would be a second
+# key in one mapping (and `namespace` has its own setting).
+RULE_LABELS = ("alertname", "severity", "slo", "namespace")
 extra = {}
+annotations = {}
 if os.environ["GEN_NAMESPACE_LABEL"] == "1":
     extra["namespace"] = namespace
-    # A discovered replica's series carry its own namespace, which the static label would
-    # hide: the alert keeps it beside (an empty value, on every other series, drops the label).
-    extra["replica_namespace"] = "{{ $labels.namespace }}"
+    # A discovered replica's series carry its own namespace, which the static label hides.
+    # Kept as an annotation, not a label: Prometheus writes a rule label that expands to
+    # nothing (every configured target's alert) into its ALERTS series as the raw template.
+    annotations["replica_namespace"] = "{{ $labels.namespace }}"
 for pair in filter(None, os.environ["GEN_ALERT_LABELS"].split("\n")):
     key, sep, value = pair.partition("=")
     if not sep or not LABEL_NAME.match(key) or key.startswith("__"):
         usage(f"--alert-label {pair!r}: expected KEY=VALUE with a Prometheus label name")
-    if key in ("severity", "alertname", "replica_namespace"):
-        usage(f"--alert-label {key}: set by the rules (use --severity for its values)")
+    if key in RULE_LABELS:
+        usage(f"--alert-label {key}: set by the rules (--severity, --namespace set theirs)")
     extra[key] = value
-runbook_base = os.environ["GEN_RUNBOOK_BASE"].rstrip("#")
+for value in [*severity.values(), *extra.values()]:
+    # Prometheus expands rule labels as Go templates: a stray `{{` fails every alert at load.
+    if "{{" in value:
+        usage(f"{value!r}: a static label value may not contain '{{{{'")
+runbook_base = os.environ["GEN_RUNBOOK_BASE"]
+if not re.match(r"^https?://[^#\s]+$", runbook_base):
+    usage(f"--runbook-base {runbook_base!r}: an absolute http(s) URL without a '#' fragment")
 
 
 def quoted(value):
@@ -139,7 +150,9 @@ def contract(path, lineno, line):
         ]
     m = RUNBOOK_LINE.match(line)
     if m:
-        return [f"{m.group(1)}runbook_url: {quoted(runbook_base + '#' + m.group(3))}"]
+        return [f"{m.group(1)}runbook_url: {quoted(runbook_base + '#' + m.group(3))}"] + [
+            f"{m.group(1)}{k}: {quoted(v)}" for k, v in annotations.items()
+        ]
     if "runbook_url:" in line:
         fail(path, lineno, f"runbook_url not under {SOURCE_RUNBOOK}#")
     return [line]
@@ -241,6 +254,7 @@ if yaml is not None:
                 labels.update(extra)
                 anchor = rule["annotations"]["runbook_url"].split("#", 1)[1]
                 rule["annotations"]["runbook_url"] = f"{runbook_base}#{anchor}"
+                rule["annotations"].update(annotations)
     got = yaml.safe_load(text)["spec"]["groups"]
     if got != want:
         sys.exit("gen-prometheusrule: internal error: generated groups differ from the files'")

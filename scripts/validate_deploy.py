@@ -842,8 +842,9 @@ def cmd_rules_match(rule_path, *files):
             labels = rule.get("labels", {})
             if labels.pop("namespace", None) != namespace:
                 error(f"{rule_path}: {rule['alert']}: no `namespace: {namespace}` label")
-            if labels.pop("replica_namespace", None) != "{{ $labels.namespace }}":
-                error(f"{rule_path}: {rule['alert']}: no replica_namespace label")
+            annotations = rule.get("annotations", {})
+            if annotations.pop("replica_namespace", None) != "{{ $labels.namespace }}":
+                error(f"{rule_path}: {rule['alert']}: no replica_namespace annotation")
     if pr["spec"]["groups"] != want:
         error(f"{rule_path}: spec.groups differ from the groups of {', '.join(files)}")
     done(f"{rule_path}: spec.groups = the {len(want)} groups of {len(files)} rule file(s)")

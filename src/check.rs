@@ -177,18 +177,26 @@ fn skips_at_slo(target: &Target) -> Option<String> {
 }
 
 /// The fast burn's long window and rate (docs/alerts.md, InferprobeErrorBudgetBurnFast): it
-/// pages when over an hour more than 14.4 budgets' worth of probes fail. With fewer than
-/// 1 / (14.4 × budget) probes an hour, one failed (or slow) probe is that many.
+/// pages when over an hour more than 14.4 budgets' worth of probes fail. In an hour with
+/// fewer than 1 / (14.4 × budget) probes, one failed (or slow) probe is that many.
 const FAST_BURN: f64 = 14.4;
 const FAST_WINDOW_SECONDS: f64 = 3600.0;
+/// The share of hours in which one failure may page before `check` warns.
+const PAGED_HOURS: f64 = 0.01;
 
 /// Where one failed probe in an hour pages at the target's objective: a healthy endpoint's
-/// single timeout wakes someone (issue 49, item 6). The SLI sums every probe pod's (and
-/// every replica's) probes of the target, so the rate here, one pod's unless `fleet_rate`
-/// says the fleet's, is the least the rules see.
+/// single timeout wakes someone (issue 49, item 6). Arrivals are random, so an hour holds
+/// more or fewer probes than the mean: the count is taken as normal, with the variance of
+/// gamma arrivals of the target's `burstiness` (mean / shape), and the warning says in what
+/// share of hours one failure pages. The SLI sums every probe pod's (and every replica's)
+/// probes of the target, so the rate here, one pod's unless `fleet_rate` says the fleet's,
+/// is the least the rules see.
 fn one_failure_pages(target: &Target) -> Option<String> {
     let slo = target.slo.as_ref()?;
     let budget = 1.0 - slo.objective;
+    if budget <= 0.0 {
+        return None;
+    }
     let (rate, whose) = match target.fleet_rate {
         Some(fleet) => (fleet, "the fleet's fleet_rate"),
         None => (
@@ -196,24 +204,78 @@ fn one_failure_pages(target: &Target) -> Option<String> {
             "this pod's rate; a DaemonSet of N pods sends N times it",
         ),
     };
-    let needed = 1.0 / (FAST_BURN * budget * FAST_WINDOW_SECONDS);
-    if budget <= 0.0 || rate >= needed {
+    let paging_hours = |rate: f64, budget: f64| {
+        let (mean, fewer) = (rate * FAST_WINDOW_SECONDS, 1.0 / (FAST_BURN * budget));
+        normal_cdf((fewer - mean) / (mean / target.burstiness).sqrt().max(1e-9))
+    };
+    // Below 1 / 14.4 of a probe an hour (objectives under 93%), one failure of one probe is
+    // 100%, under 14.4 budgets: the fast burn cannot fire on it.
+    let share = paging_hours(rate, budget);
+    if FAST_BURN * budget >= 1.0 || share <= PAGED_HOURS {
         return None;
     }
-    let share = 1.0 / (rate * FAST_WINDOW_SECONDS);
-    // The highest of the usual objectives this rate can hold without paging on one probe.
+    // The rate that keeps it to PAGED_HOURS (doubling, then bisecting: the share falls as
+    // the rate grows), and the highest usual objective this rate holds.
+    let (mut low, mut high) = (rate, rate.max(1e-6) * 2.0);
+    while paging_hours(high, budget) > PAGED_HOURS {
+        (low, high) = (high, high * 2.0);
+    }
+    for _ in 0..60 {
+        let mid = (low + high) / 2.0;
+        if paging_hours(mid, budget) > PAGED_HOURS {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
     let holds = [0.9995, 0.999, 0.995, 0.99, 0.95, 0.9]
         .into_iter()
-        .find(|&o| rate >= 1.0 / (FAST_BURN * (1.0 - o) * FAST_WINDOW_SECONDS))
+        .find(|&o| {
+            o < slo.objective
+                && (FAST_BURN * (1.0 - o) >= 1.0 || paging_hours(rate, 1.0 - o) <= PAGED_HOURS)
+        })
         .map_or_else(String::new, |o| {
             format!(", or an objective of {}% or less", o * 100.0)
         });
     Some(format!(
-        "slo objective {}% at {rate}/s ({whose}): one failed or slow probe in an hour is {:.2}% of the hour's probes, more than {FAST_BURN}x the {:.2}% budget, so InferprobeErrorBudgetBurnFast (or its latency twin) pages on it; it takes {needed:.3} probes/s across every probe pod not to{holds}",
+        "slo objective {}% at {rate}/s ({whose}): an hour holds about {} probes, and in one with fewer than {} (1 / ({FAST_BURN} × the {}% budget)) one failed or slow probe pages InferprobeErrorBudgetBurnFast (or its latency twin): about {:.0}% of hours here; it takes {} probes/s across every probe pod to keep that under {:.0}% of hours{holds}",
         slo.objective * 100.0,
+        significant(rate * FAST_WINDOW_SECONDS),
+        significant(1.0 / (FAST_BURN * budget)),
+        significant(budget * 100.0),
         share * 100.0,
-        budget * 100.0,
+        significant(high),
+        PAGED_HOURS * 100.0,
     ))
+}
+
+/// The standard normal distribution function (Abramowitz and Stegun 7.1.26, to 1.5e-7).
+fn normal_cdf(z: f64) -> f64 {
+    let x = z.abs() / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * x);
+    let poly = t
+        * (0.254_829_592
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let erf = 1.0 - poly * (-x * x).exp();
+    if z >= 0.0 {
+        0.5 * (1.0 + erf)
+    } else {
+        0.5 * (1.0 - erf)
+    }
+}
+
+/// `x` to three significant digits, without an exponent or trailing zeros (0.000193,
+/// 0.0248, 0.01, 694).
+fn significant(x: f64) -> String {
+    let rounded: f64 = format!("{x:.2e}").parse().unwrap_or(x);
+    let decimals = (2 - rounded.abs().max(1e-12).log10().floor() as i32).max(0) as usize;
+    let text = format!("{rounded:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        text
+    }
 }
 
 /// A site label (`cluster`, `region`) in the configuration: it travels with every copy of
@@ -282,7 +344,19 @@ fn cost(target: &Target, max_replicas: Option<usize>) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::erlang_b;
+    use super::{erlang_b, normal_cdf, significant};
+
+    #[test]
+    fn the_normal_distribution_and_significant_digits() {
+        for (z, p) in [(0.0, 0.5), (-2.326, 0.01), (1.0, 0.8413), (-3.0, 0.00135)] {
+            assert!((normal_cdf(z) - p).abs() < 1e-4, "{z}: {}", normal_cdf(z));
+        }
+        assert_eq!(significant(0.000_192_9), "0.000193");
+        assert_eq!(significant(0.024_83), "0.0248");
+        assert_eq!(significant(694.44), "694");
+        assert_eq!(significant(0.009_999_999_999_998_9), "0.01");
+        assert_eq!(significant(180.0), "180");
+    }
 
     #[test]
     fn erlang_b_gives_the_shares_docs_alerts_md_tabulates() {

@@ -495,18 +495,25 @@ fn check_warns_where_one_failure_pages_and_of_site_labels_in_the_config() {
         assert_eq!(out.status.code(), Some(0));
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
-    // 99.99% at 0.05/s: 180 probes an hour, one is 0.56%, over 14.4 × 0.01%; it takes
-    // 1 / (14.4 × 0.0001 × 3600) = 0.193/s not to.
+    // 99.99% at 0.05/s: 180 probes an hour, and one failure pages in an hour of fewer than
+    // 1 / (14.4 × 0.0001) = 694: every hour. Poisson arrivals put a fifth of the hours under
+    // 694 at 0.2/s still; it takes 0.211/s to keep that under 1%.
     let err = stderr(config("", "0.05", "0.9999"));
+    assert!(err.contains("an hour holds about 180 probes"), "{err}");
     assert!(
-        err.contains("one failed or slow probe in an hour is 0.56%"),
+        err.contains("fewer than 694 (1 / (14.4 × the 0.01% budget))"),
         "{err}"
     );
-    assert!(err.contains("it takes 0.193 probes/s"), "{err}");
+    assert!(err.contains("about 100% of hours"), "{err}");
+    assert!(err.contains("it takes 0.211 probes/s"), "{err}");
     assert!(err.contains("an objective of 99.95% or less"), "{err}");
-    // At 0.2/s, or at 99.9% (0.019/s needed), one failure stays under the fast burn.
-    assert!(!stderr(config("", "0.2", "0.9999")).contains("one failed"));
+    let err = stderr(config("", "0.2", "0.9999"));
+    assert!(err.contains("about 17% of hours"), "{err}");
+    // At 0.25/s, or at 99.9% (0.0255/s needed), one failure stays under the fast burn; at
+    // 90% it cannot reach 14.4 budgets at all.
+    assert!(!stderr(config("", "0.25", "0.9999")).contains("one failed"));
     assert!(!stderr(config("", "0.05", "0.999")).contains("one failed"));
+    assert!(!stderr(config("", "0.0001", "0.9")).contains("one failed"));
     // A cluster label in [labels] collides where two sites' series meet.
     let err = stderr(config("[labels]\ncluster = \"east\"\n", "0.2", "0.99"));
     assert!(

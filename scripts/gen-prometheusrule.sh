@@ -101,8 +101,8 @@ for pair in filter(None, os.environ["GEN_SEVERITY"].split(",")):
         usage(f"--severity {pair!r}: expected one of {', '.join(SEVERITIES)}=VALUE")
     severity[key] = value.strip()
 # The labels the rules set themselves: a static label of the same name would be a second
-# key in one mapping (and `namespace` has its own setting).
-RULE_LABELS = ("alertname", "severity", "slo", "namespace")
+# key in one mapping (as `namespace` would beside the namespace label).
+RULE_LABELS = ("alertname", "severity", "slo")
 extra = {}
 annotations = {}
 if os.environ["GEN_NAMESPACE_LABEL"] == "1":
@@ -115,8 +115,8 @@ for pair in filter(None, os.environ["GEN_ALERT_LABELS"].split("\n")):
     key, sep, value = pair.partition("=")
     if not sep or not LABEL_NAME.match(key) or key.startswith("__"):
         usage(f"--alert-label {pair!r}: expected KEY=VALUE with a Prometheus label name")
-    if key in RULE_LABELS:
-        usage(f"--alert-label {key}: set by the rules (--severity, --namespace set theirs)")
+    if key in RULE_LABELS or (key == "namespace" and "namespace" in extra):
+        usage(f"--alert-label {key}: set by the rules (--severity sets its values; --no-namespace-label frees `namespace`)")
     extra[key] = value
 for value in [*severity.values(), *extra.values()]:
     # Prometheus expands rule labels as Go templates: a stray `{{` fails every alert at load.

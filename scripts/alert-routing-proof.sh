@@ -12,8 +12,10 @@
 #     kps's Watchdog route) and writes the merged configuration.
 #  3. Every alert's firing label sets: each exp_labels of config/prometheus/tests/*.test.yml
 #     (promtool's pinned firing instances; an alert without one fails the proof), with the
-#     labels of that alert in `gen-prometheusrule.sh -o -` applied as Prometheus would (static
-#     `namespace`, `replica_namespace` from the series' own, the severity). With
+#     labels of that alert in `gen-prometheusrule.sh -o -` applied as Prometheus would (the
+#     static `namespace` over the series' own, the severity; a rule label with a template
+#     fails: the contract's labels are literal, the series' namespace is the annotation
+#     replica_namespace). With
 #     charts/inferprobe and target/helm/helm present, the chart's default `helm template`
 #     PrometheusRule too.
 #  4. `amtool check-config`, then `amtool config routes test` per label set: every critical

@@ -18,7 +18,6 @@ import glob
 import http.server
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -187,18 +186,15 @@ def cmd_merge(a):
 
 # --- cases: each alert's firing label sets ------------------------------------------------
 
-TEMPLATE = re.compile(r"^\{\{\s*\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}$")
-
-
-def expand(value, series):
-    """A rule label's value for a series, as Prometheus expands it: only `{{ $labels.X }}`
-    templates are understood here; anything else with `{{` fails."""
+def literal(alert, key, value):
+    """A rule label's value, which must be literal text: Prometheus expands rule labels as Go
+    templates, and one that expands to nothing reaches ALERTS as the raw template text. The
+    contract's labels are static (a discovered replica's namespace is the annotation
+    replica_namespace, not a label), so a firing label set is the series' labels with them."""
     value = str(value)
-    m = TEMPLATE.match(value.strip())
-    if m:
-        return series.get(m.group(1), "")
     if "{{" in value:
-        die(f"label value {value!r}: a template this proof cannot expand")
+        die(f"{alert}: label {key}={value!r} is a template: the contract's alert labels are "
+            "literal (the series' namespace is the annotation replica_namespace)")
     return value
 
 
@@ -238,8 +234,8 @@ def cmd_cases(a):
             series = {k: v for k, v in exp.items() if k not in source.get(name, {})}
             labels = dict(series)
             for k, v in rules[name].items():
-                labels[k] = expand(v, series)
-            labels = {k: v for k, v in labels.items() if v != ""}  # empty drops the label
+                labels[k] = literal(name, k, v)
+            labels = {k: v for k, v in labels.items() if v != ""}  # an empty label is none
             labels["alertname"] = name
             key = tuple(sorted(labels.items()))
             if key in seen:

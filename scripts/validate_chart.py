@@ -548,7 +548,7 @@ def cmd_base(chart_rendered, base_rendered):
 def source_groups(values, namespace):
     """config/prometheus/*.yml's groups under the alert-label contract, as these values write it."""
     pr = values["prometheusRule"]
-    base = pr["runbookBaseUrl"].rstrip("#")
+    base = pr["runbookBaseUrl"]
     want = []
     for path in sorted(glob.glob(os.path.join(ROOT, "config/prometheus/*.yml"))
                        + glob.glob(os.path.join(ROOT, "config/prometheus/*.yaml"))):
@@ -561,10 +561,14 @@ def source_groups(values, namespace):
                 labels["severity"] = pr["severities"][sev]
                 if pr["namespaceLabel"]:
                     labels["namespace"] = namespace
-                    labels["replica_namespace"] = "{{ $labels.namespace }}"
                 labels.update(pr["alertLabels"])
                 anchor = r["annotations"]["runbook_url"].split("#", 1)[1]
                 r["annotations"]["runbook_url"] = f"{base}#{anchor}"
+                if pr["namespaceLabel"]:
+                    # The series' own namespace (a discovered replica's), which the static
+                    # label hides: an annotation, never a label (a label expanding to nothing
+                    # reaches ALERTS as the raw template).
+                    r["annotations"]["replica_namespace"] = "{{ $labels.namespace }}"
             want.append(g)
     return want
 

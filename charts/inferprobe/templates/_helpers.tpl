@@ -17,6 +17,37 @@
 {{- end }}
 {{- end }}
 
+{{/* An object name made of the full name and a suffix (list $ "-config"): the full name is
+shortened first, so the suffix survives the 63 characters (truncating after appending it
+would cut the suffix, and make two names one). */}}
+{{- define "inferprobe.suffixedName" -}}
+{{- $suffix := index . 1 }}
+{{- if gt (len $suffix) 40 }}
+{{- fail (printf "inferprobe.suffixedName: suffix %q too long" $suffix) }}
+{{- end }}
+{{- printf "%s%s" (include "inferprobe.fullname" (index . 0) | trunc (int (sub 63 (len $suffix))) | trimSuffix "-") $suffix }}
+{{- end }}
+
+{{/* Maps merged into one (a dict merge: each key once, the later map's value wins), as YAML.
+Labels and annotations from values go through it with the chart's own, so no key is
+written twice (kustomize and Flux refuse a duplicate key; Helm keeps the last silently). */}}
+{{- define "inferprobe.mergeMaps" -}}
+{{- $out := dict }}
+{{- range . }}
+{{- range $k, $v := . }}
+{{- $_ := set $out $k $v }}
+{{- end }}
+{{- end }}
+{{- with $out }}{{ toYaml . }}{{ end }}
+{{- end }}
+
+{{/* An object's labels: (list $ CHART_EXTRA USER). Precedence, lowest first: the chart's
+extra labels for the object (`release`, the dashboard sidecar's label), the user's map from
+values, then Helm's standard labels (values.schema.json refuses those in the user's maps). */}}
+{{- define "inferprobe.objectLabels" -}}
+{{- include "inferprobe.mergeMaps" (list (index . 1) (index . 2) (include "inferprobe.labels" (index . 0) | fromYaml)) }}
+{{- end }}
+
 {{- define "inferprobe.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
@@ -50,8 +81,10 @@ release: {{ . | quote }}
 {{- define "inferprobe.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "inferprobe.fullname" .) .Values.serviceAccount.name }}
+{{- else if .Values.serviceAccount.name }}
+{{- .Values.serviceAccount.name }}
 {{- else }}
-{{- default "default" .Values.serviceAccount.name }}
+{{- fail "serviceAccount.create is false: set serviceAccount.name to the existing ServiceAccount the pods run as (the RBAC objects bind it; the namespace's `default` is not assumed)" }}
 {{- end }}
 {{- end }}
 

@@ -101,7 +101,7 @@ def rates_group():
         "      # Each SLI's numerator and denominator per target over 5 minutes, evaluated every",
         "      # 5 minutes: the windows tile time, each interval counted once, so a sum over them",
         "      # is a long window's count (over 300 s), whatever the probe rate did meanwhile.",
-        "      # The 3-day and 30-day SLIs sum these (inferprobe-sli-long), never raw samples:",
+        "      # The 3-day and 30-day SLIs sum these (inferprobe-sli-3d, -long), never raw samples:",
         "      # they are few (four per target and threshold) and cheap to keep for months in a",
         "      # global or long-term store while the cluster's Prometheus keeps raw samples for",
         "      # days (docs/alerts.md, \"Retention\"). Keep the interval at 5m: the sums and",
@@ -114,19 +114,20 @@ def rates_group():
         "        expr: sum by (cluster, target, slo) (rate(inferprobe_slo_observations_total[5m]))",
         "      - record: inferprobe:sli_slow_observations:rate5m",
         "        expr: sum by (cluster, target, slo) (rate(inferprobe_slo_slow_observations_total[5m]))",
+        "      # The daemons reporting per site, for InferprobeNoData's \"a site gone\": a day of this",
+        "      # is 288 samples a site, where a day of every daemon's inferprobe_build_info was 2,880",
+        "      # a daemon at a 30 s scrape.",
+        "      - record: inferprobe:daemons:count",
+        "        expr: count by (cluster) (inferprobe_build_info)",
     ]
     return "\n".join(out) + "\n"
 
 
-def long_group():
-    """The 3-day and 30-day SLIs, the budget left and how much of its window the data covers."""
-    out = ["  - name: inferprobe-sli-long", "    interval: 1m", "    rules:"]
-    out += [
-        "      # The long windows: sums of the recorded 5-minute rates, numerator over denominator",
-        "      # (never a mean of ratios: an interval with more probes weighs more). Evaluated every",
-        "      # minute, so the alerts reading them always find a sample within the lookback.",
-    ]
-    for w in LONG:
+def long_sums(windows):
+    """The SLIs over `windows`: sums of the recorded 5-minute rates, numerator over
+    denominator (never a mean of ratios: an interval with more probes weighs more)."""
+    out = []
+    for w in windows:
         out += [
             f"      - record: inferprobe:sli_errors:ratio_rate{w}",
             "        expr: |",
@@ -135,7 +136,7 @@ def long_group():
             f"          sum_over_time(inferprobe:sli_requests:rate5m[{w}])",
         ]
     for slo, _, _, _ in LATENCIES:
-        for w in LONG:
+        for w in windows:
             out += [
                 f"      - record: inferprobe:sli_{slo}_slow:ratio_rate{w}",
                 "        expr: |",
@@ -143,6 +144,38 @@ def long_group():
                 "          /",
                 f'          sum by (cluster, target) (sum_over_time(inferprobe:sli_observations:rate5m{{slo="{slo}"}}[{w}]))',
             ]
+    return out
+
+
+# The long groups' interval: the recorded rates change every 5 minutes, and a record written
+# less often than the 5-minute lookback would sometimes be missing to the alerts reading it
+# (resetting a `for:`); every 2 minutes reads each 30 days of rates 2.5 times per change,
+# not 5.
+LONG_INTERVAL = "2m"
+
+
+def three_day_group():
+    """The slow burn's 3-day SLIs: in the cluster's own Prometheus, beside the alerts."""
+    out = ["  - name: inferprobe-sli-3d", f"    interval: {LONG_INTERVAL}", "    rules:"]
+    out += [
+        "      # The slow burn's 3-day window, summed from the recorded 5-minute rates. Runs where",
+        "      # the burn-rate alerts run (the cluster's Prometheus): 3 days fit any retention a",
+        "      # cluster keeps (kube-prometheus-stack's default is 10).",
+    ]
+    out += long_sums(LONG[:1])
+    return "\n".join(out) + "\n"
+
+
+def long_group():
+    """The 30-day SLIs, the budget left and how much of its window the data covers: where
+    31 days of the recorded rates are kept (docs/alerts.md, "Retention")."""
+    out = ["  - name: inferprobe-sli-long", f"    interval: {LONG_INTERVAL}", "    rules:"]
+    out += [
+        "      # The budget window. Needs 31 days of the recorded rates and inferprobe:error_budget:ratio",
+        "      # where it runs: the cluster's Prometheus if it keeps them, else a global store",
+        "      # (docs/alerts.md, \"Retention\"), with inferprobe-slo-window beside it.",
+    ]
+    out += long_sums(LONG[1:])
     out += [
         f"      # How much of the {BUDGET} budget window the recorded rates cover (1: all of it). Less",
         "      # where this Prometheus holds less (its retention), where the target is new, or",
@@ -174,6 +207,10 @@ def window_alert_group():
         "            - on (cluster, target)",
         "            inferprobe:sli_window_coverage:ratio30d offset 1d",
         "          ) < 1 / 60",
+        "          # A target with a budget, now: one removed or renamed keeps a coverage that",
+        "          # no longer grows for 30 days, and a target without an slo has no budget.",
+        "          and on (cluster, target)",
+        "          inferprobe:error_budget:ratio",
         "        for: 1h",
         "        labels:",
         "          severity: warning",
@@ -246,7 +283,8 @@ def main():
     for path, groups in [
         (RECORDING, [("inferprobe-sli", sli_group(), None),
                      ("inferprobe-sli-rate5m", rates_group(), "inferprobe-sli"),
-                     ("inferprobe-sli-long", long_group(), "inferprobe-sli-rate5m")]),
+                     ("inferprobe-sli-3d", three_day_group(), "inferprobe-sli-rate5m"),
+                     ("inferprobe-sli-long", long_group(), "inferprobe-sli-3d")]),
         (ALERTING, [("inferprobe-slo-alerts", alerts_group(), None),
                     ("inferprobe-slo-window", window_alert_group(), "inferprobe-slo-alerts")]),
     ]:

@@ -8,14 +8,27 @@
 #     rollout templates, default config and prompts, minified dashboards, the README's table
 #     of values) are what the sources make; Chart.yaml's appVersion is Cargo.toml's version.
 #  3. helm lint --strict with the default values and ci/full-values.yaml (every option on);
-#     values.schema.json refuses unknown keys.
-#  4. helm template: four renders (default as release inferprobe; default with namespaced
-#     RBAC; the full values as release probe; default as release probe-eu elsewhere).
+#     values.schema.json refuses unknown keys, and values the API server, Prometheus or the
+#     chart's objects would not survive (each `helm template` must fail for the schema's
+#     reason, and with --skip-schema-validation for the template's own where it has one): an
+#     update strategy type of the other kind, rollingUpdate beside another type, selector,
+#     standard and checksum keys in the user's label and annotation maps, the rules' own alert
+#     labels, `{{` in alert labels or severities, a runbook base with `#` or not absolute,
+#     serviceAccount.create false without a name, the same namespace twice in rbac.namespaces;
+#     validate_chart.py schema holds the schema to the rule files' labels and each kind's types.
+#  4. helm template: eight renders (default as release inferprobe; default with namespaced
+#     RBAC; the full values as release probe; default as release probe-eu elsewhere; no RBAC,
+#     tolerations [] and OnDelete; a bare Deployment; a 53-character release name; user labels
+#     and annotations on the chart's own keys under a Recreate Deployment). Every rendered
+#     document is parsed refusing a mapping key written twice.
 #  5. kubernetes-validate --strict on every core object for $KUBE_VERSIONS; every
 #     PodMonitor, ServiceMonitor, PrometheusRule, AnalysisTemplate and MetricTemplate against
 #     the CRD schemas vendored in tests/fixtures/crds/ (prometheus-operator v0.93.0, Argo
 #     Rollouts v1.9.1, Flagger v1.44.0).
-#  6. scripts/validate_chart.py: labels, selectors (name+instance), no Namespace, RBAC against
+#  6. scripts/validate_chart.py: labels, selectors (name+instance), no Namespace, object names
+#     at most 63 characters and unique per kind and namespace, tolerations (null: a DaemonSet's
+#     every taint, a Deployment's none), the update strategy per kind, the user's labels and
+#     annotations in the merged maps with their values, RBAC against
 #     the configuration, the monitors' label semantics, dashboards (one ConfigMap each, the
 #     same JSON, each under kubectl's 262,144-byte annotation limit); the default output equals
 #     the Kustomize base config/kubernetes (and its namespaced/ Component) but for listed
@@ -23,6 +36,9 @@
 #     alert-label contract (default and custom severities, runbook base, alert labels); the
 #     rollout templates equal config/rollouts/; a default kube-prometheus-stack
 #     (tests/fixtures/chart/kps-defaults.yaml) selects the monitors, rules and dashboards.
+#     NOTES.txt (helm install --dry-run=client) for every combination of PodMonitor,
+#     ServiceMonitor and PrometheusRule: the objects named, the verb agreeing, node_local
+#     under a Deployment, the rules installed once per Prometheus.
 #  7. `inferprobe check` accepts the rendered configuration; promtool checks the rendered rules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,6 +92,68 @@ if "$helm" template x "$CHART" --set podMonitor.enable=true >/dev/null 2>"$work/
 fi
 echo "a mistyped value is refused: $(grep -o "additional properties 'enable' not allowed" "$work/typo.err" | head -1)"
 
+step "values the API server, Prometheus or the chart's own objects would not survive are refused"
+# refuse NAME 'SCHEMA ERROR' 'TEMPLATE ERROR' VALUES_YAML: `helm template` with the values must
+# fail naming the schema's error, and with --skip-schema-validation the template's own `fail`
+# (TEMPLATE ERROR; "-" where only the schema refuses).
+refuse() {
+  local name=$1 schema_err=$2 template_err=$3
+  printf '%s\n' "$4" >"$work/refuse-$name.values"
+  if "$helm" template x "$CHART" -f "$work/refuse-$name.values" >/dev/null 2>"$work/refuse.err"; then
+    fail "$name: accepted: $4"
+  fi
+  grep -qF -- "$schema_err" "$work/refuse.err" ||
+    fail "$name: refused, but not for '$schema_err': $(head -c 400 "$work/refuse.err")"
+  if [ "$template_err" != - ]; then
+    if "$helm" template x "$CHART" --skip-schema-validation -f "$work/refuse-$name.values" >/dev/null 2>"$work/refuse.err"; then
+      fail "$name: accepted by the templates (--skip-schema-validation): $4"
+    fi
+    grep -qF -- "$template_err" "$work/refuse.err" ||
+      fail "$name: the templates refused it, but not for '$template_err': $(head -c 400 "$work/refuse.err")"
+  fi
+  printf '  %-24s refused: %s\n' "$name" "$schema_err"
+}
+# 3: a strategy type of the other kind, and rollingUpdate beside a type that is not RollingUpdate
+# ("spec.strategy.rollingUpdate: Forbidden: may not be specified when strategy `type` is 'Recreate'").
+refuse deployment-ondelete "value must be one of 'RollingUpdate', 'Recreate'" "a Deployment's is one of" \
+  $'kind: Deployment\nupdateStrategy: {type: OnDelete}'
+refuse daemonset-recreate "value must be one of 'RollingUpdate', 'OnDelete'" "a DaemonSet's is one of" \
+  'updateStrategy: {type: Recreate}'
+refuse recreate-rollingupdate "at '/updateStrategy/rollingUpdate'" "only with type RollingUpdate" \
+  $'kind: Deployment\nupdateStrategy: {type: Recreate, rollingUpdate: {maxUnavailable: 1}}'
+refuse ondelete-rollingupdate "at '/updateStrategy/rollingUpdate'" "only with type RollingUpdate" \
+  'updateStrategy: {type: OnDelete, rollingUpdate: {maxUnavailable: 1}}'
+# 5: keys the chart writes itself, where another value would break the object.
+refuse selector-podlabel "invalid propertyName 'app.kubernetes.io/name'" - \
+  'podLabels: {app.kubernetes.io/name: other}'
+refuse standard-label "invalid propertyName 'helm.sh/chart'" - \
+  'podMonitor: {labels: {helm.sh/chart: other}}'
+refuse checksum-annotation "invalid propertyName 'checksum/config'" - \
+  'podAnnotations: {checksum/config: "0"}'
+refuse alertlabel-slo "invalid propertyName 'slo'" "alertLabels.slo: set by the rules" \
+  'prometheusRule: {alertLabels: {slo: x}}'
+refuse alertlabel-severity "invalid propertyName 'severity'" "alertLabels.severity: set by the rules" \
+  'prometheusRule: {alertLabels: {severity: x}}'
+refuse alertlabel-namespace "invalid propertyName 'namespace'" "set prometheusRule.namespaceLabel=false" \
+  'prometheusRule: {alertLabels: {namespace: x}}'
+# 6: Prometheus expands rule labels as Go templates: one `{{` fails every alert at load.
+refuse alertlabel-template "at '/prometheusRule/alertLabels/team'" "which Prometheus would expand" \
+  'prometheusRule: {alertLabels: {team: "{{ oops"}}'
+refuse severity-template "at '/prometheusRule/severities/critical'" "which Prometheus would expand" \
+  'prometheusRule: {severities: {critical: "P1 {{"}}'
+# 10: runbook_url is "<base>#<anchor>", absolute.
+refuse runbook-fragment "at '/prometheusRule/runbookBaseUrl'" "without a #fragment" \
+  'prometheusRule: {runbookBaseUrl: "https://wiki.example.com/runbooks.md#alerts"}'
+refuse runbook-relative "at '/prometheusRule/runbookBaseUrl'" "without a #fragment" \
+  'prometheusRule: {runbookBaseUrl: docs/alerts.md}'
+# 12: no ServiceAccount made and none named: the ClusterRole would go to the namespace's `default`.
+refuse serviceaccount-unnamed "at '/serviceAccount/name'" "set serviceAccount.name" \
+  'serviceAccount: {create: false}'
+# 13: the same Role twice.
+refuse rbac-duplicates "items at 0 and 1 are equal" - \
+  'rbac: {mode: namespaced, namespaces: [inference, inference]}'
+check schema "$CHART/values.schema.json" "$CHART/values.yaml"
+
 # render NAME RELEASE NAMESPACE [helm args]: $work/NAME.yaml
 render() {
   local name=$1 release=$2 ns=$3
@@ -88,14 +166,28 @@ render namespaced inferprobe inferprobe --set rbac.mode=namespaced
 render full probe observability -f "$FULL"
 render renamed probe-eu probes
 # Other combinations of options, each checked like the others below.
-printf 'rbac: {mode: none}\nexistingConfigSecret: inferprobe-config\n' >"$work/v-none.values"
+printf '%s\n' 'rbac: {mode: none}' 'existingConfigSecret: inferprobe-config' 'tolerations: []' \
+  'updateStrategy: {type: OnDelete}' >"$work/v-none.values"
 printf '%s\n' 'kind: Deployment' 'podDisruptionBudget: {enabled: true}' 'networkPolicy: {enabled: true}' \
   'serviceAccount: {create: false, name: prober}' 'monitoring: {release: ""}' \
   'podMonitor: {enabled: false}' 'prometheusRule: {enabled: false, namespaceLabel: false}' \
   'dashboards: {namespace: monitoring, folderAnnotation: ""}' 'service: {enabled: false}' >"$work/v-bare.values"
+# A release name of 53 characters (Helm's limit): every name built from the full name and a
+# suffix keeps the suffix (the two dashboard ConfigMaps stay two).
+long_release=release-name-of-fifty-three-characters-exactly-123456
+[ ${#long_release} -eq 53 ] || fail "long_release is ${#long_release} characters"
+# Labels and annotations from values beside the chart's own keys (each must be written once,
+# the user's value winning), a Deployment with Recreate.
+printf '%s\n' 'kind: Deployment' 'updateStrategy: {type: Recreate}' 'podLabels: {team: ml}' \
+  'podAnnotations: {example.com/owner: ml}' 'podMonitor: {labels: {release: other-kps, team: ml}}' \
+  'prometheusRule: {labels: {release: other-kps}, alertLabels: {team: ml}}' \
+  'dashboards: {labels: {grafana_dashboard: "2", team: ml}, annotations: {grafana_folder: ML, example.com/owner: ml}}' \
+  >"$work/v-collide.values"
 render none inferprobe inferprobe -f "$work/v-none.values"
 render bare inferprobe inferprobe -f "$work/v-bare.values"
-renders=(default namespaced full renamed none bare)
+render long "$long_release" inferprobe --set rbac.mode=namespaced
+render collide inferprobe inferprobe -f "$work/v-collide.values"
+renders=(default namespaced full renamed none bare long collide)
 for r in "${renders[@]}"; do
   printf '%-10s ' "$r:"
   check split "$work/$r.yaml" "$work/$r-core.yaml" "$work/$r-custom.yaml"
@@ -125,6 +217,25 @@ check objects "$work/full.yaml" probe observability "$values" "$FULL"
 check objects "$work/renamed.yaml" probe-eu probes "$values"
 check objects "$work/none.yaml" inferprobe inferprobe "$values" "$work/v-none.values"
 check objects "$work/bare.yaml" inferprobe inferprobe "$values" "$work/v-bare.values"
+check objects "$work/long.yaml" "$long_release" inferprobe "$values" <(echo 'rbac: {mode: namespaced}')
+check objects "$work/collide.yaml" inferprobe inferprobe "$values" "$work/v-collide.values"
+
+step "NOTES.txt (helm install --dry-run=client) for every combination of the monitors and rules"
+# PodMonitor, ServiceMonitor, PrometheusRule enabled (the two monitors are exclusive), as a
+# DaemonSet with monitoring.release and as a Deployment without.
+n=0
+for combo in "true false true" "true false false" "false true true" "false true false" \
+  "false false true" "false false false"; do
+  read -r pm sm pr <<<"$combo"
+  for extra in "kind=DaemonSet" "kind=Deployment,monitoring.release="; do
+    set_args="podMonitor.enabled=$pm,serviceMonitor.enabled=$sm,prometheusRule.enabled=$pr,$extra"
+    "$helm" install notes "$CHART" -n probes --dry-run=client --set "$set_args" >"$work/notes.out" ||
+      fail "helm install --dry-run=client --set $set_args"
+    check notes "$work/notes.out" "$values" "$set_args" >/dev/null
+    n=$((n + 1))
+  done
+done
+echo "NOTES.txt right for $n combinations (the objects named, the verb agreeing, the Deployment's node_local, the rules once per Prometheus)"
 
 step "the default output against the Kustomize base (config/kubernetes, and with namespaced/)"
 # kubectl kustomize renders the base as `kubectl apply -k` would: Helm's bundled kubectl first

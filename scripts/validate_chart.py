@@ -12,6 +12,9 @@ jsonschema). One subcommand per step; each exits non-zero naming what is wrong.
   rollouts RENDERED VALUES...       AnalysisTemplate/MetricTemplates = config/rollouts/*.yaml
   kps RENDERED FIXTURE [RELEASE]    a kube-prometheus-stack with the fixture's defaults (as
                                     RELEASE) selects the monitors, rules and dashboards
+  schema SCHEMA VALUES              the schema refuses the rules' own alert labels and each
+                                    kind's wrong update strategies (jsonschema, draft 7)
+  notes OUTPUT VALUES SET_ARGS      `helm install --dry-run=client --set SET_ARGS`'s NOTES
   config RENDERED OUT_DIR           the ConfigMap's config.toml for `inferprobe check`, paths
                                     moved into OUT_DIR (prints the config's path)
 
@@ -64,9 +67,29 @@ def done(ok_msg):
     print(ok_msg)
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping with a key twice: Helm and PyYAML keep the
+    last silently, kustomize and Flux refuse the document."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"duplicate key {key!r} (first at line {seen[key].line + 1})", key_node.start_mark)
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep)
+
+
 def load_all(path):
     with open(path, encoding="utf-8") as f:
-        return [d for d in yaml.safe_load_all(f) if d is not None]
+        try:
+            return [d for d in yaml.load_all(f, Loader=UniqueKeyLoader) if d is not None]
+        except yaml.constructor.ConstructorError as e:
+            print(f"FAIL: {path}: {e}", file=sys.stderr)
+            sys.exit(1)
 
 
 def name_of(o):
@@ -287,12 +310,14 @@ def cmd_objects(rendered, release, namespace, *value_files):
             error(f"{n}: no metadata.namespace")
         elif o["kind"] not in ("Role", "RoleBinding", "ConfigMap", "AnalysisTemplate", "MetricTemplate") and ns != namespace:
             error(f"{n}: namespace must be the release namespace {namespace}")
+    check_names(objs)
     wl = workload(objs)
     if wl is None:
         done("")
     n = name_of(wl)
     if wl["kind"] != values["kind"]:
         error(f"{n}: kind must be {values['kind']}")
+    check_strategy(n, wl, values)
     if wl["spec"]["selector"] != {"matchLabels": selector}:
         error(f"{n}: selector must be name and instance only: {wl['spec']['selector']}")
     tpl = wl["spec"]["template"]
@@ -302,6 +327,26 @@ def cmd_objects(rendered, release, namespace, *value_files):
     pod = tpl["spec"]
     own_config = not (values.get("existingConfigMap") or values.get("existingConfigSecret"))
     annotations = tpl["metadata"].get("annotations") or {}
+    # tolerations null: the kind's default (a DaemonSet every taint, as the base; a Deployment
+    # none: a blanket toleration keeps its pods on cordoned and dead nodes); a list as given.
+    want_tol = values.get("tolerations")
+    if want_tol is None:
+        want_tol = [{"operator": "Exists"}] if values["kind"] == "DaemonSet" else []
+    if (values["kind"] == "Deployment" and "tolerations" not in load_values(value_files[1:])
+            and pod.get("tolerations")):
+        error(f"{n}: a Deployment with the chart's default tolerations tolerates "
+              f"{pod['tolerations']}: drain would reschedule onto the cordoned node, and pods "
+              "would never leave an unreachable one")
+    if (pod.get("tolerations") or []) != want_tol:
+        error(f"{n}: tolerations {pod.get('tolerations')}, expected {want_tol} "
+              f"(tolerations {values.get('tolerations')!r}, kind {values['kind']})")
+    # The user's maps are in the merged ones, their values winning (but for the keys the
+    # schema refuses: selector and standard labels, the checksums).
+    user_in(n + " pod template labels", values.get("podLabels"), pod_labels)
+    user_in(n + " pod template annotations", values.get("podAnnotations"), annotations)
+    if not values["serviceAccount"]["create"] and pod.get("serviceAccountName") != values["serviceAccount"]["name"]:
+        error(f"{n}: serviceAccount.create false: the pods must run as serviceAccount.name "
+              f"{values['serviceAccount']['name']!r}, not {pod.get('serviceAccountName')!r}")
     if own_config and not re.fullmatch(r"[0-9a-f]{64}", annotations.get("checksum/config", "")):
         error(f"{n}: no checksum/config annotation (a config change would not roll the pods)")
     # Every ConfigMap and Secret the pod mounts is the chart's or named in values.
@@ -340,12 +385,16 @@ def cmd_objects(rendered, release, namespace, *value_files):
         if o["spec"].get("clusterIP") != "None" or o["spec"]["ports"] != [
                 {"name": "metrics", "port": 9464, "targetPort": "metrics", "protocol": "TCP"}]:
             error(f"{name_of(o)}: must be headless with port metrics 9464")
-    release_label = (values.get("monitoring") or {}).get("release")
-    for kind in ("PodMonitor", "ServiceMonitor", "PrometheusRule"):
+    for kind, key in (("PodMonitor", "podMonitor"), ("ServiceMonitor", "serviceMonitor"),
+                      ("PrometheusRule", "prometheusRule")):
+        # <key>.labels wins over `release: <monitoring.release>`.
+        release_label = (values[key].get("labels") or {}).get(
+            "release", (values.get("monitoring") or {}).get("release"))
         for o in of_kind(objs, kind):
             labels = o["metadata"].get("labels") or {}
             if release_label and labels.get("release") != release_label:
-                error(f"{name_of(o)}: no label release={release_label} (monitoring.release)")
+                error(f"{name_of(o)}: no label release={release_label} (monitoring.release, {key}.labels)")
+            user_in(f"{name_of(o)} labels", values[key].get("labels"), labels)
     monitors = of_kind(objs, "PodMonitor") + of_kind(objs, "ServiceMonitor")
     if len(monitors) != (values["podMonitor"]["enabled"] + values["serviceMonitor"]["enabled"]):
         error("the monitors rendered do not follow podMonitor.enabled / serviceMonitor.enabled")
@@ -408,6 +457,58 @@ def cmd_objects(rendered, release, namespace, *value_files):
          f"dashboards: {sizes}")
 
 
+def check_names(objs):
+    """Every object's name at most 63 characters (a Service's, a label value's limit; the chart
+    holds every name to it) and unique per kind and namespace: a name truncated after its
+    suffix (-dashboard-overview, -dashboard-target) could make two objects one."""
+    seen = {}
+    for o in objs:
+        meta = o["metadata"]
+        name = str(meta.get("name", ""))
+        if len(name) > 63:
+            error(f"{name_of(o)}: name of {len(name)} characters, over 63")
+        key = (o["kind"], meta.get("namespace"), name)
+        if key in seen:
+            error(f"{name_of(o)}: two objects of this kind and name in one namespace")
+        seen[key] = o
+
+
+DEPLOYMENT_ROLLING = {"maxSurge": "25%", "maxUnavailable": 0}
+DAEMONSET_ROLLING = {"maxUnavailable": "10%"}
+
+
+def check_strategy(n, wl, values):
+    """A DaemonSet's updateStrategy (RollingUpdate|OnDelete), a Deployment's strategy
+    (RollingUpdate|Recreate); rollingUpdate only with RollingUpdate (the API server refuses it
+    otherwise), as given or the kind's default."""
+    ds = wl["kind"] == "DaemonSet"
+    field, other = ("updateStrategy", "strategy") if ds else ("strategy", "updateStrategy")
+    types = ("RollingUpdate", "OnDelete") if ds else ("RollingUpdate", "Recreate")
+    if other in wl["spec"]:
+        error(f"{n}: spec.{other} is not a {wl['kind']}'s field")
+    got = wl["spec"].get(field) or {}
+    given = values.get("updateStrategy") or {}
+    want_type = given.get("type") or "RollingUpdate"
+    if got.get("type") not in types:
+        error(f"{n}: spec.{field}.type {got.get('type')!r}: a {wl['kind']}'s is one of {types}")
+    if got.get("type") != want_type:
+        error(f"{n}: spec.{field}.type {got.get('type')!r}, values say {want_type!r}")
+    if got.get("type") == "RollingUpdate":
+        want = given.get("rollingUpdate") or (DAEMONSET_ROLLING if ds else DEPLOYMENT_ROLLING)
+        if got.get("rollingUpdate") != want:
+            error(f"{n}: spec.{field}.rollingUpdate {got.get('rollingUpdate')}, expected {want}")
+    elif "rollingUpdate" in got:
+        error(f"{n}: spec.{field}.rollingUpdate with type {got.get('type')} (the API server "
+              f"refuses it: may not be specified when strategy `type` is '{got.get('type')}')")
+
+
+def user_in(what, user, got):
+    """The user's label or annotation map is in the rendered one, each value the user's."""
+    for k, v in (user or {}).items():
+        if got.get(k) != v:
+            error(f"{what}: {k}={v!r} from values rendered as {got.get(k)!r}")
+
+
 def cmd_dashboards(objs, values, namespace):
     d = values["dashboards"]
     sources = sorted(glob.glob(os.path.join(ROOT, "dashboards", "*.json")))
@@ -426,12 +527,16 @@ def cmd_dashboards(objs, values, namespace):
             continue
         (fname, text), = o["data"].items()
         by_file[fname] = (o, text)
-        if o["metadata"]["labels"][d["label"]] != d["labelValue"]:
-            error(f"{n}: label {d['label']} must be {d['labelValue']!r}")
+        want_value = (d.get("labels") or {}).get(d["label"], d["labelValue"])  # dashboards.labels wins
+        if o["metadata"]["labels"][d["label"]] != want_value:
+            error(f"{n}: label {d['label']} must be {want_value!r}")
+        user_in(f"{n} labels", d.get("labels"), o["metadata"]["labels"])
+        user_in(f"{n} annotations", d.get("annotations"), o["metadata"].get("annotations") or {})
         if o["metadata"]["namespace"] != (d["namespace"] or namespace):
             error(f"{n}: must be in namespace {d['namespace'] or namespace}")
-        if d["folderAnnotation"] and (o["metadata"].get("annotations") or {}).get(d["folderAnnotation"]) != d["folder"]:
-            error(f"{n}: folder annotation {d['folderAnnotation']}={d['folder']!r} missing")
+        folder = (d.get("annotations") or {}).get(d["folderAnnotation"], d["folder"])
+        if d["folderAnnotation"] and (o["metadata"].get("annotations") or {}).get(d["folderAnnotation"]) != folder:
+            error(f"{n}: folder annotation {d['folderAnnotation']}={folder!r} missing")
     sizes = []
     for src in sources:
         fname = os.path.basename(src)
@@ -751,7 +856,107 @@ def cmd_config(rendered, out_dir):
     print(path)
 
 
+# ---- schema --------------------------------------------------------------------------------
+
+def cmd_schema(schema_path, values_path):
+    """values.schema.json refuses, per the sources: every label the alerting rules set
+    themselves (and Prometheus's alertname) in prometheusRule.alertLabels, `namespace` there
+    while namespaceLabel is on; each kind's update strategy types and no other."""
+    import jsonschema
+
+    with open(schema_path, encoding="utf-8") as f:
+        validator = jsonschema.Draft7Validator(json.load(f))
+    values = load_values([values_path])
+
+    def valid(overlay):
+        return not list(validator.iter_errors(merge(values, overlay)))
+
+    if not valid({}):
+        error(f"{values_path} does not meet {schema_path}")
+    rule_labels = {"alertname"}
+    for path in sorted(glob.glob(os.path.join(ROOT, "config/prometheus/*.y*ml"))):
+        for g in load_all(path)[0]["groups"]:
+            for r in g["rules"]:
+                if "alert" in r:
+                    rule_labels |= set(r.get("labels") or {})
+    for key in sorted(rule_labels):
+        if valid({"prometheusRule": {"alertLabels": {key: "x"}}}):
+            error(f"prometheusRule.alertLabels.{key} accepted: the rules set {key} themselves "
+                  "(a second key in one mapping)")
+    if valid({"prometheusRule": {"alertLabels": {"namespace": "x"}}}):
+        error("prometheusRule.alertLabels.namespace accepted beside namespaceLabel: true")
+    if not valid({"prometheusRule": {"namespaceLabel": False, "alertLabels": {"namespace": "x"}}}):
+        error("prometheusRule.alertLabels.namespace refused with namespaceLabel: false")
+    if not valid({"prometheusRule": {"alertLabels": {"team": "ml {} }}"}}}):
+        error("prometheusRule.alertLabels: a literal value refused")
+    kinds = {"DaemonSet": {"RollingUpdate", "OnDelete"}, "Deployment": {"RollingUpdate", "Recreate"}}
+    for kind, allowed in kinds.items():
+        for t in ("RollingUpdate", "OnDelete", "Recreate"):
+            ok = valid({"kind": kind, "updateStrategy": {"type": t}})
+            if ok != (t in allowed):
+                error(f"kind {kind}, updateStrategy.type {t}: {'accepted' if ok else 'refused'}")
+            with_ru = valid({"kind": kind, "updateStrategy": {"type": t, "rollingUpdate": {"maxUnavailable": 1}}})
+            if with_ru != (t in allowed and t == "RollingUpdate"):
+                error(f"kind {kind}, updateStrategy.type {t} with rollingUpdate: "
+                      f"{'accepted' if with_ru else 'refused'}")
+    done(f"values.schema.json: refuses the rules' own labels {sorted(rule_labels)} and `namespace` "
+         "(with namespaceLabel) as alert labels; update strategy types per kind, rollingUpdate "
+         "only with RollingUpdate")
+
+
+# ---- notes ---------------------------------------------------------------------------------
+
+def cmd_notes(output, values_path, set_args):
+    """The NOTES of `helm install --dry-run=client` with these --set values name the objects
+    that are there, with the verb agreeing; say what node_local does under a Deployment; and,
+    with the rules, that they are installed once per Prometheus."""
+    values = load_values([values_path])
+    for pair in set_args.split(","):
+        key, _, raw = pair.partition("=")
+        node = values
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = {"true": True, "false": False}.get(raw, raw)
+    with open(output, encoding="utf-8") as f:
+        text = f.read()
+    if "NOTES:" not in text:
+        error(f"{set_args}: no NOTES in the output")
+        done("")
+    notes = text.split("NOTES:", 1)[1]
+    flat = " ".join(notes.split())
+    objects = [k for k, v in (("PodMonitor", values["podMonitor"]["enabled"]),
+                              ("ServiceMonitor", values["serviceMonitor"]["enabled"]),
+                              ("PrometheusRule", values["prometheusRule"]["enabled"])) if v]
+    for bad in (r"\bThe\s+and\b", r"\bthe\s+(has|have|carry|carries)\b", r"\bThe\s+(carry|carries)\b",
+                r"\band\s+(carry|carries|has|have)\b", r"\bThe \w+ carry\b", r"\bThe \w+ and \w+ carries\b"):
+        m = re.search(bad, flat)
+        if m:
+            error(f"{set_args}: NOTES: {m.group(0)!r}")
+    if objects:
+        one_ = len(objects) == 1
+        names = " and ".join(objects)
+        release = values["monitoring"]["release"]
+        want = (f"The {names} {'carries' if one_ else 'carry'} `release: {release}`" if release
+                else f"the {names} {'has' if one_ else 'have'} no `release` label")
+        if want not in flat:
+            error(f"{set_args}: NOTES lack {want!r}")
+    elif "3. Prometheus" in notes:
+        error(f"{set_args}: NOTES speak of Prometheus objects, and none is installed")
+    default_node_local = re.search(r"(?m)^\s*node_local\s*=\s*true",
+                                   open(os.path.join(ROOT, "charts/inferprobe/files/inferprobe.toml")).read())
+    says = "node_local = true" in flat
+    if says != bool(values["kind"] == "Deployment" and default_node_local):
+        error(f"{set_args}: NOTES {'speak' if says else 'do not speak'} of node_local under kind {values['kind']}")
+    once = "once per Prometheus" in flat
+    if once != bool(values["prometheusRule"]["enabled"]):
+        error(f"{set_args}: NOTES {'say' if once else 'do not say'} the rules are installed once per Prometheus")
+    done(f"NOTES: {', '.join(objects) or 'no Prometheus objects'} ({values['kind']})")
+
+
 COMMANDS = {
+    "schema": cmd_schema,
+    "notes": cmd_notes,
     "split": cmd_split,
     "crds": cmd_crds,
     "objects": cmd_objects,

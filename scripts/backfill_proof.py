@@ -270,8 +270,12 @@ def main():
     old_c, old_c_samples = c10.value(old)
     new_c, new_c_samples = c10.value(budget)
     cov_c, _ = c10.value(coverage)
-    fired, _ = c10.query(alerts["InferprobeSLOWindowShort"])
-    quiet_g, _ = g.query(alerts["InferprobeSLOWindowShort"].replace(
+    # The alert asks for a target with a budget now (inferprobe:error_budget:ratio, which
+    # neither store records here: from the objective they do).
+    window_short = alerts["InferprobeSLOWindowShort"].replace(
+        "inferprobe:error_budget:ratio", f"({rules['inferprobe:error_budget:ratio']})")
+    fired, _ = c10.query(window_short)
+    quiet_g, _ = g.query(window_short.replace(
         "inferprobe:sli_window_coverage:ratio30d < 0.9", f"({coverage}) < 0.9", 1))
     for p in (a, g, c10):
         p.stop()

@@ -4,8 +4,10 @@ jsonschema). One subcommand per step; each exits non-zero naming what is wrong.
   split RENDERED CORE CUSTOM        core kinds (for kubernetes-validate) and custom resources
   crds RENDERED CRD_DIR             every custom resource against its vendored CRD schema
   objects RENDERED RELEASE NS VALUES...
-                                    labels, selectors, names, namespaces, RBAC against the
-                                    config, monitors' label semantics, dashboards (sizes)
+                                    labels, selectors, names (<= 63, unique), namespaces,
+                                    tolerations and update strategy per kind, the user's
+                                    labels and annotations merged, RBAC against the config,
+                                    monitors' label semantics, dashboards (sizes)
   base CHART KUSTOMIZE              the chart's default output against the Kustomize base
   rules RENDERED VALUES...          the PrometheusRule's groups = config/prometheus/*.yml's
                                     under the alert-label contract and these values
@@ -18,7 +20,8 @@ jsonschema). One subcommand per step; each exits non-zero naming what is wrong.
   config RENDERED OUT_DIR           the ConfigMap's config.toml for `inferprobe check`, paths
                                     moved into OUT_DIR (prints the config's path)
 
-VALUES: the chart's values.yaml, then each -f file, merged as Helm merges them.
+VALUES: the chart's values.yaml, then each -f file, merged as Helm merges them. Every YAML
+document read is refused if a mapping has a key twice (UniqueKeyLoader).
 """
 
 import copy

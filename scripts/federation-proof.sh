@@ -358,6 +358,12 @@ for c in ("a", "b"):
         if t is None and item["name"] == "cluster":
             continue  # the cluster variable lists every cluster, as it should
         checked += 1
+        if t is not None and "$cluster" not in t["expr"]:
+            # Unfiltered, a query aggregates every cluster into series without the label,
+            # which the check below cannot tell from one cluster's (a review's sabotage:
+            # `sum by (target)` merged a's 100% and b's 0% and passed).
+            leaks += 1
+            failures.append(f"{file} {name!r} [{t['refId']}] does not filter by $cluster: {t['expr']}")
         answer = result(G, expr)
         seen = {s["metric"]["cluster"] for s in answer if "cluster" in s["metric"]}
         if seen - {c}:

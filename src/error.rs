@@ -2,7 +2,8 @@
 //!
 //! The category is a metric label, so it must stay bounded: every failure maps to exactly one
 //! [`ErrorCategory`] through one exhaustive `match` ([`ProbeError::category`]), never through
-//! an error message. Transport errors from reqwest are classified by walking their source
+//! an error message of ours (a refused request's own body tells a context overflow from
+//! another 4xx: [`over_context`]). Transport errors from reqwest are classified by walking their source
 //! chain for typed causes (our resolver's [`DnsError`], `rustls::Error`, `io::Error` kinds).
 
 use std::error::Error as StdError;
@@ -26,6 +27,7 @@ pub enum ErrorCategory {
     RequestTimeout,
     Auth,
     RateLimited,
+    ContextLength,
     Http4xx,
     Http5xx,
     StreamInterrupted,
@@ -40,7 +42,7 @@ pub enum ErrorCategory {
 impl ErrorCategory {
     /// Every category, so each target's error counters can start at zero (a series that
     /// appears only on the first failure breaks `rate()` and "absent" alerts).
-    pub const ALL: [ErrorCategory; 18] = [
+    pub const ALL: [ErrorCategory; 19] = [
         Self::Dns,
         Self::Connect,
         Self::Tls,
@@ -50,6 +52,7 @@ impl ErrorCategory {
         Self::RequestTimeout,
         Self::Auth,
         Self::RateLimited,
+        Self::ContextLength,
         Self::Http4xx,
         Self::Http5xx,
         Self::StreamInterrupted,
@@ -72,6 +75,7 @@ impl ErrorCategory {
             Self::RequestTimeout => "request_timeout",
             Self::Auth => "auth",
             Self::RateLimited => "rate_limited",
+            Self::ContextLength => "context_length",
             Self::Http4xx => "http_4xx",
             Self::Http5xx => "http_5xx",
             Self::StreamInterrupted => "stream_interrupted",
@@ -175,6 +179,11 @@ impl ProbeError {
             Self::TtftTimeout(_) => ErrorCategory::TtftTimeout,
             Self::StallTimeout(_) => ErrorCategory::StallTimeout,
             Self::RequestTimeout(_) => ErrorCategory::RequestTimeout,
+            Self::Status { status, body }
+                if matches!(status.as_u16(), 400 | 413 | 422) && over_context(body) =>
+            {
+                ErrorCategory::ContextLength
+            }
             Self::Status { status, .. } => ErrorCategory::from_status(*status),
             Self::Redirect { .. } => ErrorCategory::InvalidResponse,
             Self::StreamInterrupted(_) => ErrorCategory::StreamInterrupted,
@@ -326,6 +335,32 @@ pub fn chain(err: &(dyn StdError + 'static)) -> String {
         out.push_str(&text);
     }
     out
+}
+
+/// Whether a refused request's error message says it does not fit the served context window:
+/// the prompt, or the prompt and `max_tokens`, over it. A window shrunk below what users send
+/// (vLLM's `--max-model-len auto` fits it to memory) is an outage of its own, not a generic
+/// 4xx. The wordings of the servers and APIs (docs/errors.md, `context_length`):
+/// vLLM "This model's maximum context length is …" and "max_tokens=… cannot be greater than
+/// max_model_len", its older "… is longer than the maximum model length", SGLang "… longer
+/// than the model's context length", OpenAI's `context_length_exceeded` message, llama-server
+/// "exceeds the available context size", Anthropic "prompt is too long", TGI "`inputs`
+/// tokens + `max_new_tokens` must be <= …" (`max_total_tokens`) and "`inputs` must have less
+/// than … tokens".
+pub fn over_context(message: &str) -> bool {
+    const WORDINGS: [&str; 9] = [
+        "context length",
+        "context size",
+        "context window",
+        "max_model_len",
+        "maximum model length",
+        "prompt is too long",
+        "max_total_tokens",
+        "`max_new_tokens` must be <=",
+        "`inputs` must have less than",
+    ];
+    let message = message.to_ascii_lowercase();
+    WORDINGS.iter().any(|w| message.contains(w))
 }
 
 /// At most 200 characters, for log lines.

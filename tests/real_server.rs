@@ -9,7 +9,7 @@
 //! MARGIN of transport and scheduling at the median and OUTLIER_MS for any one probe (the
 //! server's own threads get preempted on a loaded machine too); TPOT is within TPOT_MARGIN
 //! of the server's time per generated token. Across a bench run, output tokens equal the server's
-//! `llamacpp:tokens_predicted_total`. A context overflow is a real HTTP 400: `http_4xx`.
+//! `llamacpp:tokens_predicted_total`. A context overflow is a real HTTP 400, counted as `context_length`.
 
 use crate::common;
 
@@ -194,7 +194,7 @@ async fn output_tokens_agree_with_the_servers_counters() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs llama-server: scripts/real-server/setup.sh"]
-async fn a_context_overflow_is_a_real_http_4xx() {
+async fn a_context_overflow_is_context_length() {
     let server = start_server(256).await;
     let toml = format!(
         "[[targets]]\nname = \"long\"\nurl = \"{}\"\nmodel = \"tiny\"\nrate = 10\ninput_tokens = 800\noutput_tokens = 8\n",
@@ -206,7 +206,7 @@ async fn a_context_overflow_is_a_real_http_4xx() {
         .await;
     daemon.stop().await;
     assert_eq!(
-        s.errors("long", "http_4xx"),
+        s.errors("long", "context_length"),
         s.requests("long"),
         "{}",
         s.text

@@ -377,10 +377,13 @@ async fn the_daemon_measures_replays_of_real_servers() {
         "seed = 4\n[defaults]\nmodel = \"tiny\"\nrate = 5\nttft_timeout = \"2s\"\nstall_timeout = \"1s\"\nrequest_timeout = \"5s\"\n",
     );
     let errors = [
-        ("vllm/completions-context-overflow", "http_4xx"),
+        ("vllm/completions-context-overflow", "context_length"),
         ("vllm/completions-model-not-found", "http_4xx"),
-        ("vllm/completions-max-tokens-too-large", "http_4xx"),
-        ("llama-server/completions-context-overflow", "http_4xx"),
+        ("vllm/completions-max-tokens-too-large", "context_length"),
+        (
+            "llama-server/completions-context-overflow",
+            "context_length",
+        ),
         ("llama-server/completions-bad-json", "http_5xx"),
         // A non-streamed JSON body where a stream was asked for.
         ("vllm/chat-nonstream", "invalid_response"),

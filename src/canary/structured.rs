@@ -55,7 +55,7 @@ pub fn judge(prompt: &CanaryPrompt, structure: &Structure, report: &ProbeReport)
     };
     match result {
         Err(ProbeError::Status { status, body })
-            if matches!(status.as_u16(), 400 | 422) && over_context(body) =>
+            if matches!(status.as_u16(), 400 | 422) && crate::error::over_context(body) =>
         {
             // The budget, not the structure: a server with a short context refuses
             // `structured_max_tokens` on every check, healthy as it is. A ticket
@@ -154,20 +154,6 @@ pub fn judge(prompt: &CanaryPrompt, structure: &Structure, report: &ProbeReport)
         }
     }
     valid(CheckResult::Match, None)
-}
-
-/// A 400 that says the prompt and `max_tokens` do not fit the model's context (vLLM and
-/// SGLang "maximum context length", llama.cpp "context size", TGI's `max_total_tokens`).
-fn over_context(body: &str) -> bool {
-    let body = body.to_ascii_lowercase();
-    [
-        "context length",
-        "context size",
-        "context window",
-        "max_total_tokens",
-    ]
-    .iter()
-    .any(|m| body.contains(m))
 }
 
 /// Why `text` is a tool call written as text, if it is one: a tool parser's marker, or

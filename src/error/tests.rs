@@ -71,3 +71,42 @@ fn dns_cause_is_found_through_io_wrappers() {
         "DNS lookup of nowhere.invalid failed: no such host"
     );
 }
+
+#[test]
+fn a_request_over_the_context_window_is_context_length_not_http_4xx() {
+    let status = |code: u16, body: &str| {
+        ProbeError::Status {
+            status: StatusCode::from_u16(code).unwrap(),
+            body: body.into(),
+        }
+        .category()
+    };
+    // The messages as each server words them: vLLM's and llama-server's from the captures in
+    // tests/fixtures/, the others from their documentation and source.
+    for body in [
+        "This model's maximum context length is 2048 tokens. However, your prompt contains at least 2049 input tokens",
+        "max_tokens=100000 cannot be greater than max_model_len=2048. Please request fewer output tokens.",
+        "The decoder prompt (length 3000) is longer than the maximum model length of 2048.",
+        "The input (5000 tokens) is longer than the model's context length (4096 tokens).",
+        "request (5002 tokens) exceeds the available context size (1024 tokens), try increasing it",
+        "prompt is too long: 210000 tokens > 200000 maximum",
+        "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 4000 `inputs` tokens and 200 `max_new_tokens`",
+        "Input validation error: `inputs` must have less than 1024 tokens. Given: 2000",
+    ] {
+        assert_eq!(status(400, body), ErrorCategory::ContextLength, "{body}");
+    }
+    assert_eq!(
+        status(413, "Request too large: context window exceeded"),
+        ErrorCategory::ContextLength
+    );
+    // Other refusals stay what they were; a 5xx that mentions the context is the server's fault.
+    assert_eq!(
+        status(404, "The model `nope` does not exist. Valid aliases: tiny."),
+        ErrorCategory::Http4xx
+    );
+    assert_eq!(status(401, "context length"), ErrorCategory::Auth);
+    assert_eq!(
+        status(500, "maximum context length exceeded in the scheduler"),
+        ErrorCategory::Http5xx
+    );
+}

@@ -29,6 +29,7 @@ pub fn demo_simulator() -> SimConfig {
         (Fault::MalformedJson, 0.01),
         (Fault::NoDone, 0.01),
         (Fault::Empty, 0.01),
+        (Fault::ContextLength, 0.01),
     ];
     SimConfig {
         ttft: std::time::Duration::from_millis(120),

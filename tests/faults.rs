@@ -18,6 +18,7 @@ const FAULTS: &[(&str, &str, &str)] = &[
     ("f-429", "http_429", "rate_limited"),
     ("f-500", "http_500", "http_5xx"),
     ("f-401", "http_401", "auth"),
+    ("f-context", "context_length", "context_length"),
     ("f-error-event", "error_event", "stream_error_event"),
     ("f-reset", "reset", "stream_interrupted"),
     ("f-stall", "stall", "stall_timeout"),

@@ -20,6 +20,9 @@ pub enum Fault {
     Http500,
     /// HTTP 401 with a JSON error.
     Http401,
+    /// HTTP 400 in the dialect's error shape, worded as vLLM refuses a prompt longer than
+    /// its window (`--max-model-len`, or `auto` shrunk to fit memory).
+    ContextLength,
     /// `data: {"error": …}` halfway through a 200 stream, then `[DONE]`.
     ErrorEvent,
     /// The connection is dropped halfway through the stream.
@@ -59,10 +62,11 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 19] = [
+    pub const ALL: [Fault; 20] = [
         Self::Http429,
         Self::Http500,
         Self::Http401,
+        Self::ContextLength,
         Self::ErrorEvent,
         Self::Reset,
         Self::Stall,
@@ -86,6 +90,7 @@ impl Fault {
             Self::Http429 => "http_429",
             Self::Http500 => "http_500",
             Self::Http401 => "http_401",
+            Self::ContextLength => "context_length",
             Self::ErrorEvent => "error_event",
             Self::Reset => "reset",
             Self::Stall => "stall",

@@ -254,6 +254,15 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
             let message = format!("simulated invalid API key: {credential}");
             return Ok(error(StatusCode::UNAUTHORIZED, &message));
         }
+        // As vLLM words a prompt over its window: a window half the prompt.
+        Some(Fault::ContextLength) => {
+            let window = (request.prompt_tokens / 2).max(1);
+            let message = format!(
+                "This model's maximum context length is {window} tokens. However, your prompt contains at least {} input tokens, which exceeds this limit even without any output tokens.",
+                request.prompt_tokens
+            );
+            return Ok(bad_request(dialect, &message));
+        }
         // As xgrammar refused `minItems` (vLLM #16880).
         Some(Fault::SchemaRejected) if request.structure.is_some() => {
             return Ok(bad_request(

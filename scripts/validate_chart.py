@@ -55,19 +55,9 @@ SOURCE_RUNBOOK = "https://github.com/inferprobe/inferprobe/blob/main/docs/alerts
 OLD_SEVERITIES = {"page": "critical", "ticket": "warning"}
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
-errors = []
-
-
-def error(msg):
-    errors.append(msg)
-
-
-def done(ok_msg):
-    if errors:
-        for e in errors:
-            print(f"FAIL: {e}", file=sys.stderr)
-        sys.exit(1)
-    print(ok_msg)
+# One list of failures with validate_deploy's, whose checks (RBAC, label semantics, rule
+# groups) report into it directly.
+errors, error, done = vd.errors, vd.error, vd.done
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
@@ -442,7 +432,6 @@ def cmd_objects(rendered, release, namespace, *value_files):
             for ns in values["rbac"]["namespaces"]:
                 if not vd.covered(g, "", "pods", ns):
                     error(f"rbac.namespaces: nothing granted in {ns}")
-    errors.extend(vd.errors)
     if text is not None:
         cfg = tomllib.loads(text)
         fleet = (cfg.get("kubernetes") or {}).get("fleet_selector")
@@ -696,7 +685,6 @@ def cmd_rules(rendered, namespace, *value_files):
     got = prs[0]["spec"]["groups"]
     want = source_groups(values, namespace)
     rules = vd.check_rule_groups(name_of(prs[0]), got)
-    errors.extend(vd.errors)
     if got != want:
         gi = {g["name"]: g for g in got}
         for g in want:

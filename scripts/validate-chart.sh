@@ -47,12 +47,6 @@ CHART=charts/inferprobe
 FULL=$CHART/ci/full-values.yaml
 KPS=tests/fixtures/chart/kps-defaults.yaml
 HELM_DIR=target/helm
-# The venv and pinned requirements of scripts/validate-deploy.sh, shared (not repeated here).
-VENV=${DEPLOY_VENV:-target/deploy-venv}
-eval "$(sed -n '/^REQUIREMENTS=/,/"$/p' scripts/validate-deploy.sh)"
-eval "$(grep '^KUBE_VERSIONS=' scripts/validate-deploy.sh)"
-[ -n "${REQUIREMENTS:-}" ] && [ -n "${KUBE_VERSIONS:-}" ] ||
-  { echo "FAIL: no REQUIREMENTS or KUBE_VERSIONS in scripts/validate-deploy.sh" >&2; exit 1; }
 
 step() { printf '\n==> %s\n' "$*"; }
 fail() {
@@ -68,16 +62,8 @@ helm=$HELM_DIR/helm
 kubectl=$HELM_DIR/kubectl
 HELM_DIR=$HELM_DIR bash scripts/install-helm.sh
 
-step "venv $VENV (scripts/validate-deploy.sh's pinned requirements)"
-if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv "$VENV"
-fi
-if [ "$(cat "$VENV/.requirements" 2>/dev/null || true)" != "$REQUIREMENTS" ]; then
-  # shellcheck disable=SC2086 # one word per requirement
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check $REQUIREMENTS </dev/null
-  echo "$REQUIREMENTS" >"$VENV/.requirements"
-fi
-py="$VENV/bin/python"
+# The venv, pinned tools and KUBE_VERSIONS scripts/validate-deploy.sh uses too.
+source scripts/deploy-venv.sh
 check() { "$py" scripts/validate_chart.py "$@"; }
 
 step "scripts/gen-chart.py --check (generated parts of the chart up to date)"

@@ -15,18 +15,7 @@
 # Usage: bash scripts/backfill-proof.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-missing=()
-{ [ -x /usr/bin/prometheus ] && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
-command -v python3 >/dev/null 2>&1 || missing+=(python3)
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing ${missing[*]} (Debian packages)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq </dev/null
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >/dev/null
-fi
-/usr/bin/prometheus --version 2>&1 | head -1
-python=python3
-[ -x /usr/bin/python3 ] && python=/usr/bin/python3
+source scripts/need-prometheus.sh  # Debian's prometheus and promtool; sets prometheus, python
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-timeout 600 "$python" scripts/backfill_proof.py "$tmp" /usr/bin/prometheus
+timeout 600 "$python" scripts/backfill_proof.py "$tmp" "$prometheus"

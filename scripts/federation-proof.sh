@@ -44,19 +44,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
 
-missing=()
-{ [ -x /usr/bin/prometheus ] && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
-command -v python3 >/dev/null 2>&1 || missing+=(python3)
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing ${missing[*]} (Debian packages)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq </dev/null
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >/dev/null
-fi
-prometheus=/usr/bin/prometheus
-python=python3
-[ -x /usr/bin/python3 ] && python=/usr/bin/python3
-"$prometheus" --version 2>&1 | head -1
+source scripts/need-prometheus.sh  # Debian's prometheus and promtool; sets prometheus, python
 
 tmp=$(mktemp -d)
 pids=()

@@ -84,12 +84,11 @@ fn pushed_image() -> String {
     push.rsplit(' ').next().unwrap().to_owned()
 }
 
-#[test]
-fn the_readme_kustomize_steps_match_what_the_base_renders() {
-    let steps = steps("README.md", "### With Kustomize");
-    let at = |what: &str| at(&steps, what);
-    let image = pushed_image();
-    let secret = &steps[at("create secret generic")];
+/// The Secret the README's steps create, as (namespace, name, key), after asserting the
+/// order: the namespace first, then the Secret in it, then `then` (the step that starts the
+/// pods that read it).
+fn secret_step<'a>(steps: &'a [String], then: &str) -> (&'a str, &'a str, &'a str) {
+    let secret = &steps[at(steps, "create secret generic")];
     let namespace = word_after(secret, "-n").unwrap();
     let name = word_after(secret, "generic").unwrap();
     let key = secret
@@ -97,20 +96,23 @@ fn the_readme_kustomize_steps_match_what_the_base_renders() {
         .nth(1)
         .and_then(|f| f.split('=').next())
         .unwrap();
-    // The order: the namespace, then the Secret in it, then the pods that read it.
-    let (ns_step, secret_step, apply) = (
-        at("create namespace"),
-        at("create secret generic"),
-        at("apply -k config/kubernetes"),
+    let (ns_step, secret_step, then) = (
+        at(steps, "create namespace"),
+        at(steps, "create secret generic"),
+        at(steps, then),
     );
-    assert!(ns_step < secret_step && secret_step < apply, "{steps:#?}");
+    assert!(ns_step < secret_step && secret_step < then, "{steps:#?}");
     // The namespace step makes the namespace the Secret goes in.
     assert_eq!(word_after(&steps[ns_step], "namespace"), Some(namespace));
+    (namespace, name, key)
+}
 
-    let Some(objects) = render() else { return };
-    // The namespace is the user's: the base never creates, relabels or deletes one.
+/// Where the rendered DaemonSet's container finds the Secret's `key`, after asserting what
+/// both ways of deploying hold to: no Namespace object (the namespace is the user's: never
+/// created, relabelled or deleted), the DaemonSet in `namespace`, running the pushed image.
+fn key_file(objects: &[Value], namespace: &str, image: &str, name: &str, key: &str) -> String {
     assert!(objects.iter().all(|o| o["kind"] != "Namespace"));
-    let daemonset = object(&objects, "DaemonSet");
+    let daemonset = object(objects, "DaemonSet");
     assert_eq!(daemonset["metadata"]["namespace"], namespace);
     let pod = &daemonset["spec"]["template"]["spec"];
     let container = &pod["containers"][0];
@@ -130,7 +132,18 @@ fn the_readme_kustomize_steps_match_what_the_base_renders() {
         .iter()
         .find(|m| m["name"] == volume["name"])
         .unwrap();
-    let key_file = format!("{}/{key}", mount["mountPath"].as_str().unwrap());
+    format!("{}/{key}", mount["mountPath"].as_str().unwrap())
+}
+
+#[test]
+fn the_readme_kustomize_steps_match_what_the_base_renders() {
+    let steps = steps("README.md", "### With Kustomize");
+    let at = |what: &str| at(&steps, what);
+    let image = pushed_image();
+    let (namespace, name, key) = secret_step(&steps, "apply -k config/kubernetes");
+
+    let Some(objects) = render() else { return };
+    let key_file = key_file(&objects, namespace, &image, name, key);
     // The configuration the pods get (the generated ConfigMap) reads that file.
     let config = objects
         .iter()
@@ -217,21 +230,8 @@ fn the_readme_helm_steps_match_what_the_chart_renders() {
     let steps = steps("README.md", "## Deploying it");
     let at = |what: &str| at(&steps, what);
     let image = pushed_image();
-    let secret = &steps[at("create secret generic")];
-    let namespace = word_after(secret, "-n").unwrap();
-    let name = word_after(secret, "generic").unwrap();
-    let key = secret
-        .split("--from-file=")
-        .nth(1)
-        .and_then(|f| f.split('=').next())
-        .unwrap();
-    let (ns_step, secret_step, install) = (
-        at("create namespace"),
-        at("create secret generic"),
-        at("helm install"),
-    );
-    assert!(ns_step < secret_step && secret_step < install, "{steps:#?}");
-    assert_eq!(word_after(&steps[ns_step], "namespace"), Some(namespace));
+    let (namespace, name, key) = secret_step(&steps, "helm install");
+    let install = at("helm install");
     // The configuration installed is the one the README edits and checks.
     let config_file = "config/kubernetes/inferprobe.toml";
     let check = &steps[at("inferprobe check")];
@@ -285,29 +285,7 @@ fn the_readme_helm_steps_match_what_the_chart_renders() {
         .filter(|doc| doc.lines().any(|l| l.starts_with("kind:")))
         .map(|doc| serde_saphyr::from_str::<Value>(doc).unwrap())
         .collect();
-    assert!(objects.iter().all(|o| o["kind"] != "Namespace"));
-    let daemonset = object(&objects, "DaemonSet");
-    assert_eq!(daemonset["metadata"]["namespace"], namespace);
-    let pod = &daemonset["spec"]["template"]["spec"];
-    let container = &pod["containers"][0];
-    assert_eq!(
-        container["image"],
-        image.as_str(),
-        "the pods run what the README pushes"
-    );
-    let volume = pod["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["secret"]["secretName"] == name)
-        .unwrap_or_else(|| panic!("no volume of Secret {name}"));
-    let mount = container["volumeMounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == volume["name"])
-        .unwrap();
-    let key_file = format!("{}/{key}", mount["mountPath"].as_str().unwrap());
+    let key_file = key_file(&objects, namespace, &image, name, key);
     let config = objects
         .iter()
         .find(|o| o["kind"] == "ConfigMap" && o["data"]["config.toml"].is_string())

@@ -15,6 +15,7 @@ use crate::validation::Validation;
 
 pub mod canary;
 pub mod prefix_cache;
+pub mod session;
 pub use canary::CanarySpec;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -178,6 +179,8 @@ pub struct Target {
     pub canary: Option<std::sync::Arc<CanarySpec>>,
     /// The prefix-cache check (docs/prefix-cache.md), off unless set.
     pub prefix_cache: Option<prefix_cache::PrefixCacheSpec>,
+    /// The session check (docs/sessions.md), off unless set.
+    pub session: Option<std::sync::Arc<session::SessionSpec>>,
     /// The controller revision of the pod behind a discovered target (see
     /// `discovery::owner::REVISION_LABELS`): the canary's default group. Never a label.
     pub revision: Option<String>,

@@ -58,6 +58,7 @@ pub mod record;
 pub mod report;
 pub mod scheduler;
 pub mod server;
+pub mod session;
 pub mod shutdown;
 pub mod sim;
 pub mod sse;

@@ -160,6 +160,44 @@ impl Prober {
         }
     }
 
+    /// GET `url` with the target's headers and key, and read its JSON (at most 1 MiB, within
+    /// the target's total timeout): the session check reads the served window from
+    /// `/v1/models` this way. The error says what went wrong, for the log.
+    pub async fn get_json(&self, url: reqwest::Url) -> Result<serde_json::Value, String> {
+        const MAX_BODY: usize = 1 << 20;
+        let mut builder = self
+            .client
+            .get(url)
+            .headers(self.target.headers.clone())
+            .header(ACCEPT, "application/json");
+        if let Some(key) = &self.target.api_key {
+            for (name, value) in self.backend.authorize(key) {
+                builder = builder.header(name, value);
+            }
+        }
+        let deadline = Instant::now() + self.target.timeouts.request;
+        let mut response = timeout_at(deadline, builder.send())
+            .await
+            .map_err(|_| "timed out".to_owned())?
+            .map_err(|e| ProbeError::from_transport(e, false).to_string())?;
+        if !response.status().is_success() {
+            return Err(format!("HTTP {}", response.status().as_u16()));
+        }
+        let mut body = Vec::new();
+        loop {
+            match timeout_at(deadline, response.chunk()).await {
+                Ok(Ok(Some(bytes))) if body.len() + bytes.len() <= MAX_BODY => {
+                    body.extend_from_slice(&bytes);
+                }
+                Ok(Ok(Some(_))) => return Err("a body over 1 MiB".into()),
+                Ok(Ok(None)) => break,
+                Ok(Err(e)) => return Err(ProbeError::from_transport(e, true).to_string()),
+                Err(_) => return Err("timed out".into()),
+            }
+        }
+        serde_json::from_slice(&body).map_err(|e| format!("not JSON: {e}"))
+    }
+
     /// Everything before t0: the body is built and serialized here, off the clock.
     fn build_request(
         &self,
@@ -192,6 +230,11 @@ impl Prober {
         }
         for (name, value) in spec.headers {
             builder = builder.header(name, value);
+        }
+        if let Some(conversation) = &prompt.conversation {
+            for (name, value) in &conversation.headers {
+                builder = builder.header(name, value);
+            }
         }
         if let Some(key) = &self.target.api_key {
             for (name, value) in self.backend.authorize(key) {
@@ -272,6 +315,10 @@ impl Prober {
         };
         let response_at = Instant::now();
         record.response_at = Some(response_at);
+        if let Some(session) = &self.target.session {
+            record.response.served_by =
+                crate::session::served_by(response.headers(), &session.served_by);
+        }
         // Only a pooled connection is ever reused: a fresh one per probe need not be remembered.
         if self.target.connection == ConnectionMode::Reuse {
             self.reused.carried(&response);

@@ -28,7 +28,7 @@ use crate::prompt::TokenCounter;
 mod response;
 mod tokens;
 
-pub use response::{Logprobs, ResponseInfo, ServerTimings, ToolCall, WholeBody};
+pub use response::{Logprobs, ResponseInfo, ServerTimings, Thinking, ToolCall, WholeBody};
 pub use tokens::TimedBy;
 
 /// Usage counts above this are not a real response; bounding them also bounds the number

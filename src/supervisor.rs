@@ -246,6 +246,20 @@ impl Supervisor {
                     self.ctx.clone(),
                 ));
             }
+            if let (Some(spec), Some(series)) = (&target.session, metrics.session()) {
+                let sinks = crate::session::Sinks {
+                    series: series.clone(),
+                    metrics: metrics.clone(),
+                    budget: budget.clone(),
+                };
+                self.schedulers.spawn(crate::session::run(
+                    Arc::clone(&prober),
+                    Arc::clone(spec),
+                    sinks,
+                    stop.clone(),
+                    self.ctx.clone(),
+                ));
+            }
             let sinks = Sinks {
                 metrics,
                 status,

@@ -61,10 +61,19 @@ impl Backend for Anthropic {
                 Value::Array(blocks)
             }
         };
-        body.insert(
-            "messages".into(),
-            json!([{ "role": "user", "content": content }]),
-        );
+        match &prompt.conversation {
+            Some(conversation) => {
+                let (system, messages) = super::history::anthropic(conversation);
+                body.insert("system".into(), system);
+                body.insert("messages".into(), messages);
+            }
+            None => {
+                body.insert(
+                    "messages".into(),
+                    json!([{ "role": "user", "content": content }]),
+                );
+            }
+        }
         body.insert("stream".into(), Value::Bool(true));
         for (key, value) in &target.sampling {
             match key.as_str() {
@@ -78,7 +87,7 @@ impl Backend for Anthropic {
             }
         }
         body.extend(target.extra_body.clone());
-        if shared.is_some() {
+        if shared.is_some() || prompt.conversation.is_some() {
             // Automatic caching would put a second breakpoint on the last block, which
             // differs between a pair's requests: a cache write paid on each, never read.
             body.remove("cache_control");
@@ -194,15 +203,32 @@ impl StreamParser for MessagesParser {
                     ..none
                 })
             }
-            "content_block_start" => StreamEvent::Chunk(Chunk {
-                has_output: tool_call_header(
-                    object.get("content_block"),
-                    "tool_use",
-                    object.get("index"),
-                    info,
-                ),
-                ..none
-            }),
+            "content_block_start" => {
+                let block = object.get("content_block");
+                let slot = object.get("index").and_then(Value::as_u64).unwrap_or(0);
+                let text = |key: &str| {
+                    block
+                        .and_then(|b| b.get(key))
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned()
+                };
+                match block.and_then(|b| b.get("type")).and_then(Value::as_str) {
+                    Some("thinking") => {
+                        let thinking = info.thinking_at(slot);
+                        thinking.text.push_str(&text("thinking"));
+                        thinking.signature.push_str(&text("signature"));
+                    }
+                    Some("redacted_thinking") => {
+                        info.thinking_at(slot).redacted = Some(text("data"));
+                    }
+                    _ => {}
+                }
+                StreamEvent::Chunk(Chunk {
+                    has_output: tool_call_header(block, "tool_use", object.get("index"), info),
+                    ..none
+                })
+            }
             "content_block_delta" => {
                 let delta = object.get("delta").unwrap_or(&Value::Null);
                 let field = match delta.get("type").and_then(Value::as_str) {
@@ -212,11 +238,17 @@ impl StreamParser for MessagesParser {
                     _ => "", // signature and citation deltas are not generated tokens
                 };
                 let text = delta.get(field).and_then(Value::as_str).unwrap_or("");
+                let slot = object.get("index").and_then(Value::as_u64).unwrap_or(0);
+                if let Some(signature) = delta.get("signature").and_then(Value::as_str) {
+                    info.thinking_at(slot).signature.push_str(signature);
+                }
+                if field == "thinking" {
+                    info.thinking_at(slot).text.push_str(text);
+                }
                 match field {
                     "text" => info.text.push_str(text),
                     "partial_json" => {
                         info.other_text.push_str(text);
-                        let slot = object.get("index").and_then(Value::as_u64).unwrap_or(0);
                         info.tool_arguments(slot, text);
                     }
                     _ => info.other_text.push_str(text),

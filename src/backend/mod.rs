@@ -9,6 +9,7 @@
 mod anthropic;
 mod audio;
 mod embeddings;
+pub(crate) mod history;
 mod mii;
 mod openai;
 mod openai_chat;
@@ -259,6 +260,12 @@ pub(crate) fn tool_call_header(
     info.other_text.push_str(name);
     let call = info.tool_call(slot.and_then(Value::as_u64).unwrap_or(0));
     call.name.push_str(name);
+    // What the result must name: a Responses item's `call_id` (its `id` is the item's),
+    // an Anthropic block's `id`.
+    let id = item.get("call_id").or_else(|| item.get("id"));
+    if let (None, Some(id)) = (&call.id, id.and_then(Value::as_str)) {
+        call.id = Some(id.to_owned());
+    }
     // Anthropic's block carries `input: {}` (the deltas replace it), a Responses item
     // `arguments: ""`: a call that streams no argument delta keeps what the header said.
     match item.get("input").or_else(|| item.get("arguments")) {

@@ -44,10 +44,11 @@ impl Backend for OpenAiChat {
                 Value::Array(parts)
             }
         };
-        body.insert(
-            "messages".into(),
-            json!([{ "role": "user", "content": content }]),
-        );
+        let messages = match &prompt.conversation {
+            Some(conversation) => super::history::chat(conversation),
+            None => json!([{ "role": "user", "content": content }]),
+        };
+        body.insert("messages".into(), messages);
         RequestSpec::json(finish_body(body, target))
     }
 

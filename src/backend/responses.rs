@@ -35,7 +35,16 @@ impl Backend for Responses {
                 json!([{ "role": "user", "content": content }])
             }
         };
-        body.insert("input".into(), input);
+        match &prompt.conversation {
+            Some(conversation) => {
+                let (instructions, input) = super::history::responses(conversation);
+                body.insert("instructions".into(), instructions);
+                body.insert("input".into(), input);
+            }
+            None => {
+                body.insert("input".into(), input);
+            }
+        }
         body.insert("max_output_tokens".into(), Value::from(prompt.max_tokens));
         body.insert("stream".into(), Value::Bool(true));
         // A probe's responses need not be kept (and vLLM rejects storing by default).

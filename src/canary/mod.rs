@@ -98,6 +98,7 @@ pub fn prompt(spec: &CanarySpec, text: &str, model: &str) -> Prompt {
         }),
         structure: None,
         cache_breakpoint: None,
+        conversation: None,
     }
 }
 

@@ -160,7 +160,7 @@ pub fn judge(prompt: &CanaryPrompt, structure: &Structure, report: &ProbeReport)
 /// (Llama 3.x's custom-tool format, which has no marker) the whole content a JSON object
 /// naming a declared function with its `parameters` or `arguments`. The server's tool
 /// parser missed it, and an agent receives prose, not a call.
-fn call_as_text(structure: &Structure, text: &str) -> Option<&'static str> {
+pub(crate) fn call_as_text(structure: &Structure, text: &str) -> Option<&'static str> {
     if structure.tools.is_empty() {
         return None;
     }
@@ -179,7 +179,7 @@ fn call_as_text(structure: &Structure, text: &str) -> Option<&'static str> {
 
 /// Every call: a declared function (the named one), with arguments that validate. The
 /// first call's arguments are what `expect_json` reads.
-fn judge_calls(structure: &Structure, response: &ResponseInfo) -> Result<Value, Check> {
+pub(crate) fn judge_calls(structure: &Structure, response: &ResponseInfo) -> Result<Value, Check> {
     let mut first = None;
     for call in &response.tool_calls {
         let at = |what: &str| format!("tool call `{}` {what}", snippet(&call.name));

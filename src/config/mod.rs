@@ -13,6 +13,7 @@ mod operations;
 mod prefix_cache;
 mod prompts;
 mod raw;
+mod session;
 mod target;
 mod tracing;
 mod validate;
@@ -36,8 +37,8 @@ pub use discovery::{
 };
 pub use fields::RESERVED_LABELS;
 pub use raw::{
-    RawCanary, RawConfig, RawDiscovery, RawDuration, RawKubernetes, RawMedia, RawMetrics, RawPort,
-    RawPrefixCache, RawSlo, RawTarget, RawTracing, RawValidation,
+    RawCanary, RawConfig, RawDepth, RawDiscovery, RawDuration, RawKubernetes, RawMedia, RawMetrics,
+    RawPort, RawPrefixCache, RawSession, RawSlo, RawTarget, RawTracing, RawValidation,
 };
 pub use validate::validate;
 

@@ -195,6 +195,8 @@ pub struct RawTarget {
     pub canary: Option<RawCanary>,
     /// The prefix-cache check: pairs sharing a fresh prefix, the second judged a hit or not.
     pub prefix_cache: Option<RawPrefixCache>,
+    /// The session check: a multi-turn conversation with tool calls, judged per turn.
+    pub session: Option<RawSession>,
     /// Send a W3C `traceparent` header with every probe (default true).
     pub trace_context: Option<bool>,
     /// A W3C `tracestate` value sent with it, e.g. `vendor=value`.
@@ -284,6 +286,39 @@ pub struct RawPrefixCache {
     pub objective: Option<f64>,
 }
 
+/// `session = { interval, tool_gap, human_gap, long_gap, parallel, tool_choice, max_tokens,
+/// depth_tokens, depth_margin, depth_every, affinity_headers, served_by, hit_share,
+/// block_tokens }` (docs/sessions.md).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawSession {
+    pub interval: Option<RawDuration>,
+    /// The longest wait before a turn carrying tool results (uniform from 0).
+    pub tool_gap: Option<RawDuration>,
+    pub human_gap: Option<RawDuration>,
+    pub long_gap: Option<RawDuration>,
+    pub parallel: Option<bool>,
+    /// `auto` or `required`.
+    pub tool_choice: Option<String>,
+    pub max_tokens: Option<u64>,
+    /// A depth turn padded to this many prompt tokens, or `"served"`: the window the
+    /// server advertises less `depth_margin`.
+    pub depth_tokens: Option<RawDepth>,
+    pub depth_margin: Option<f64>,
+    pub depth_every: Option<u64>,
+    pub affinity_headers: Option<Vec<String>>,
+    pub served_by: Option<Vec<String>>,
+    pub hit_share: Option<f64>,
+    pub block_tokens: Option<u64>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum RawDepth {
+    Tokens(u64),
+    Named(String),
+}
+
 /// Checks on every successful response (`validation` category when one fails).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -362,6 +397,7 @@ impl RawTarget {
             slo,
             canary,
             prefix_cache,
+            session,
             trace_context,
             tracestate,
             connection,

@@ -106,6 +106,11 @@ pub(super) fn validate_target(
             super::prefix_cache::prefix_cache(&at, raw, backend, (host, &model))
         })
         .transpose()?;
+    let session = t
+        .session
+        .as_ref()
+        .map(|raw| super::session::session(&at, raw, backend).map(std::sync::Arc::new))
+        .transpose()?;
     let trace_context = t.trace_context.unwrap_or(true);
     if let Some(state) = &t.tracestate {
         if !trace_context {
@@ -287,6 +292,7 @@ pub(super) fn validate_target(
         tracestate: t.tracestate.clone(),
         canary,
         prefix_cache,
+        session,
         revision: None,
         workload: None,
         created: None,

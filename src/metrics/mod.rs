@@ -16,6 +16,7 @@ mod prefix;
 mod process;
 mod register;
 mod runtime;
+mod session;
 mod sli;
 mod target;
 mod values;
@@ -40,6 +41,7 @@ pub use family::{LabeledFamily, TargetLabels};
 pub use gate::PairResult;
 pub use prefix::{PrefixRule, PrefixSeries, PrefixSetAside, PrefixVerdict};
 pub use runtime::RuntimeCollector;
+pub use session::{SessionReason, SessionSeries, SessionTurn, TurnCache, TurnNumbers};
 pub use target::{InFlight, ProbeId, TargetMetrics, is_good};
 use values::with_bound;
 pub use values::{
@@ -120,6 +122,7 @@ pub struct Metrics {
     config_reload_success_time: F64Gauge,
     canary: canary::CanaryFamilies,
     prefix: prefix::PrefixFamilies,
+    session: session::SessionFamilies,
     spans: ExportMetrics,
     /// Recording a probe holds this shared; encoding holds it exclusively. So every scrape
     /// sees each probe entirely or not at all: `requests_total` = successes + errors and
@@ -160,6 +163,8 @@ impl Metrics {
                 "inferprobe_schedule_lag_seconds" => &self.schedule_lag,
                 "inferprobe_prefix_cache_cold_ttft_seconds" => &self.prefix.cold,
                 "inferprobe_prefix_cache_warm_ttft_seconds" => &self.prefix.warm,
+                "inferprobe_session_turn_ttft_seconds" => &self.session.ttft,
+                "inferprobe_session_turn_e2el_seconds" => &self.session.e2el,
                 _ => return None,
             };
             family.get(labels).map(|h| (h.encoded(), h.created()))
@@ -329,6 +334,10 @@ impl Metrics {
                 .prefix_cache
                 .as_ref()
                 .map(|spec| self.prefix.series(&labels, spec.objective)),
+            session: target
+                .session
+                .as_ref()
+                .map(|_| self.session.series(&labels)),
             labels,
             snapshot: Arc::clone(&self.snapshot),
             registered: self.prompt_tokens_total.clone(),
@@ -434,6 +443,7 @@ impl Metrics {
         self.slo_slow.retain(|(l, _)| l != labels);
         self.canary.remove(labels);
         self.prefix.remove(labels);
+        self.session.remove(labels);
     }
 }
 

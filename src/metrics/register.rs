@@ -48,12 +48,14 @@ impl Metrics {
             config_reload_success_time: F64Gauge::default(),
             canary: Default::default(),
             prefix: Default::default(),
+            session: Default::default(),
             spans: Default::default(),
             snapshot: Arc::default(),
             histograms: Arc::default(),
         };
         m.canary.register(r);
         m.prefix.register(r);
+        m.session.register(r);
         r.register(
             "trace_spans_exported",
             "Probe spans the OTLP exporter delivered to the collector",

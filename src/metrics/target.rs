@@ -89,6 +89,8 @@ pub struct TargetMetrics {
     pub(super) canary: Option<CanarySeries>,
     /// For targets with a prefix-cache check.
     pub(super) prefix_cache: Option<super::prefix::PrefixSeries>,
+    /// For targets with a session check.
+    pub(super) session: Option<super::session::SessionSeries>,
     pub(super) snapshot: Arc<RwLock<()>>,
     /// A family every registered target has a series in (`prompt_tokens_total`), removed
     /// with the target's.
@@ -118,6 +120,11 @@ impl TargetMetrics {
     /// The prefix-cache check's series (`None` without one).
     pub fn prefix_cache(&self) -> Option<&super::prefix::PrefixSeries> {
         self.prefix_cache.as_ref()
+    }
+
+    /// The session check's series (`None` without one).
+    pub fn session(&self) -> Option<&super::session::SessionSeries> {
+        self.session.as_ref()
     }
 
     /// Record one finished probe, atomically with respect to scrapes. Blocks while a

@@ -4,6 +4,7 @@
 //! tokenizer are loaded then, so a bad file fails `inferprobe check`) and draws one
 //! [`Prompt`] per probe from the target's seeded RNG.
 
+pub mod conversation;
 pub mod dataset;
 pub mod synthetic;
 pub mod tokenizer;
@@ -43,6 +44,9 @@ pub struct Prompt {
     /// explicit breakpoints (Anthropic's `cache_control`) is asked to cache up to it. The
     /// prefix-cache check's pairs set it.
     pub cache_breakpoint: Option<usize>,
+    /// A session's turn: the whole history, sent instead of `text` by the chat dialects
+    /// (`text` then holds the last user message, for the log).
+    pub conversation: Option<Arc<conversation::Conversation>>,
 }
 
 /// How a canary asks: greedy decoding (temperature 0), a fixed seed, and this many
@@ -233,6 +237,7 @@ impl PromptSource {
             greedy: None,
             structure: self.structure.clone(),
             cache_breakpoint: None,
+            conversation: None,
         }
     }
 }

@@ -29,6 +29,23 @@ pub struct ResponseInfo {
     /// `cache_creation_input_tokens`): the prefix-cache check tells an API that cached
     /// nothing from one that cached and then missed.
     pub cache_written: Option<u64>,
+    /// Anthropic's thinking blocks, whole and signed: a session sends them back before the
+    /// `tool_use` they led to, as the Messages API requires.
+    pub thinking: Vec<Thinking>,
+    /// The backend that served the request, where the target names a header that says
+    /// (a gateway's `x-served-by`, llm-d's `x-session-token`): a session counts switches.
+    pub served_by: Option<String>,
+}
+
+/// One thinking block as it arrived (Anthropic `thinking` or `redacted_thinking`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Thinking {
+    /// The content block's index.
+    pub slot: u64,
+    pub text: String,
+    pub signature: String,
+    /// A `redacted_thinking` block's opaque `data` (sent back as it came).
+    pub redacted: Option<String>,
 }
 
 /// One tool call as it arrived: the function's name and its arguments' text (JSON, if the
@@ -52,6 +69,21 @@ pub struct ToolCall {
 }
 
 impl ResponseInfo {
+    /// The thinking block at `slot`, opened when new.
+    pub fn thinking_at(&mut self, slot: u64) -> &mut Thinking {
+        let at = match self.thinking.iter().position(|t| t.slot == slot) {
+            Some(at) => at,
+            None => {
+                self.thinking.push(Thinking {
+                    slot,
+                    ..Thinking::default()
+                });
+                self.thinking.len() - 1
+            }
+        };
+        &mut self.thinking[at]
+    }
+
     /// The call at `slot`, opened when new.
     pub fn tool_call(&mut self, slot: u64) -> &mut ToolCall {
         let at = match self.tool_calls.iter().position(|c| c.slot == slot) {

@@ -13,6 +13,7 @@ fn prompt() -> Prompt {
         greedy: None,
         structure: None,
         cache_breakpoint: None,
+        conversation: None,
         max_tokens: 8,
         model: "lora-a".into(),
     }
@@ -30,6 +31,8 @@ fn response(text: &str, finish: Option<&str>, model: Option<&str>) -> ResponseIn
         tool_calls: Vec::new(),
         refusal: String::new(),
         cache_written: None,
+        thinking: Vec::new(),
+        served_by: None,
     }
 }
 

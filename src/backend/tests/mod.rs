@@ -33,6 +33,7 @@ fn prompt(max_tokens: u32) -> Prompt {
         greedy: None,
         structure: None,
         cache_breakpoint: None,
+        conversation: None,
         max_tokens,
         model: "m".into(),
     }
@@ -119,6 +120,8 @@ fn openai_parser_fills_response_info() {
             tool_calls: Vec::new(),
             refusal: String::new(),
             cache_written: None,
+            thinking: Vec::new(),
+            served_by: None,
         }
     );
 }

@@ -1,0 +1,182 @@
+//! The verdict on one turn of a session (docs/sessions.md, "Reasons"), apart from the
+//! session's I/O so every rule is a unit test: what the turn expected (a call, two calls,
+//! an answer that uses the results it was just given, any answer), what came back.
+//!
+//! `history_rejected` is a refusal (an HTTP 4xx other than a rate limit or a prompt over
+//! the window) of a turn after the first, whose own first turn the same server accepted:
+//! the history it added (the model's own tool calls, their results) is what it refused.
+//! The grounding reasons judge a model, not a server: the alerts on them stay quiet on a
+//! model that has never grounded an answer (a random-weight test model).
+
+use crate::canary::structured::{call_as_text, judge_calls};
+use crate::error::{ErrorCategory, ProbeError};
+use crate::metrics::InvalidReason;
+pub use crate::metrics::{SessionReason as Reason, SessionTurn as Turn};
+use crate::record::ResponseInfo;
+use crate::structure::Structure;
+
+/// What a turn's answer must be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// Tool calls: this many at least (2 for the parallel turn), each a declared function
+    /// with arguments that validate.
+    Calls(usize),
+    /// Text that quotes each of these secrets: the tool results the turn carried.
+    Grounded(Vec<String>),
+    /// Any answer.
+    Answer,
+}
+
+/// A turn's verdict: `None` is `ok`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub reason: Option<Reason>,
+    /// What the log line and the status page say (quotes cut).
+    pub note: Option<String>,
+}
+
+impl Verdict {
+    fn ok() -> Self {
+        Self {
+            reason: None,
+            note: None,
+        }
+    }
+
+    fn failed(reason: Reason, note: impl Into<String>) -> Self {
+        Self {
+            reason: Some(reason),
+            note: Some(note.into()),
+        }
+    }
+
+    /// The `result` label.
+    pub fn result(&self) -> &'static str {
+        self.reason.map_or("ok", Reason::as_str)
+    }
+
+    /// The session cannot go on from this turn: nothing usable to send back.
+    pub fn ends_session(&self) -> bool {
+        matches!(
+            self.reason,
+            Some(
+                Reason::HistoryRejected
+                    | Reason::ContextLength
+                    | Reason::WrongTool
+                    | Reason::BadArguments
+                    | Reason::NotJson
+                    | Reason::Error(_)
+            )
+        )
+    }
+}
+
+/// Judge turn `index` (from 0) of kind `turn`.
+pub fn judge(
+    turn: Turn,
+    index: usize,
+    result: Result<&ResponseInfo, &ProbeError>,
+    structure: &Structure,
+    expect: &Expect,
+) -> Verdict {
+    let response = match result {
+        Ok(response) => response,
+        Err(e) => return judge_error(turn, index, e),
+    };
+    match expect {
+        Expect::Answer => Verdict::ok(),
+        Expect::Calls(wanted) => judge_calls_turn(structure, response, *wanted),
+        Expect::Grounded(secrets) => {
+            let missing: Vec<&str> = secrets
+                .iter()
+                .filter(|s| !response.text.contains(s.as_str()))
+                .map(String::as_str)
+                .collect();
+            match missing.as_slice() {
+                [] => Verdict::ok(),
+                _ if response.text.is_empty() && !response.tool_calls.is_empty() => {
+                    Verdict::failed(
+                        Reason::ToolResultIgnored,
+                        format!(
+                            "the model called `{}` again instead of answering with its result",
+                            crate::error::snippet(&response.tool_calls[0].name)
+                        ),
+                    )
+                }
+                _ => Verdict::failed(
+                    Reason::ToolResultIgnored,
+                    format!(
+                        "the answer lacks {} of the tool results it was given: {:?}",
+                        missing.join(", "),
+                        crate::error::snippet(&response.text)
+                    ),
+                ),
+            }
+        }
+    }
+}
+
+fn judge_error(turn: Turn, index: usize, e: &ProbeError) -> Verdict {
+    let category = e.category();
+    if category == ErrorCategory::ContextLength {
+        return Verdict::failed(Reason::ContextLength, e.to_string());
+    }
+    let refused = matches!(e, ProbeError::Status { status, .. }
+        if status.is_client_error() && status.as_u16() != 429);
+    if refused && index > 0 && turn != Turn::Depth && category == ErrorCategory::Http4xx {
+        return Verdict::failed(
+            Reason::HistoryRejected,
+            format!(
+                "turn {} refused after the first was accepted: {e}",
+                index + 1
+            ),
+        );
+    }
+    Verdict::failed(Reason::Error(category), e.to_string())
+}
+
+fn judge_calls_turn(structure: &Structure, response: &ResponseInfo, wanted: usize) -> Verdict {
+    if !response.refusal.is_empty() || response.finish_reason.as_deref() == Some("refusal") {
+        return Verdict::failed(Reason::Refused, "the model refused");
+    }
+    if response.tool_calls.is_empty() {
+        let cut = matches!(
+            response.finish_reason.as_deref(),
+            Some("length" | "max_tokens" | "max_output_tokens")
+        );
+        if cut {
+            return Verdict::failed(
+                Reason::Truncated,
+                "the answer hit its length limit before a tool call came",
+            );
+        }
+        let why = call_as_text(structure, &response.text).unwrap_or("no tool call arrived");
+        return Verdict::failed(
+            Reason::NoToolCall,
+            format!("{why}: {:?}", crate::error::snippet(&response.text)),
+        );
+    }
+    if let Err(check) = judge_calls(structure, response) {
+        let reason = match check.invalid {
+            Some(InvalidReason::WrongTool) => Reason::WrongTool,
+            Some(InvalidReason::NotJson) => Reason::NotJson,
+            Some(InvalidReason::Truncated) => Reason::Truncated,
+            Some(InvalidReason::Refused) => Reason::Refused,
+            _ => Reason::BadArguments,
+        };
+        return Verdict::failed(reason, check.note.unwrap_or_default());
+    }
+    if response.tool_calls.len() < wanted {
+        return Verdict::failed(
+            Reason::ParallelCallsMissing,
+            format!(
+                "asked for {wanted} lookups at once, received {} call",
+                response.tool_calls.len()
+            ),
+        );
+    }
+    Verdict::ok()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,420 @@
+//! One session, turn by turn: build the turn on the history, wait its gap, send it, judge
+//! it, count it, and feed the model's reply back (its text, its signed thinking, its calls
+//! with their ids, then one result per call).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use http::HeaderValue;
+use rand::{RngExt, SeedableRng, rngs::StdRng};
+use tokio_util::sync::CancellationToken;
+
+use super::script::{Script, structure};
+use super::{Expect, Seen, Turn, judge};
+use crate::endpoint::session::{DepthTo, SessionSpec};
+use crate::metrics::{SessionSeries, TurnCache, TurnNumbers};
+use crate::probe::{Outcome, Prober};
+use crate::prompt::conversation::{Call, Conversation, Message, Reply, ToolResult};
+use crate::prompt::{Prompt, synthetic};
+
+/// What judges a later turn's cached tokens: the previous turn's prompt, and what the
+/// session's first turn already found cached (the template before the session's id,
+/// cached for every request alike).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CacheJudge {
+    pub previous_prompt: u64,
+    pub base: u64,
+    pub block: u32,
+    pub hit_share: f64,
+    pub reported_before: bool,
+}
+
+/// A later turn hit when what it found cached beyond the base is at least `hit_share` of
+/// the previous prompt's whole blocks beyond it; `None`: too short a history to judge.
+pub fn judge_cache(j: CacheJudge, prompt: Option<u64>, cached: Option<u64>) -> Option<TurnCache> {
+    let Some(cached) = cached.or((j.reported_before && prompt.is_some()).then_some(0)) else {
+        return Some(TurnCache::Unreported);
+    };
+    let block = u64::from(j.block.max(1));
+    let whole = j.previous_prompt / block * block;
+    let expected = whole.saturating_sub(j.base) as f64 * j.hit_share;
+    if expected < 1.0 {
+        return None;
+    }
+    Some(match cached.saturating_sub(j.base) as f64 >= expected {
+        true => TurnCache::Hit,
+        false => TurnCache::Miss,
+    })
+}
+
+/// What the turn before left for this one.
+#[derive(Default)]
+struct Previous {
+    prompt_tokens: Option<u64>,
+    output_tokens: u64,
+    served_by: Option<String>,
+    /// The reply's calls, awaiting their results.
+    calls: Vec<Call>,
+}
+
+pub(super) async fn session(
+    prober: &Prober,
+    spec: &SessionSpec,
+    seen: &Seen,
+    series: &SessionSeries,
+    (stop, abort): (&CancellationToken, &CancellationToken),
+) {
+    let target = &prober.target;
+    let n = seen.started.fetch_add(1, Ordering::Relaxed);
+    let mut rng = StdRng::seed_from_u64(rand::random());
+    let script = Script::new(&mut rng);
+    let affinity = !spec.affinity_headers.is_empty() && n % 2 == 0;
+    let headers = match (affinity, HeaderValue::from_str(&script.id)) {
+        (true, Ok(value)) => spec
+            .affinity_headers
+            .iter()
+            .map(|name| (name.clone(), value.clone()))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut conversation = Conversation {
+        system: script.system(),
+        messages: Vec::new(),
+        cache_through: None,
+        headers,
+    };
+    let (any, call) = structure(spec.force_calls);
+    let mut plan = vec![
+        Turn::First,
+        Turn::ToolResult,
+        Turn::FollowUp,
+        Turn::Parallel,
+        Turn::ParallelResult,
+    ];
+    plan.extend(spec.long_gap.map(|_| Turn::LongGap));
+    let depth = spec
+        .depth
+        .filter(|d| n % u64::from(d.every) == u64::from(d.every) - 1);
+    plan.extend(depth.map(|_| Turn::Depth));
+    let mut previous = Previous::default();
+    let mut base = None;
+    let mut complete = true;
+    for (index, turn) in plan.into_iter().enumerate() {
+        // Calls left unanswered (a model that called again where it was to answer) get
+        // their results first: a call without one is a history no API accepts.
+        let results = match turn {
+            Turn::ToolResult | Turn::ParallelResult if previous.calls.is_empty() => continue,
+            _ => answer(&mut rng, &mut conversation, &mut previous.calls),
+        };
+        let (gap, expect, structure) = match turn {
+            Turn::First => {
+                conversation.messages.push(Message::User(script.first()));
+                (Duration::ZERO, Expect::Calls(1), &call)
+            }
+            Turn::ToolResult | Turn::ParallelResult => {
+                let (low, high) = spec.tool_gap;
+                let gap = low + (high.saturating_sub(low)).mul_f64(rng.random::<f64>());
+                (gap, Expect::Grounded(results), &any)
+            }
+            Turn::FollowUp => {
+                conversation
+                    .messages
+                    .push(Message::User(script.follow_up()));
+                (spec.human_gap, Expect::Answer, &any)
+            }
+            Turn::Parallel => {
+                let text = script.second_lookup(spec.parallel);
+                conversation.messages.push(Message::User(text));
+                let wanted = if spec.parallel { 2 } else { 1 };
+                (spec.human_gap, Expect::Calls(wanted), &call)
+            }
+            Turn::LongGap => {
+                conversation.messages.push(Message::User(script.long_gap()));
+                (spec.long_gap.unwrap_or_default(), Expect::Answer, &any)
+            }
+            Turn::Depth => {
+                let Some(padding) = padding(prober, spec, series, &previous, &conversation).await
+                else {
+                    break;
+                };
+                conversation
+                    .messages
+                    .push(Message::User(script.depth(&padding)));
+                (Duration::ZERO, Expect::Answer, &any)
+            }
+        };
+        if !gap.is_zero() {
+            tokio::select! {
+                () = tokio::time::sleep(gap) => {}
+                // Dropped at shutdown, unjudged and uncounted, like a prefix-cache pair.
+                () = stop.cancelled() => return,
+            }
+        }
+        conversation.cache_through = Some(conversation.messages.len());
+        let request_id = format!("{}session-{}-{index}", target.request_id_prefix, script.id);
+        let text = conversation.last_user_text().to_owned();
+        let prompt = Prompt {
+            input_tokens: previous.prompt_tokens.unwrap_or(0) as u32
+                + text.split_whitespace().count() as u32,
+            text,
+            input_exact: false,
+            max_tokens: spec.max_tokens,
+            model: target.model.clone(),
+            media: Ok(Vec::new()),
+            greedy: None,
+            structure: Some(std::sync::Arc::clone(structure)),
+            cache_breakpoint: None,
+            conversation: Some(std::sync::Arc::new(conversation.clone())),
+        };
+        let report = prober.probe(&request_id, &prompt, abort).await;
+        let Outcome::Finished(result) = &report.outcome else {
+            return;
+        };
+        let response = &report.record.response;
+        let verdict = judge(
+            turn,
+            index,
+            result.as_ref().map(|_| response),
+            structure,
+            &expect,
+        );
+        let measured = result.as_ref().ok();
+        if measured.is_some_and(|m| m.cached_prompt_tokens.is_some()) {
+            seen.reported.store(true, Ordering::Relaxed);
+        }
+        series.turn(
+            turn,
+            verdict.result(),
+            TurnNumbers {
+                ttft: measured.and_then(|m| m.ttft).map(|d| d.as_secs_f64()),
+                e2el: measured.map(|m| m.e2el.as_secs_f64()),
+                prompt_tokens: measured.and_then(|m| m.prompt_tokens),
+                cached_tokens: measured.and_then(|m| m.cached_prompt_tokens),
+                output_tokens: measured.and_then(|m| m.output_tokens).map(|t| t.value()),
+            },
+        );
+        if let Some(m) = measured {
+            if turn == Turn::First {
+                base = Some(m.cached_prompt_tokens.unwrap_or(0));
+            }
+            let judged = match (turn.cached(), previous.prompt_tokens) {
+                (true, Some(previous_prompt)) => judge_cache(
+                    CacheJudge {
+                        previous_prompt,
+                        base: base.unwrap_or(0),
+                        block: spec.block_tokens.unwrap_or(1),
+                        hit_share: spec.hit_share,
+                        reported_before: seen.reported.load(Ordering::Relaxed),
+                    },
+                    m.prompt_tokens,
+                    m.cached_prompt_tokens,
+                ),
+                _ => None,
+            };
+            if let Some(cache) = judged {
+                series.cache(turn, cache, affinity);
+            }
+            if let (Some(before), Some(now)) = (&previous.served_by, &response.served_by) {
+                series.routed(before != now);
+            }
+        }
+        match &verdict.reason {
+            None => {
+                tracing::debug!(target = %target.id, request_id, turn = turn.as_str(), "session turn")
+            }
+            Some(reason) => {
+                tracing::info!(target = %target.id, request_id, turn = turn.as_str(), result = reason.as_str(), note = verdict.note.as_deref().unwrap_or(""), "session turn failed")
+            }
+        }
+        if verdict.ends_session() {
+            complete = false;
+            break;
+        }
+        let calls = reply_calls(response, index);
+        conversation.messages.push(Message::Assistant(Reply {
+            text: response.text.clone(),
+            thinking: response.thinking.clone(),
+            calls: calls.clone(),
+        }));
+        previous = Previous {
+            prompt_tokens: measured.and_then(|m| m.prompt_tokens),
+            output_tokens: measured
+                .and_then(|m| m.output_tokens)
+                .map_or(0, |t| t.value()),
+            served_by: response.served_by.clone(),
+            calls,
+        };
+    }
+    series.session(complete);
+}
+
+/// The reply's calls as the history sends them back, each with the id the server gave
+/// it or (a server that sent none) one of the session's own.
+fn reply_calls(response: &crate::record::ResponseInfo, turn: usize) -> Vec<Call> {
+    response
+        .tool_calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Call {
+            id: c.id.clone().unwrap_or_else(|| format!("call{turn}x{i}")),
+            name: c.name.clone(),
+            arguments: c.arguments.clone(),
+        })
+        .collect()
+}
+
+/// Append one result per pending call, and return the secrets the next answer must quote.
+fn answer(rng: &mut StdRng, conversation: &mut Conversation, calls: &mut Vec<Call>) -> Vec<String> {
+    if calls.is_empty() {
+        return Vec::new();
+    }
+    let mut secrets = Vec::new();
+    let results = calls
+        .drain(..)
+        .map(|call| {
+            let lookup = Script::lookup(rng, &call.arguments);
+            secrets.push(lookup.secret);
+            ToolResult {
+                call_id: call.id,
+                content: lookup.content,
+            }
+        })
+        .collect();
+    conversation.messages.push(Message::ToolResults(results));
+    secrets
+}
+
+/// The depth turn's padding: enough tokens that its prompt reaches the depth (exact with
+/// the target's tokenizer, else words as tokens), after the history the previous turn's
+/// usage measured; `None` (no depth turn this time, said in the log) when the depth is
+/// not known or the history already reaches it.
+async fn padding(
+    prober: &Prober,
+    spec: &SessionSpec,
+    series: &SessionSeries,
+    previous: &Previous,
+    conversation: &Conversation,
+) -> Option<String> {
+    let target = &prober.target;
+    let depth = match spec.depth?.to {
+        DepthTo::Tokens(tokens) => u64::from(tokens),
+        DepthTo::Served { margin } => {
+            let window = match served_window(prober).await {
+                Ok(window) => window,
+                Err(e) => {
+                    tracing::warn!(target = %target.id, error = %e, "session check: the served window could not be read from /v1/models; no depth turn");
+                    return None;
+                }
+            };
+            series.served_window(window);
+            (((window as f64) * (1.0 - margin)) as u64).saturating_sub(u64::from(spec.max_tokens))
+        }
+    };
+    let history = match previous.prompt_tokens {
+        Some(prompt) => prompt + previous.output_tokens,
+        None => words(conversation),
+    };
+    // The question around the padding, and the template's tokens for one more message.
+    let needed = depth.checked_sub(history + 48).filter(|n| *n >= 16)?;
+    let needed = u32::try_from(needed).ok()?;
+    series.depth(depth);
+    let counter = target.prompts.tokenizer.clone();
+    let nonce: u64 = rand::random();
+    let text = tokio::task::spawn_blocking(move || {
+        synthetic::pair_prefix(needed, nonce, counter.as_deref())
+    })
+    .await
+    .ok()?;
+    text.ok()
+}
+
+fn words(conversation: &Conversation) -> u64 {
+    let mut n = conversation.system.split_whitespace().count();
+    for message in &conversation.messages {
+        n += match message {
+            Message::User(text) => text.split_whitespace().count(),
+            Message::Assistant(reply) => {
+                reply.text.split_whitespace().count()
+                    + reply
+                        .calls
+                        .iter()
+                        .map(|c| c.arguments.len() / 4 + 8)
+                        .sum::<usize>()
+            }
+            Message::ToolResults(results) => results.iter().map(|r| r.content.len() / 4).sum(),
+        };
+    }
+    n as u64
+}
+
+/// `max_model_len` of the target's model in `/v1/models` (vLLM, SGLang), beside the
+/// target's own path.
+async fn served_window(prober: &Prober) -> Result<u64, String> {
+    let target = &prober.target;
+    let mut url = target.url.clone();
+    let path = url.path().to_owned();
+    let base = path.find("/v1/").map_or("", |at| &path[..at]);
+    url.set_path(&format!("{base}/v1/models"));
+    url.set_query(None);
+    let models = prober.get_json(url).await?;
+    let data = models
+        .get("data")
+        .and_then(serde_json::Value::as_array)
+        .ok_or("no `data` list")?;
+    let entry = data
+        .iter()
+        .find(|m| m.get("id").and_then(serde_json::Value::as_str) == Some(target.model.as_str()))
+        .or(data.first())
+        .ok_or("no model listed")?;
+    entry
+        .get("max_model_len")
+        .and_then(serde_json::Value::as_u64)
+        .filter(|n| *n > 0)
+        .ok_or_else(|| "no `max_model_len` for the model".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judge(
+        previous_prompt: u64,
+        base: u64,
+        block: u32,
+        cached: Option<u64>,
+    ) -> Option<TurnCache> {
+        let j = CacheJudge {
+            previous_prompt,
+            base,
+            block,
+            hit_share: 0.5,
+            reported_before: false,
+        };
+        judge_cache(j, Some(previous_prompt + 50), cached)
+    }
+
+    #[test]
+    fn a_later_turn_hits_when_the_previous_prompt_came_back() {
+        assert_eq!(judge(400, 0, 16, Some(384)), Some(TurnCache::Hit));
+        assert_eq!(judge(400, 0, 16, Some(0)), Some(TurnCache::Miss));
+        // What every request finds cached (the template) is no hit.
+        assert_eq!(judge(400, 32, 16, Some(32)), Some(TurnCache::Miss));
+        assert_eq!(judge(400, 32, 16, Some(400)), Some(TurnCache::Hit));
+        // Whole blocks only: a 128-token block cache holds 384 of 400.
+        assert_eq!(judge(400, 0, 128, Some(256)), Some(TurnCache::Hit));
+        assert_eq!(judge(400, 0, 128, Some(128)), Some(TurnCache::Miss));
+        // A history shorter than one block beyond the base: nothing to judge.
+        assert_eq!(judge(200, 128, 128, Some(128)), None);
+        assert_eq!(judge(400, 0, 16, None), Some(TurnCache::Unreported));
+        // A server that has reported before and sends no count now reports none.
+        let j = CacheJudge {
+            previous_prompt: 400,
+            base: 0,
+            block: 16,
+            hit_share: 0.5,
+            reported_before: true,
+        };
+        assert_eq!(judge_cache(j, Some(450), None), Some(TurnCache::Miss));
+        assert_eq!(judge_cache(j, None, None), Some(TurnCache::Unreported));
+    }
+}

@@ -56,6 +56,15 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
                 );
             }
         }
+        if let Some(spec) = &target.session {
+            println!("  {}: {}", target.name, spec.describe());
+            if !target.include_usage {
+                eprintln!(
+                    "warning: {}: session: include_usage = false asks for no usage, so no cached-token count: every later turn is `unreported` for the cache",
+                    target.name
+                );
+            }
+        }
         if let Some(canary) = &target.canary {
             println!(
                 "  {}: {}",
@@ -325,6 +334,14 @@ fn cost(target: &Target, max_replicas: Option<usize>) -> Option<String> {
         ));
         (prompt, output) = (prompt + p, output + o);
     }
+    if let Some(spec) = &target.session {
+        let (p, o) = (spec.prompt_tokens_per_hour(), spec.output_tokens_per_hour());
+        parts.push(format!(
+            "the session check about {p} prompt ({} cached on a healthy cache) and at most {o} output tokens",
+            spec.cached_tokens_per_hour()
+        ));
+        (prompt, output) = (prompt + p, output + o);
+    }
     if parts.is_empty() {
         return None;
     }
@@ -335,6 +352,13 @@ fn cost(target: &Target, max_replicas: Option<usize>) -> Option<String> {
                 " per replica; up to {n} replicas (max_targets): about {} prompt and at most {} output tokens",
                 prompt * n as u64,
                 output * n as u64
+            )
+        }
+        None if target.fleet_rate.is_some() => {
+            line += &format!(
+                " per probe pod, beside the workload's: fleet_rate divides the workload among the probe's pods, not the checks, which every pod runs (20 pods: about {} prompt and at most {} output tokens an hour); put checks on a target only one pod probes to pay for them once",
+                prompt * 20,
+                output * 20
             )
         }
         None => line += " (beside the workload's)",

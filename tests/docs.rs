@@ -327,6 +327,7 @@ fn documented_keys() -> BTreeSet<String> {
         "docs/prompts.md",
         "docs/backends.md",
         "docs/structured.md",
+        "docs/sessions.md",
     ] {
         for line in read(page).lines().filter(|l| l.starts_with("| `")) {
             let cell = line.split('|').nth(1).unwrap_or("");
@@ -367,6 +368,7 @@ fn every_configuration_key_is_documented_and_every_documented_key_accepted() {
         fields::<RawDiscovery>(),
         fields::<RawKubernetes>(),
         fields::<RawTracing>(),
+        fields::<inferprobe::config::RawSession>(),
         fields::<inferprobe::config::RawMetrics>(),
     ] {
         assert!(!set.is_empty(), "serde listed no fields");

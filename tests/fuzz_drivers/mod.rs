@@ -275,6 +275,7 @@ pub fn backends(input: &[u8]) {
         greedy: None,
         structure: None,
         cache_breakpoint: None,
+        conversation: None,
         max_tokens: 4,
         model: "m".into(),
     };

@@ -136,11 +136,16 @@ async fn check(
     let mut cold_written = None;
     let mut detail = None;
     let at = SystemTime::now();
+    let mut cold_answer = String::new();
     for (i, text) in texts.iter().enumerate() {
         let request_id = format!("{}prefix-{nonce:016x}-{i}", target.request_id_prefix);
+        let (text, conversation) = match i {
+            0 => (text.clone(), None),
+            _ => next_turn(target.backend, &texts[0], &cold_answer, text),
+        };
         let prompt = Prompt {
-            text: text.clone(),
             input_tokens: text.split_whitespace().count() as u32,
+            text,
             input_exact: false,
             max_tokens: MAX_TOKENS,
             model: target.model.clone(),
@@ -148,7 +153,7 @@ async fn check(
             greedy: None,
             structure: None,
             cache_breakpoint: Some(shared),
-            conversation: None,
+            conversation,
         };
         // A pair waiting out its gap at shutdown is dropped, unjudged: its warm request
         // would go out after the daemon was told to stop, and hold the drain for the gap.
@@ -163,6 +168,7 @@ async fn check(
             Outcome::Finished(Ok(m)) => {
                 if i == 0 {
                     cold_written = report.record.response.cache_written;
+                    cold_answer.clone_from(&report.record.response.text);
                 }
                 measured.push(m);
             }
@@ -248,6 +254,47 @@ pub fn pair_texts(prefix: &str, nonce: u64) -> ([String; 2], usize) {
     (texts, head.len())
 }
 
+/// The warm request as the cold one's next turn: its message, its answer, then the second
+/// question, as a conversation goes on. A cache that stores units at the end of each
+/// request's input and output (DeepSeek: "A+B then A+C cannot hit") serves only this; every
+/// prefix cache serves it. The completion APIs get the same as one text. The Messages API
+/// keeps the pair's two requests: it caches up to the explicit breakpoint both carry, and a
+/// next turn's blocks would end elsewhere.
+fn next_turn(
+    backend: crate::endpoint::BackendKind,
+    cold: &str,
+    answer: &str,
+    warm: &str,
+) -> (
+    String,
+    Option<Arc<crate::prompt::conversation::Conversation>>,
+) {
+    use crate::endpoint::BackendKind as B;
+    use crate::prompt::conversation::{Conversation, Message, Reply};
+    let question = warm.rsplit_once(" Question").map_or(warm, |(_, q)| q);
+    let question = format!("Question{question}");
+    match backend {
+        B::Anthropic => (warm.to_owned(), None),
+        B::OpenAiChat | B::TgiChat | B::OpenAiResponses => {
+            let conversation = Conversation {
+                system: String::new(),
+                messages: vec![
+                    Message::User(cold.to_owned()),
+                    Message::Assistant(Reply {
+                        text: answer.to_owned(),
+                        ..Reply::default()
+                    }),
+                    Message::User(question.clone()),
+                ],
+                cache_through: None,
+                headers: Vec::new(),
+            };
+            (question, Some(Arc::new(conversation)))
+        }
+        _ => (format!("{cold}{answer}\n{question}"), None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,5 +308,30 @@ mod tests {
         assert!(a.starts_with(&synthetic::nonce(7)));
         let ([c, _], _) = pair_texts("alpha beta gamma", 8);
         assert_ne!(a.split_whitespace().next(), c.split_whitespace().next());
+    }
+
+    #[test]
+    fn the_warm_request_is_the_cold_ones_next_turn() {
+        use crate::endpoint::BackendKind as B;
+        let ([cold, warm], _) = pair_texts("alpha beta gamma", 7);
+        // Chat: the cold request's one message, its answer, the second question.
+        let (text, conversation) = next_turn(B::OpenAiChat, &cold, "Yes.", &warm);
+        assert_eq!(text, "Question two: say no.");
+        let messages = crate::backend::history::chat(&conversation.unwrap());
+        assert_eq!(
+            messages,
+            serde_json::json!([
+                { "role": "user", "content": cold },
+                { "role": "assistant", "content": "Yes." },
+                { "role": "user", "content": "Question two: say no." },
+            ])
+        );
+        // Completions: one text that begins with the cold prompt and its answer.
+        let (text, conversation) = next_turn(B::OpenAi, &cold, " yes", &warm);
+        assert!(conversation.is_none());
+        assert!(text.starts_with(&format!("{cold} yes")));
+        assert!(text.ends_with("Question two: say no."));
+        // The Messages API keeps the pair: both requests carry the same breakpoint.
+        assert_eq!(next_turn(B::Anthropic, &cold, "Yes.", &warm), (warm, None));
     }
 }

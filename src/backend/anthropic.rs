@@ -64,7 +64,9 @@ impl Backend for Anthropic {
         match &prompt.conversation {
             Some(conversation) => {
                 let (system, messages) = super::history::anthropic(conversation);
-                body.insert("system".into(), system);
+                if system.as_str().is_some_and(|s| !s.is_empty()) {
+                    body.insert("system".into(), system);
+                }
                 body.insert("messages".into(), messages);
             }
             None => {

@@ -14,7 +14,12 @@ use crate::prompt::conversation::{Conversation, Message, Reply};
 
 /// Chat completions' `messages`.
 pub fn chat(conversation: &Conversation) -> Value {
-    let mut messages = vec![json!({ "role": "system", "content": conversation.system })];
+    // No system prompt, no system message: the prefix-cache check's next turn must begin
+    // exactly as its first request did.
+    let mut messages = Vec::new();
+    if !conversation.system.is_empty() {
+        messages.push(json!({ "role": "system", "content": conversation.system }));
+    }
     for message in &conversation.messages {
         match message {
             Message::User(text) => messages.push(json!({ "role": "user", "content": text })),

@@ -181,6 +181,10 @@ struct WireUsage {
     /// Lenient: a value that is not a count is ignored, not a failed probe.
     #[serde(default)]
     prompt_tokens_details: Option<Value>,
+    /// DeepSeek's count of the prompt read from its context cache (beside
+    /// `prompt_cache_miss_tokens`). Lenient like the details.
+    #[serde(default)]
+    prompt_cache_hit_tokens: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -353,8 +357,12 @@ impl StreamParser for OpenAiStreamParser {
             cached_prompt_tokens: chunk
                 .usage
                 .as_ref()
-                .and_then(|u| u.prompt_tokens_details.as_ref())
-                .and_then(|d| d.get("cached_tokens"))
+                .and_then(|u| {
+                    u.prompt_tokens_details
+                        .as_ref()
+                        .and_then(|d| d.get("cached_tokens"))
+                        .or(u.prompt_cache_hit_tokens.as_ref())
+                })
                 .and_then(Value::as_u64),
             finished,
             reasoning_tokens: chunk

@@ -38,7 +38,9 @@ impl Backend for Responses {
         match &prompt.conversation {
             Some(conversation) => {
                 let (instructions, input) = super::history::responses(conversation);
-                body.insert("instructions".into(), instructions);
+                if instructions.as_str().is_some_and(|s| !s.is_empty()) {
+                    body.insert("instructions".into(), instructions);
+                }
                 body.insert("input".into(), input);
             }
             None => {

@@ -89,3 +89,22 @@ fn anthropic_cache_read_and_responses_input_details() {
         (Some(2048), Some(1920))
     );
 }
+
+#[test]
+fn deepseek_reports_its_context_cache_hits_apart() {
+    // DeepSeek's usage: the hit and miss counts beside prompt_tokens, no details.
+    let m = chat(r#"{"prompt_tokens":1011,"completion_tokens":4,"prompt_cache_hit_tokens":1007,"prompt_cache_miss_tokens":4}"#).unwrap();
+    assert_eq!(
+        (m.prompt_tokens, m.cached_prompt_tokens),
+        (Some(1011), Some(1007))
+    );
+    let m = chat(r#"{"prompt_tokens":1011,"completion_tokens":4,"prompt_cache_hit_tokens":0,"prompt_cache_miss_tokens":1011}"#).unwrap();
+    assert_eq!(m.cached_prompt_tokens, Some(0));
+    // The OpenAI-style detail wins where both are sent.
+    let m = chat(r#"{"prompt_tokens":9,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":8},"prompt_cache_hit_tokens":3}"#).unwrap();
+    assert_eq!(m.cached_prompt_tokens, Some(8));
+    // Malformed: nothing, and the probe stands.
+    let m =
+        chat(r#"{"prompt_tokens":9,"completion_tokens":1,"prompt_cache_hit_tokens":"x"}"#).unwrap();
+    assert_eq!(m.cached_prompt_tokens, None);
+}

@@ -82,28 +82,74 @@ pub struct SimConfig {
     /// Several replicas behind one gateway: each its own prefix cache.
     #[command(flatten)]
     pub gateway: Box<Gateway>,
+    /// The context window, as vLLM's `--max-model-len`: a request whose prompt and
+    /// `max_tokens` exceed it gets vLLM's HTTP 400, and `/v1/models` reports it as
+    /// `max_model_len` (without it, no window is enforced and none reported).
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_model_len: Option<u64>,
 }
 
 /// `--replicas N --route R`: the simulator as a gateway in front of N replicas, each with
 /// its own prefix cache, so a prefix-cache check through it measures routing affinity.
-#[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
+#[derive(Clone, Debug, PartialEq, clap::Args)]
 pub struct Gateway {
     /// Replicas behind the gateway (1: a single server).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub replicas: u16,
-    /// How the gateway picks a replica: `round-robin`, or `prefix-affinity` (by the
+    /// How the gateway picks a replica: `round-robin`, `prefix-affinity` (by the
     /// prompt's first block, as a prefix-aware router sends a shared prefix to the replica
-    /// that holds it).
+    /// that holds it), `session-header` (by the value of `--route-header`; without it,
+    /// round robin) or `first-message` (by the first message's text: chat's `messages[0]`,
+    /// Anthropic's `system`, Responses' `instructions`, else the first message).
     #[arg(long, value_enum, default_value_t = Route::RoundRobin)]
     pub route: Route,
+    /// The request header `--route session-header` hashes.
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_ROUTE_HEADER)]
+    pub route_header: String,
+    /// A fault on one replica only, `REPLICA=NAME` (every request it serves; replicas
+    /// count from 0) or `REPLICA=NAME=P` (repeatable): one gateway over replicas that
+    /// misbehave differently. Drawn before `--fault`'s.
+    #[arg(long = "replica-fault", value_name = "REPLICA=NAME[=P]",
+          value_parser = super::faults::parse_replica_fault)]
+    pub replica_faults: Vec<(u16, Fault, f64)>,
 }
+
+/// `--route-header`'s default.
+pub const DEFAULT_ROUTE_HEADER: &str = "x-session-id";
 
 impl Default for Gateway {
     fn default() -> Self {
         Self {
             replicas: 1,
             route: Route::RoundRobin,
+            route_header: DEFAULT_ROUTE_HEADER.into(),
+            replica_faults: Vec::new(),
         }
+    }
+}
+
+impl Gateway {
+    /// Replica `replica`'s own faults, with their probabilities.
+    pub fn faults_of(&self, replica: usize) -> Vec<(Fault, f64)> {
+        self.replica_faults
+            .iter()
+            .filter(|(r, _, _)| usize::from(*r) == replica)
+            .map(|&(_, fault, p)| (fault, p))
+            .collect()
+    }
+
+    /// Every replica a `--replica-fault` names exists and its probabilities can be drawn.
+    pub fn validate(&self) -> Result<(), String> {
+        for &(replica, _, _) in &self.replica_faults {
+            if replica >= self.replicas {
+                return Err(format!(
+                    "--replica-fault names replica {replica}, but there are {} (from 0)",
+                    self.replicas
+                ));
+            }
+            faults::validate(&self.faults_of(usize::from(replica)))?;
+        }
+        Ok(())
     }
 }
 
@@ -111,6 +157,8 @@ impl Default for Gateway {
 pub enum Route {
     RoundRobin,
     PrefixAffinity,
+    SessionHeader,
+    FirstMessage,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -272,6 +320,7 @@ impl Default for SimConfig {
             prefill: Box::default(),
             model: Box::default(),
             gateway: Box::default(),
+            max_model_len: None,
         }
     }
 }

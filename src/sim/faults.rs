@@ -59,6 +59,13 @@ pub enum Fault {
     CacheDisabled,
     /// The prefix cache is emptied before this request (memory pressure, a restart).
     CacheEvicts,
+    /// Conversation: HTTP 400 for a request whose history holds an assistant's tool call,
+    /// as vLLM refuses when a model's chat template cannot render tool-call history.
+    HistoryReject,
+    /// Conversation: after tool results, filler text that quotes none of them.
+    IgnoreToolResults,
+    /// Conversation: at most one tool call per reply (the first order id only).
+    NoParallelCalls,
 }
 
 impl Fault {
@@ -85,6 +92,20 @@ impl Fault {
         Self::CacheEvicts,
     ];
 
+    /// The faults that touch only a multi-turn conversation (the session check's): a
+    /// request with no tool history or results gets the normal answer. Apart from
+    /// [`Self::ALL`], whose every fault lands a single probe in an error category.
+    pub const SESSION: [Fault; 3] = [
+        Self::HistoryReject,
+        Self::IgnoreToolResults,
+        Self::NoParallelCalls,
+    ];
+
+    /// Every fault: [`Self::ALL`], then [`Self::SESSION`].
+    pub fn every() -> impl Iterator<Item = Fault> {
+        Self::ALL.into_iter().chain(Self::SESSION)
+    }
+
     pub const fn name(self) -> &'static str {
         match self {
             Self::Http429 => "http_429",
@@ -107,6 +128,9 @@ impl Fault {
             Self::SplitArguments => "split_arguments",
             Self::CacheDisabled => "cache_disabled",
             Self::CacheEvicts => "cache_evicts",
+            Self::HistoryReject => "history_reject",
+            Self::IgnoreToolResults => "ignore_tool_results",
+            Self::NoParallelCalls => "no_parallel_calls",
         }
     }
 }
@@ -121,22 +145,19 @@ impl FromStr for Fault {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|f| f.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = Self::ALL.iter().map(|f| f.name()).collect();
-                format!(
-                    "unknown fault `{s}` (expected one of: {})",
-                    names.join(", ")
-                )
-            })
+        Self::every().find(|f| f.name() == s).ok_or_else(|| {
+            let names: Vec<_> = Self::every().map(Fault::name).collect();
+            format!(
+                "unknown fault `{s}` (expected one of: {})",
+                names.join(", ")
+            )
+        })
     }
 }
 
 /// `--fault`'s help: every fault's name.
 pub fn help() -> String {
-    let names: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
+    let names: Vec<&str> = Fault::every().map(Fault::name).collect();
     format!(
         "Inject a fault with a probability, e.g. `--fault reset=0.05` (repeatable). Faults: {}",
         names.join(" ")
@@ -157,6 +178,25 @@ pub fn parse_fault_spec(spec: &str) -> Result<(Fault, f64), String> {
         return Err(format!("`{spec}`: probability must be between 0 and 1"));
     }
     Ok((fault, p))
+}
+
+/// `REPLICA=NAME` (the fault on every request that replica serves) or
+/// `REPLICA=NAME=P`, as given to `--replica-fault`; replicas count from 0.
+pub fn parse_replica_fault(spec: &str) -> Result<(u16, Fault, f64), String> {
+    let (replica, fault) = spec.split_once('=').ok_or_else(|| {
+        format!(
+            "`{spec}`: expected replica=name or replica=name=probability, e.g. 1=history_reject"
+        )
+    })?;
+    let replica = replica
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{spec}`: the replica must be a number from 0"))?;
+    let (fault, p) = match fault.contains('=') {
+        true => parse_fault_spec(fault)?,
+        false => (fault.trim().parse()?, 1.0),
+    };
+    Ok((replica, fault, p))
 }
 
 /// Check that the probabilities can be drawn from one uniform sample.
@@ -190,7 +230,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for fault in Fault::ALL {
+        for fault in Fault::every() {
             assert_eq!(fault.name().parse::<Fault>(), Ok(fault));
         }
         assert!("nope".parse::<Fault>().is_err());
@@ -202,6 +242,17 @@ mod tests {
         assert!(parse_fault_spec("reset").is_err());
         assert!(parse_fault_spec("reset=2").is_err());
         assert!(validate(&[(Fault::Reset, 0.6), (Fault::Stall, 0.6)]).is_err());
+        assert_eq!(
+            parse_replica_fault("1=history_reject"),
+            Ok((1, Fault::HistoryReject, 1.0))
+        );
+        assert_eq!(
+            parse_replica_fault("0=reset=0.5"),
+            Ok((0, Fault::Reset, 0.5))
+        );
+        for bad in ["history_reject", "x=reset", "1=nope", "1=reset=2"] {
+            assert!(parse_replica_fault(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

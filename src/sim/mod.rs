@@ -10,6 +10,7 @@
 //! are listed at `GET /sim/media` for tests to see what a probe sent.
 
 mod config;
+mod conversation;
 pub mod faults;
 mod gateway;
 mod media;
@@ -19,6 +20,7 @@ mod plan;
 mod prefix_cache;
 mod render;
 mod request;
+mod respond;
 mod server_metrics;
 mod structured;
 mod timeline;
@@ -32,7 +34,7 @@ use bytes::Bytes;
 use futures_util::stream;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use http_body_util::{BodyExt, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -41,6 +43,7 @@ use tokio::net::TcpListener;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+use respond::{bad_request, error, full, json_response};
 use timeline::{Timeline, wall_ns};
 
 pub use config::{Gateway, Prefill, ReportCached, Route, SimConfig};
@@ -86,6 +89,7 @@ pub async fn serve(
     stop: CancellationToken,
 ) -> Result<(), String> {
     faults::validate(&config.faults)?;
+    config.gateway.validate()?;
     if !(0.0..=1.0).contains(&config.jitter) {
         return Err(format!("jitter {} must be between 0 and 1", config.jitter));
     }
@@ -135,27 +139,12 @@ pub async fn serve(
 }
 
 async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body>, Infallible> {
-    let arrival = Instant::now();
-    let arrival_ns = wall_ns();
-    let request_id = req
-        .headers()
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let header = |name: &str| {
-        req.headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    let traceparent = header("traceparent");
     let dialect = match (req.method(), req.uri().path()) {
         (&Method::GET, "/health") => {
             return Ok(json_response(StatusCode::OK, json!({"status": "ok"})));
         }
         (&Method::GET, "/v1/models") => {
-            let models = json!({"object": "list", "data": [{"id": "sim", "object": "model"}]});
-            return Ok(json_response(StatusCode::OK, models));
+            return Ok(json_response(StatusCode::OK, models(&shared.config)));
         }
         (&Method::GET, "/sim/media") => {
             return Ok(json_response(StatusCode::OK, shared.ledger.json()));
@@ -180,6 +169,49 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
             None => return Ok(error(StatusCode::NOT_FOUND, "no such endpoint")),
         },
     };
+    let mut served_by = None;
+    let mut response = generate(req, shared, dialect, &mut served_by).await;
+    // Behind a gateway, every answer of a request it routed names the replica.
+    if let (Some(replica), true) = (served_by, shared.prefix_caches.len() > 1) {
+        if let Ok(value) = header::HeaderValue::from_str(&format!("replica-{replica}")) {
+            response.headers_mut().insert(SERVED_BY, value);
+        }
+    }
+    Ok(response)
+}
+
+/// The header naming the replica that served a request, behind a gateway.
+pub const SERVED_BY: &str = "x-served-by";
+
+/// `GET /v1/models`: the one model, with its window as vLLM reports it when
+/// `--max-model-len` sets one.
+fn models(config: &SimConfig) -> Value {
+    let mut model = json!({"id": "sim", "object": "model"});
+    if let Some(window) = config.max_model_len {
+        model["max_model_len"] = json!(window);
+    }
+    json!({"object": "list", "data": [model]})
+}
+
+/// A request to a generating endpoint, served by the replica it routes to (set in
+/// `served_by` once known).
+async fn generate(
+    req: Request<Incoming>,
+    shared: &Shared,
+    dialect: Dialect,
+    served_by: &mut Option<usize>,
+) -> Response<Body> {
+    let arrival = Instant::now();
+    let arrival_ns = wall_ns();
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let request_id = header("x-request-id");
+    let traceparent = header("traceparent");
+    let session = header(&shared.config.gateway.route_header);
     {
         let mut traces = shared.traces.lock().unwrap_or_else(|e| e.into_inner());
         if traces.len() == TRACES_KEPT {
@@ -202,75 +234,41 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
         .find_map(|h| req.headers().get(*h).and_then(|v| v.to_str().ok()))
         .unwrap_or("none")
         .to_owned();
-    let content_type = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
+    let content_type = header(header::CONTENT_TYPE.as_str()).unwrap_or_default();
     let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES)
         .collect()
         .await
     {
         Ok(body) => body.to_bytes(),
         Err(_) => {
-            return Ok(error(
+            return error(
                 StatusCode::BAD_REQUEST,
                 "unreadable or oversized request body",
-            ));
+            );
         }
     };
     let (mut request, media) = match request::parse(dialect, &content_type, &body) {
         Ok(parsed) => parsed,
-        Err(e) => return Ok(bad_request(dialect, &e)),
+        Err(e) => return bad_request(dialect, &e),
     };
     drop(body);
+    request.session = session;
+    request.replica = shared.route(&request);
+    *served_by = Some(request.replica);
     let fault = match forced {
         Some(Ok(fault)) => Some(fault),
-        Some(Err(e)) => return Ok(error(StatusCode::BAD_REQUEST, &e)),
-        None => shared.with_rng(|rng| faults::pick(&shared.config.faults, rng)),
+        Some(Err(e)) => return error(StatusCode::BAD_REQUEST, &e),
+        None => shared.pick_fault(request.replica),
     };
     tracing::debug!(
         ?fault,
         ?dialect,
         max_tokens = request.max_tokens,
+        replica = request.replica,
         "simulated request"
     );
-    match fault {
-        Some(Fault::Http429) => {
-            let mut response = error(StatusCode::TOO_MANY_REQUESTS, "simulated rate limit");
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-            return Ok(response);
-        }
-        Some(Fault::Http500) => {
-            return Ok(error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "simulated server error",
-            ));
-        }
-        Some(Fault::Http401) => {
-            let message = format!("simulated invalid API key: {credential}");
-            return Ok(error(StatusCode::UNAUTHORIZED, &message));
-        }
-        // As vLLM words a prompt over its window: a window half the prompt.
-        Some(Fault::ContextLength) => {
-            let window = (request.prompt_tokens / 2).max(1);
-            let message = format!(
-                "This model's maximum context length is {window} tokens. However, your prompt contains at least {} input tokens, which exceeds this limit even without any output tokens.",
-                request.prompt_tokens
-            );
-            return Ok(bad_request(dialect, &message));
-        }
-        // As xgrammar refused `minItems` (vLLM #16880).
-        Some(Fault::SchemaRejected) if request.structure.is_some() => {
-            return Ok(bad_request(
-                dialect,
-                "the JSON schema uses an unsupported keyword: minItems",
-            ));
-        }
-        _ => {}
+    if let Some(refused) = respond::refusal(&request, fault, &credential) {
+        return refused;
     }
     // After the status faults: a gateway's 429 never reaches the model server. The token
     // schedule stays anchored at arrival, so loading counts towards the time to first
@@ -278,7 +276,7 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
     if !media.is_empty() {
         let loaded = match shared.loader.load_all(media).await {
             Ok(loaded) => loaded,
-            Err(e) => return Ok(bad_request(dialect, &e)),
+            Err(e) => return bad_request(dialect, &e),
         };
         for item in &loaded {
             request.prompt_tokens += item.tokens();
@@ -286,6 +284,9 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
             request.image_pixels += item.pixels();
         }
         shared.ledger.record(request_id.as_deref(), &loaded);
+    }
+    if let Some(refused) = respond::beyond_window(&request, shared.config.max_model_len) {
+        return refused;
     }
     // The prefix cache's faults change what it serves, not the response: after them the
     // request goes on as a healthy one.
@@ -299,7 +300,8 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
             other
         }
     };
-    if fault.is_none() {
+    // A session fault changes what is said, not how it is served.
+    if fault.is_none_or(|f| Fault::SESSION.contains(&f)) {
         let served = server_metrics::Served {
             ttft: plan::first_token(&request, &shared.config),
             itl: shared.config.itl,
@@ -309,7 +311,7 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
         shared.served.record(&request.model, &served);
     }
     if !request.stream {
-        return Ok(whole(&request, &shared.config, fault, arrival).await);
+        return respond::whole(&request, &shared.config, fault, arrival).await;
     }
     let steps = shared.with_rng(|rng| stream_steps(&request, &shared.config, fault, rng));
     let timeline = shared.timeline.as_ref().map(|out| Timeline {
@@ -344,75 +346,5 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
         header::CACHE_CONTROL,
         header::HeaderValue::from_static("no-cache"),
     );
-    Ok(response)
-}
-
-/// A non-streamed response (completions, chat, embeddings), faults included: an error
-/// object in a 200, a reset, a stall, a truncated or empty body.
-async fn whole(
-    request: &SimRequest,
-    config: &SimConfig,
-    fault: Option<Fault>,
-    arrival: Instant,
-) -> Response<Body> {
-    if !matches!(
-        request.dialect,
-        Dialect::Completions | Dialect::Chat | Dialect::Embeddings
-    ) {
-        return error(StatusCode::BAD_REQUEST, "this endpoint only streams");
-    }
-    let (mut delay, body) = plan::whole_response(request, config);
-    if matches!(fault, Some(Fault::Stall | Fault::TtftStall)) {
-        delay += config.stall;
-    }
-    sleep_until(arrival + delay).await;
-    let bytes = match fault {
-        Some(Fault::ErrorEvent) => {
-            json!({"error": {"message": "simulated failure", "type": "InternalServerError", "code": 500}}).to_string()
-        }
-        Some(Fault::MalformedJson) => body.to_string()[..8].to_owned(),
-        Some(Fault::NoDone | Fault::Empty) => String::new(),
-        Some(Fault::Reset) => {
-            let failing = stream::once(async { Err(std::io::Error::other("simulated connection reset")) });
-            return Response::new(BodyExt::boxed_unsync(StreamBody::new(failing)));
-        }
-        _ => body.to_string(),
-    };
-    let mut response = Response::new(full(Bytes::from(bytes)));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
     response
-}
-
-fn full(bytes: Bytes) -> Body {
-    Full::new(bytes)
-        .map_err(|never| match never {})
-        .boxed_unsync()
-}
-
-fn json_response(status: StatusCode, value: serde_json::Value) -> Response<Body> {
-    let mut response = Response::new(full(Bytes::from(value.to_string())));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
-/// A 400 in the dialect's own error format.
-fn bad_request(dialect: Dialect, message: &str) -> Response<Body> {
-    json_response(
-        StatusCode::BAD_REQUEST,
-        render::bad_request(dialect, message),
-    )
-}
-
-/// An OpenAI-shaped error body.
-fn error(status: StatusCode, message: &str) -> Response<Body> {
-    let body =
-        json!({"error": {"message": message, "type": "SimulatedError", "code": status.as_u16()}});
-    json_response(status, body)
 }

@@ -53,6 +53,55 @@ pub struct Prompt {
     /// Anthropic: the words up to the end of the last block marked `cache_control`, the
     /// part its prompt cache may hold.
     pub breakpoint: Option<u64>,
+    /// Anthropic: the words up to the end of each block (a string `content` is one).
+    pub block_ends: Vec<u64>,
+}
+
+/// Keys whose strings are not prompt text.
+const NOT_TEXT: &[&str] = &[
+    "role",
+    "cache_control",
+    "type",
+    "image_url",
+    "video_url",
+    "source",
+    "url",
+    "data",
+    "media_type",
+    "detail",
+    "name",
+    "id",
+    "cache_control",
+];
+
+/// Whether a key's strings are prompt text.
+pub fn is_text_key(key: &str) -> bool {
+    !NOT_TEXT.contains(&key)
+}
+
+/// Every string of a prompt value, media and roles aside, joined by newlines.
+pub fn prompt_text(value: Option<&Value>) -> String {
+    fn collect(value: &Value, out: &mut String) {
+        match value {
+            Value::String(s) => {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(s);
+            }
+            Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
+            Value::Object(map) => map
+                .iter()
+                .filter(|(k, _)| is_text_key(k))
+                .for_each(|(_, v)| collect(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    if let Some(value) = value {
+        collect(value, &mut out);
+    }
+    out
 }
 
 /// Words in a prompt value (a string, or anything else serialized), as its token count.
@@ -62,6 +111,26 @@ pub fn words(value: Option<&Value>) -> u64 {
         None | Some(Value::Null) => 0,
         Some(other) => other.to_string().split_whitespace().count() as u64,
     }
+}
+
+/// Words of the prompt text of `value` (as [`prompt_text`] has it: what the prefix cache
+/// keys on), for the parts of a conversation that are neither text nor media.
+fn text_words(value: &Value) -> u64 {
+    prompt_text(Some(value)).split_whitespace().count() as u64
+}
+
+/// Words of a message's or item's prompt text besides its `content`: a chat call's
+/// arguments and a result's call id, a Responses `function_call`'s arguments or
+/// `function_call_output`'s output.
+fn other_words(message: &Value) -> u64 {
+    let Some(fields) = message.as_object() else {
+        return 0;
+    };
+    fields
+        .iter()
+        .filter(|(k, _)| k.as_str() != "content" && is_text_key(k))
+        .map(|(_, v)| text_words(v))
+        .sum()
 }
 
 /// Chat-style `messages` (OpenAI/vLLM chat, or Anthropic's with `anthropic`): each
@@ -82,14 +151,19 @@ pub fn messages(value: Option<&mut Value>, anthropic: bool) -> Result<Prompt, St
                     }
                 }
             }
-            content => prompt.words += words(content.map(|c| &*c)),
+            content => {
+                prompt.words += words(content.map(|c| &*c));
+                prompt.block_ends.push(prompt.words);
+            }
         }
+        prompt.words += other_words(message);
     }
     Ok(prompt)
 }
 
 /// The Responses API's `input`: a string, or a list of items whose `content` is a string
-/// or a list of parts. Items without content (tool outputs) count as their JSON's words.
+/// or a list of parts. Items without content (tool calls and outputs) count their fields'
+/// text.
 pub fn responses_input(value: Option<&mut Value>) -> Result<Prompt, String> {
     let input = value.ok_or("`input` is required")?;
     let mut prompt = Prompt::default();
@@ -103,8 +177,9 @@ pub fn responses_input(value: Option<&mut Value>) -> Result<Prompt, String> {
                 responses_part(part, &mut prompt)?;
             }
         } else {
-            prompt.words += words(Some(item.get("content").unwrap_or(item)));
+            prompt.words += words(item.get("content"));
         }
+        prompt.words += other_words(item);
     }
     Ok(prompt)
 }
@@ -190,19 +265,27 @@ fn chat_part(part: &mut Value, prompt: &mut Prompt) -> Result<(), String> {
     Ok(())
 }
 
+/// An Anthropic content block; its end is a place the prompt cache looks for an entry
+/// (a breakpoint if it has `cache_control`).
 fn anthropic_block(block: &mut Value, prompt: &mut Prompt) -> Result<(), String> {
-    let kind = MediaKind::Image;
     match part_type(block)?.as_str() {
-        "text" => {
-            prompt.words += words(block.get("text"));
-            if block.get("cache_control").is_some() {
-                prompt.breakpoint = Some(prompt.words);
-            }
-            return Ok(());
+        "text" => prompt.words += words(block.get("text")),
+        // A conversation's history: a call's input, a result's content and call id.
+        "tool_use" | "tool_result" | "thinking" | "redacted_thinking" => {
+            prompt.words += text_words(block)
         }
-        "image" => {}
+        "image" => anthropic_image(block, prompt)?,
         other => return Err(unsupported(other)),
     }
+    if block.get("cache_control").is_some() {
+        prompt.breakpoint = Some(prompt.words);
+    }
+    prompt.block_ends.push(prompt.words);
+    Ok(())
+}
+
+fn anthropic_image(block: &mut Value, prompt: &mut Prompt) -> Result<(), String> {
+    let kind = MediaKind::Image;
     let source = block
         .get_mut("source")
         .filter(|s| s.is_object())

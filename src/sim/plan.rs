@@ -15,8 +15,9 @@ use rand::{Rng, RngExt};
 use serde_json::{Value, json};
 
 use super::SimConfig;
+use super::conversation::Turn;
 use super::faults::Fault;
-use super::render::{self, Ctx};
+use super::render::{self, CallRef, Ctx};
 use super::request::{Dialect, SimRequest};
 use super::structured::{self, Answer};
 
@@ -96,11 +97,21 @@ pub fn stream_plan(
     fault: Option<Fault>,
     rng: &mut impl Rng,
 ) -> Vec<Step> {
-    // A structured request is answered by its schema, a few characters per token.
-    let structured = req
-        .structure
-        .as_ref()
-        .map(|s| structured::answer(s, &req.prompt, req.max_tokens, fault));
+    // A conversation's turn is answered as a tool-following model would; a structured
+    // request by its schema, a few characters per token.
+    let id_prefix = match req.dialect {
+        Dialect::Anthropic => "toolu_",
+        _ => "call_",
+    };
+    let turn = (req.conversation).reply(req.structure.as_ref(), id_prefix, req.max_tokens, fault);
+    let structured = match turn {
+        Some(Turn::Answer(answer)) => Some(answer),
+        Some(Turn::Filler) => None,
+        None => req
+            .structure
+            .as_ref()
+            .map(|s| structured::answer(s, &req.prompt, req.max_tokens, fault)),
+    };
     let n = match &structured {
         Some(a) => a.pieces().len().max(1) as u64,
         None => output_tokens(req, config),
@@ -109,10 +120,7 @@ pub fn stream_plan(
     let top_k = req.logprobs.unwrap_or(0) as usize;
     let answer = (req.greedy && structured.is_none())
         .then(|| config.model.generate(&req.prompt, n as usize, top_k, rng));
-    let call = match &structured {
-        Some(Answer::Call { name, .. }) => Some(name.as_str()),
-        _ => None,
-    };
+    let calls = structured.as_ref().map_or(0, |a| a.heads().len() as u64);
     let mut uniform = || rng.random::<f64>();
     let mut jitter = |d: Duration| {
         if config.jitter > 0.0 {
@@ -131,7 +139,7 @@ pub fn stream_plan(
         usage,
         continuous: usage && config.continuous_usage && req.continuous_usage,
         hidden: u64::from(config.hidden_reasoning),
-        tool: call.is_some(),
+        calls,
     };
     let r = render::renderer(req.dialect);
     let mut steps = Vec::new();
@@ -204,20 +212,18 @@ pub fn stream_plan(
         let last = j + 1 == chunks;
         let finish = (last && fault != Some(Fault::NoDone)).then_some(if n == req.max_tokens {
             "length"
-        } else if call.is_some() {
+        } else if calls > 0 {
             "tool_calls"
         } else {
             "stop"
         });
         sent += size;
         let piece = match (&answer, &structured) {
-            (_, Some(structured)) => {
-                let text = structured.pieces()[(sent - size) as usize..sent as usize].concat();
-                match call {
-                    Some(name) => r.tool_chunk(&ctx, (j == 0).then_some(name), &text, sent, finish),
-                    None => r.chunk(&ctx, &text, sent, finish),
-                }
+            (_, Some(Answer::Text(pieces))) => {
+                let text = pieces[(sent - size) as usize..sent as usize].concat();
+                r.chunk(&ctx, &text, sent, finish)
             }
+            (_, Some(calls)) => tool_chunks(r, &ctx, calls, (sent - size) as usize, sent, finish),
             (answer, None) => match answer {
                 Some(tokens) => {
                     let tokens = &tokens[(sent - size) as usize..sent as usize];
@@ -244,6 +250,41 @@ pub fn stream_plan(
     steps
 }
 
+/// The pieces `from..sent` of an answer's calls: a chunk of each call they belong to,
+/// opening the calls that start in them, `finish` on the last.
+fn tool_chunks(
+    r: &dyn render::Render,
+    ctx: &Ctx,
+    answer: &Answer,
+    from: usize,
+    sent: u64,
+    finish: Option<&str>,
+) -> String {
+    let runs = answer.runs(from, sent as usize);
+    let last = runs.len().saturating_sub(1);
+    let mut events = String::new();
+    for (i, (index, open, range)) in runs.into_iter().enumerate() {
+        let Some(head) = answer.heads().get(index) else {
+            continue;
+        };
+        let call = CallRef {
+            index,
+            id: head.id.as_deref(),
+            name: &head.name,
+            open,
+        };
+        let text = answer.pieces()[range].concat();
+        events += &r.tool_chunk(
+            ctx,
+            &call,
+            &text,
+            sent,
+            (i == last).then_some(finish).flatten(),
+        );
+    }
+    events
+}
+
 /// The writes of a streamed response, lazily: `endless` never ends and `drip` spreads the
 /// normal response over one byte per interval.
 pub fn stream_steps(
@@ -263,7 +304,7 @@ pub fn stream_steps(
                 usage: false,
                 continuous: false,
                 hidden: 0,
-                tool: false,
+                calls: 0,
             };
             let r = render::renderer(req.dialect);
             let (ttft, itl) = (first_token(req, config), config.itl);

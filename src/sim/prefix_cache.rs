@@ -72,20 +72,38 @@ impl PrefixCache {
         served as u64
     }
 
-    /// Anthropic's cache: the whole text up to a breakpoint is one entry, read when the
-    /// very same text was written before, else written. (read, written) in words.
-    pub fn serve_exact<'a>(&mut self, words: impl IntoIterator<Item = &'a str>) -> (u64, u64) {
+    /// Anthropic's cache: the text up to a breakpoint (all of `words`) is one entry, read
+    /// whole when the very same text was written before; else the longest entry ending at
+    /// one of the last [`LOOKBACK_BLOCKS`] block ends before it (`block_ends`, in words)
+    /// is read, and the whole is written, so a conversation that moves its breakpoint to
+    /// its newest block each turn reads the previous turn's entry. (read, written) in
+    /// words.
+    pub fn serve_lookback(&mut self, words: &[&str], block_ends: &[usize]) -> (u64, u64) {
         if self.capacity == 0 {
             return (0, 0);
         }
-        let words: Vec<&str> = words.into_iter().collect();
-        let mut hasher = DefaultHasher::new();
-        words.hash(&mut hasher);
-        let key = hasher.finish();
-        let n = words.len() as u64;
-        let read = self.used.contains_key(&key);
+        let n = words.len();
+        let key = exact_key(words);
+        if self.used.contains_key(&key) {
+            self.touch(key);
+            return (n as u64, 0);
+        }
+        let earlier = block_ends
+            .iter()
+            .rev()
+            .filter(|&&end| end > 0 && end < n)
+            .take(LOOKBACK_BLOCKS)
+            .map(|&end| (end, exact_key(&words[..end])))
+            .find(|(_, key)| self.used.contains_key(key));
+        let read = match earlier {
+            Some((end, key)) => {
+                self.touch(key);
+                end
+            }
+            None => 0,
+        };
         self.touch(key);
-        if read { (n, 0) } else { (0, n) }
+        (read as u64, (n - read) as u64)
     }
 
     /// llama-server's count with chunk reuse: the common prefix with the previous prompt,
@@ -137,6 +155,17 @@ impl PrefixCache {
             self.used.remove(&oldest);
         }
     }
+}
+
+/// How many block ends before a breakpoint Anthropic's cache looks at for an earlier
+/// entry (its documentation: about 20).
+const LOOKBACK_BLOCKS: usize = 20;
+
+/// The key of an Anthropic entry: the words up to its breakpoint.
+fn exact_key(words: &[&str]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    words.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The key of each full block: a hash of the previous block's key and this block's words.
@@ -221,6 +250,23 @@ mod tests {
         // 96 words fill no block of 128: nothing is ever served.
         serve(&mut cache, &prompt("s", 96, "one"));
         assert_eq!(serve(&mut cache, &prompt("s", 96, "two")), 0);
+    }
+
+    /// A conversation that moves its breakpoint to its newest block each turn reads what
+    /// the turn before wrote (the longest entry at an earlier block end) and writes the
+    /// rest; the same text again is read whole.
+    #[test]
+    fn anthropic_entries_are_found_at_earlier_block_ends() {
+        let mut cache = PrefixCache::new(1024, 16, 0);
+        let turn2 = prompt("t", 120, "");
+        let words: Vec<&str> = turn2.iter().map(String::as_str).collect();
+        assert_eq!(cache.serve_lookback(&words[..50], &[10, 50]), (0, 50));
+        assert_eq!(cache.serve_lookback(&words, &[10, 50, 90, 120]), (50, 70));
+        assert_eq!(cache.serve_lookback(&words, &[10, 50, 90, 120]), (120, 0));
+        // A block end the earlier entry does not end at finds nothing.
+        let mut other = PrefixCache::new(1024, 16, 0);
+        other.serve_lookback(&words[..50], &[]);
+        assert_eq!(other.serve_lookback(&words, &[49, 51]), (0, 120));
     }
 
     /// llama-server with `--cache-reuse 32` (its scan, `server-context.cpp`): text the new

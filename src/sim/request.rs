@@ -5,7 +5,8 @@
 use http::Method;
 use serde_json::Value;
 
-use super::parts::{self, MediaRef, words};
+use super::conversation;
+use super::parts::{self, MediaRef, prompt_text, words};
 use super::structured::FormatAt;
 use crate::backend::wav;
 
@@ -93,6 +94,15 @@ pub struct SimRequest {
     pub cache_breakpoint: Option<u64>,
     /// Anthropic: the words written to its prompt cache (`cache_creation_input_tokens`).
     pub cache_written: Option<u64>,
+    /// Anthropic: the prompt's words at the end of each content block, where its cache
+    /// looks for an earlier breakpoint's entry.
+    pub block_ends: Vec<u64>,
+    /// The conversation its history holds (chat, Anthropic, Responses).
+    pub conversation: conversation::Conversation,
+    /// The value of the gateway's `--route-header`, if the request has it.
+    pub session: Option<String>,
+    /// The replica behind the gateway that serves it (0 with one).
+    pub replica: usize,
 }
 
 /// Where `dialect` asks for a JSON answer.
@@ -103,48 +113,6 @@ fn format_at(dialect: Dialect) -> FormatAt {
         Dialect::Tgi => FormatAt::Grammar,
         _ => FormatAt::None,
     }
-}
-
-/// Keys whose strings are not prompt text.
-const NOT_TEXT: &[&str] = &[
-    "role",
-    "cache_control",
-    "type",
-    "image_url",
-    "video_url",
-    "source",
-    "url",
-    "data",
-    "media_type",
-    "detail",
-    "name",
-    "id",
-    "cache_control",
-];
-
-/// Every string of a prompt value, media and roles aside, joined by newlines.
-pub fn prompt_text(value: Option<&Value>) -> String {
-    fn collect(value: &Value, out: &mut String) {
-        match value {
-            Value::String(s) => {
-                if !out.is_empty() {
-                    out.push('\n');
-                }
-                out.push_str(s);
-            }
-            Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
-            Value::Object(map) => map
-                .iter()
-                .filter(|(k, _)| !NOT_TEXT.contains(&k.as_str()))
-                .for_each(|(_, v)| collect(v, out)),
-            _ => {}
-        }
-    }
-    let mut out = String::new();
-    if let Some(value) = value {
-        collect(value, &mut out);
-    }
-    out
 }
 
 /// `temperature` 0 (or `do_sample: false`, in TGI's parameters) asks for greedy decoding.
@@ -219,6 +187,15 @@ pub fn parse(
         reported_cached: None,
         cache_breakpoint: None,
         cache_written: None,
+        block_ends: Vec::new(),
+        conversation: match dialect {
+            Dialect::Chat => conversation::chat(&json),
+            Dialect::Anthropic => conversation::anthropic(&json),
+            Dialect::Responses => conversation::responses(&json),
+            _ => conversation::Conversation::default(),
+        },
+        session: None,
+        replica: 0,
     };
     request.greedy |= request.logprobs.is_some();
     let prompt_key = match dialect {
@@ -263,6 +240,7 @@ pub fn parse(
                 None => prompt.breakpoint,
             };
             (request.prompt_tokens, media) = (prompt.words, prompt.media);
+            request.block_ends = prompt.block_ends;
             request.include_usage = true;
         }
         Dialect::Responses => {
@@ -319,6 +297,10 @@ fn parse_audio(content_type: &str, body: &[u8]) -> Result<SimRequest, String> {
         reported_cached: None,
         cache_breakpoint: None,
         cache_written: None,
+        block_ends: Vec::new(),
+        conversation: conversation::Conversation::default(),
+        session: None,
+        replica: 0,
     })
 }
 

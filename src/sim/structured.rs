@@ -32,19 +32,86 @@ pub enum Choice {
     Named(String),
 }
 
-/// The answer's shape: text (a JSON answer, or a call spelt out as text), or a call.
+/// The answer's shape: text (a JSON answer, or a call spelt out as text), or calls.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Answer {
     Text(Vec<String>),
-    Call { name: String, pieces: Vec<String> },
+    /// Tool calls, streamed one after another: the pieces of every call's arguments in
+    /// order, call `i`'s from `starts[i]`.
+    Calls {
+        calls: Vec<Call>,
+        pieces: Vec<String>,
+        starts: Vec<usize>,
+    },
+}
+
+/// A tool call's head.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// Its id (`None`: the dialect's fixed one, as a single structured call has).
+    pub id: Option<String>,
+    pub name: String,
 }
 
 impl Answer {
-    pub fn pieces(&self) -> &[String] {
-        match self {
-            Self::Text(p) | Self::Call { pieces: p, .. } => p,
+    /// Calls of `arguments` (each call's pieces), at most `limit` pieces in all: a call
+    /// cut off there is cut short, one after it is not made.
+    pub fn calls(calls: Vec<(Call, Vec<String>)>, limit: usize) -> Self {
+        let (mut heads, mut pieces, mut starts) = (Vec::new(), Vec::new(), Vec::new());
+        for (call, arguments) in calls {
+            if pieces.len() >= limit {
+                break;
+            }
+            starts.push(pieces.len());
+            heads.push(call);
+            pieces.extend(arguments.into_iter().take(limit - pieces.len()));
+        }
+        Self::Calls {
+            calls: heads,
+            pieces,
+            starts,
         }
     }
+
+    pub fn pieces(&self) -> &[String] {
+        match self {
+            Self::Text(p) | Self::Calls { pieces: p, .. } => p,
+        }
+    }
+
+    /// The calls' heads (none for text).
+    pub fn heads(&self) -> &[Call] {
+        match self {
+            Self::Text(_) => &[],
+            Self::Calls { calls, .. } => calls,
+        }
+    }
+
+    /// The pieces `from..to` split by the call they belong to: (call index, whether the
+    /// call starts here, its pieces' range). Text is one run of call 0.
+    pub fn runs(&self, from: usize, to: usize) -> Vec<(usize, bool, std::ops::Range<usize>)> {
+        let Self::Calls { starts, .. } = self else {
+            return vec![(0, false, from..to)];
+        };
+        let mut runs = Vec::new();
+        let mut at = from;
+        while at < to {
+            let call = starts.partition_point(|&s| s <= at).saturating_sub(1);
+            let end = starts.get(call + 1).map_or(to, |&next| next.min(to));
+            runs.push((call, starts.get(call) == Some(&at), at..end));
+            at = end;
+        }
+        runs
+    }
+}
+
+/// `text` in pieces of `per_piece` characters.
+pub fn chunk_chars(text: &str, per_piece: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .chunks(per_piece.max(1))
+        .map(|c| c.iter().collect())
+        .collect()
 }
 
 /// Where a dialect asks for a JSON answer.
@@ -167,11 +234,9 @@ pub fn answer(s: &SimStructure, prompt: &str, max_tokens: u64, fault: Option<Fau
         Some(Fault::SplitArguments) => per_piece = 1,
         _ => {}
     }
-    let chars: Vec<char> = text.chars().collect();
     let limit = usize::try_from(max_tokens).unwrap_or(usize::MAX).max(1);
-    let pieces = chars
-        .chunks(per_piece)
-        .map(|c| c.iter().collect::<String>())
+    let pieces = chunk_chars(&text, per_piece)
+        .into_iter()
         .take(limit)
         .collect();
     wrap(call, as_text, pieces)
@@ -179,9 +244,13 @@ pub fn answer(s: &SimStructure, prompt: &str, max_tokens: u64, fault: Option<Fau
 
 fn wrap(call: Option<&(String, Value)>, as_text: bool, pieces: Vec<String>) -> Answer {
     match call {
-        Some((name, _)) if !as_text => Answer::Call {
-            name: name.clone(),
+        Some((name, _)) if !as_text => Answer::Calls {
+            calls: vec![Call {
+                id: None,
+                name: name.clone(),
+            }],
             pieces,
+            starts: vec![0],
         },
         _ => Answer::Text(pieces),
     }

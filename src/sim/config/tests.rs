@@ -34,6 +34,38 @@ fn cli_defaults_equal_the_programmatic_defaults() {
 }
 
 #[test]
+fn gateway_flags() {
+    let cli = Cli::parse_from([
+        "sim",
+        "--replicas",
+        "3",
+        "--route",
+        "session-header",
+        "--route-header",
+        "x-conversation",
+        "--replica-fault",
+        "1=history_reject",
+        "--replica-fault",
+        "2=ignore_tool_results=0.5",
+        "--max-model-len",
+        "4096",
+    ]);
+    let gateway = &cli.sim.gateway;
+    assert_eq!(gateway.route, Route::SessionHeader);
+    assert_eq!(gateway.route_header, "x-conversation");
+    assert_eq!(gateway.faults_of(1), [(Fault::HistoryReject, 1.0)]);
+    assert_eq!(gateway.faults_of(2), [(Fault::IgnoreToolResults, 0.5)]);
+    assert!(gateway.faults_of(0).is_empty());
+    assert_eq!(gateway.validate(), Ok(()));
+    assert_eq!(cli.sim.max_model_len, Some(4096));
+    let first = Cli::parse_from(["sim", "--route", "first-message"]);
+    assert_eq!(first.sim.gateway.route, Route::FirstMessage);
+    let beyond = Cli::parse_from(["sim", "--replicas", "2", "--replica-fault", "2=reset"]);
+    assert!(beyond.sim.gateway.validate().is_err());
+    assert!(Cli::try_parse_from(["sim", "--max-model-len", "0"]).is_err());
+}
+
+#[test]
 fn tokens_per_chunk_is_a_count_or_a_cycle() {
     let sizes = |arg: &str| Cli::try_parse_from(["sim", "--tokens-per-chunk", arg]);
     let cycle = sizes("2,1,3").unwrap().sim.tokens_per_chunk;

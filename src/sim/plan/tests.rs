@@ -29,6 +29,10 @@ fn request(chat: bool, max_tokens: u64, continuous: bool) -> SimRequest {
         reported_cached: None,
         cache_breakpoint: None,
         cache_written: None,
+        block_ends: Vec::new(),
+        conversation: Default::default(),
+        session: None,
+        replica: 0,
     }
 }
 

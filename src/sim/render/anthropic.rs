@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::{Ctx, Render, event};
+use super::{CallRef, Ctx, Render, event};
 
 pub struct Anthropic;
 
@@ -44,35 +44,38 @@ impl Render for Anthropic {
         event("content_block_delta", &delta)
     }
 
-    /// A `tool_use` block after the (empty) text block: `content_block_start` with the
-    /// name and `input: {}`, then `input_json_delta`s.
+    /// A `tool_use` block after the (empty) text block or the call before: the block
+    /// before stops, `content_block_start` with the id, name and `input: {}`, then
+    /// `input_json_delta`s.
     fn tool_chunk(
         &self,
         _: &Ctx,
-        name: Option<&str>,
+        call: &CallRef,
         arguments: &str,
         _: u64,
         _: Option<&str>,
     ) -> String {
+        let index = call.index + 1;
         let mut events = String::new();
-        if let Some(name) = name {
+        if call.open {
             events.push_str(&event(
                 "content_block_stop",
-                &json!({ "type": "content_block_stop", "index": 0 }),
+                &json!({ "type": "content_block_stop", "index": call.index }),
             ));
-            let block = json!({ "type": "tool_use", "id": "toolu_sim", "name": name, "input": {} });
+            let id = call.id.unwrap_or("toolu_sim");
+            let block = json!({ "type": "tool_use", "id": id, "name": call.name, "input": {} });
             events.push_str(&event(
                 "content_block_start",
-                &json!({ "type": "content_block_start", "index": 1, "content_block": block }),
+                &json!({ "type": "content_block_start", "index": index, "content_block": block }),
             ));
         }
-        let delta = json!({ "type": "content_block_delta", "index": 1, "delta": { "type": "input_json_delta", "partial_json": arguments } });
+        let delta = json!({ "type": "content_block_delta", "index": index, "delta": { "type": "input_json_delta", "partial_json": arguments } });
         events.push_str(&event("content_block_delta", &delta));
         events
     }
 
     fn epilogue(&self, ctx: &Ctx, tokens: u64) -> Vec<String> {
-        let reason = match (tokens >= ctx.req.max_tokens, ctx.tool) {
+        let reason = match (tokens >= ctx.req.max_tokens, ctx.calls > 0) {
             (true, _) => "max_tokens",
             (false, true) => "tool_use",
             (false, false) => "end_turn",
@@ -80,7 +83,7 @@ impl Render for Anthropic {
         vec![
             event(
                 "content_block_stop",
-                &json!({ "type": "content_block_stop", "index": u64::from(ctx.tool) }),
+                &json!({ "type": "content_block_stop", "index": ctx.calls }),
             ),
             event(
                 "message_delta",

@@ -26,8 +26,20 @@ pub struct Ctx {
     pub continuous: bool,
     /// Reasoning tokens billed before the visible ones and never streamed.
     pub hidden: u64,
-    /// The answer is a tool call (its end says so: `tool_calls`, `tool_use`).
-    pub tool: bool,
+    /// The answer's tool calls (its end says so: `tool_calls`, `tool_use`).
+    pub calls: u64,
+}
+
+/// The tool call a chunk of arguments belongs to.
+pub struct CallRef<'a> {
+    /// Its position among the answer's calls (chat's `index`; the output slot after the
+    /// text's in Anthropic and Responses).
+    pub index: usize,
+    /// Its id; `None`: the dialect's fixed one.
+    pub id: Option<&'a str>,
+    pub name: &'a str,
+    /// This chunk opens the call (with its id and name).
+    pub open: bool,
 }
 
 impl Ctx {
@@ -68,17 +80,17 @@ pub trait Render: Sync {
         let _ = answer;
         self.chunk(ctx, text, tokens, finish)
     }
-    /// A chunk of a tool call's arguments; the first (`name` set) opens the call. Dialects
-    /// without tool calls send the arguments as text.
+    /// A chunk of a tool call's arguments; the call's first opens it. Dialects without
+    /// tool calls send the arguments as text.
     fn tool_chunk(
         &self,
         ctx: &Ctx,
-        name: Option<&str>,
+        call: &CallRef,
         arguments: &str,
         tokens: u64,
         finish: Option<&str>,
     ) -> String {
-        let _ = name;
+        let _ = call;
         self.chunk(ctx, arguments, tokens, finish)
     }
     /// Events after the last token (usage, end markers).

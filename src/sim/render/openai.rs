@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Ctx, Render, data};
+use super::{CallRef, Ctx, Render, data};
 use crate::sim::model::ToyToken;
 use crate::sim::request::Dialect;
 
@@ -70,7 +70,7 @@ impl Render for OpenAi {
     fn tool_chunk(
         &self,
         ctx: &Ctx,
-        name: Option<&str>,
+        call: &CallRef,
         arguments: &str,
         tokens: u64,
         finish: Option<&str>,
@@ -78,13 +78,16 @@ impl Render for OpenAi {
         if ctx.req.dialect != Dialect::Chat {
             return self.chunk(ctx, arguments, tokens, finish);
         }
-        let mut call = json!({ "index": 0, "function": { "arguments": arguments } });
-        if let Some(name) = name {
-            call["id"] = Value::from(format!("call_{}", ctx.id));
-            call["type"] = Value::from("function");
-            call["function"]["name"] = Value::from(name);
+        let mut delta = json!({ "index": call.index, "function": { "arguments": arguments } });
+        if call.open {
+            delta["id"] = match call.id {
+                Some(id) => Value::from(id),
+                None => Value::from(format!("call_{}", ctx.id)),
+            };
+            delta["type"] = Value::from("function");
+            delta["function"]["name"] = Value::from(call.name);
         }
-        let choices = json!([{ "index": 0, "delta": { "tool_calls": [call] }, "logprobs": null, "finish_reason": finish }]);
+        let choices = json!([{ "index": 0, "delta": { "tool_calls": [delta] }, "logprobs": null, "finish_reason": finish }]);
         chunk_json(ctx, choices, ctx.continuous.then(|| ctx.usage_json(tokens)))
     }
 

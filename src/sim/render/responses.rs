@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 
-use super::{Ctx, Render, event};
+use super::{CallRef, Ctx, Render, event};
 
 pub struct Responses;
 
@@ -52,26 +52,30 @@ impl Render for Responses {
         )
     }
 
-    /// A `function_call` output item after the message, then its arguments' deltas.
+    /// A `function_call` output item after the message (or the call before), then its
+    /// arguments' deltas.
     fn tool_chunk(
         &self,
         _: &Ctx,
-        name: Option<&str>,
+        call: &CallRef,
         arguments: &str,
         _: u64,
         _: Option<&str>,
     ) -> String {
+        let index = call.index + 1;
+        let call_id = call.id.unwrap_or("call_sim");
+        let item_id = format!("fc_{}", call_id.strip_prefix("call_").unwrap_or(call_id));
         let mut events = String::new();
-        if let Some(name) = name {
-            let item = json!({ "id": "fc_sim", "type": "function_call", "status": "in_progress", "call_id": "call_sim", "name": name, "arguments": "" });
+        if call.open {
+            let item = json!({ "id": item_id, "type": "function_call", "status": "in_progress", "call_id": call_id, "name": call.name, "arguments": "" });
             events.push_str(&typed(
                 "response.output_item.added",
-                json!({ "output_index": 1, "item": item }),
+                json!({ "output_index": index, "item": item }),
             ));
         }
         events.push_str(&typed(
             "response.function_call_arguments.delta",
-            json!({ "item_id": "fc_sim", "output_index": 1, "delta": arguments }),
+            json!({ "item_id": item_id, "output_index": index, "delta": arguments }),
         ));
         events
     }

@@ -118,3 +118,54 @@ fn every_listed_endpoint_is_served() {
         }
     }
 }
+
+/// A conversation's prompt is its history's words in order (a call's arguments, a
+/// result and its call id included), so each turn's begins with the turn before's, and its
+/// token count is those words; Anthropic's breakpoint on a `tool_result` block covers all.
+#[test]
+fn a_conversation_is_counted_and_keyed_by_its_whole_history() {
+    let result = r#"{"order_id":"A-4821","tracking_code":"TRK-9F2C41AB"}"#;
+    let arguments = r#"{"order_id":"A-4821"}"#;
+    let ask = serde_json::json!({"role": "user", "content": "Where is order A-4821 now?"});
+    let turn1 = serde_json::json!({"messages": [{"role": "system", "content": "Be brief."}, ask]});
+    let mut turn2 = turn1.clone();
+    let history = turn2["messages"].as_array_mut().unwrap();
+    history.push(
+        serde_json::json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_x",
+        "type": "function", "function": {"name": "get_order_status", "arguments": arguments}}]}),
+    );
+    history.push(serde_json::json!({"role": "tool", "tool_call_id": "call_x", "content": result}));
+    let [turn1, turn2] =
+        [turn1, turn2].map(|body| parse(Dialect::Chat, "", body.to_string().as_bytes()).unwrap());
+    assert!(turn2.prompt.starts_with(&turn1.prompt));
+    assert!(turn2.prompt.contains(arguments) && turn2.prompt.contains(result));
+    for turn in [&turn1, &turn2] {
+        assert_eq!(
+            turn.prompt_tokens,
+            turn.prompt.split_whitespace().count() as u64
+        );
+    }
+    let anthropic = serde_json::json!({"max_tokens": 8, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Where is order A-4821 now?"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_order_status",
+            "input": {"order_id": "A-4821"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": result,
+            "cache_control": {"type": "ephemeral"}}]}]});
+    let anthropic = parse(Dialect::Anthropic, "", anthropic.to_string().as_bytes()).unwrap();
+    assert_eq!(
+        anthropic.prompt_tokens,
+        anthropic.prompt.split_whitespace().count() as u64
+    );
+    assert_eq!(anthropic.cache_breakpoint, Some(anthropic.prompt_tokens));
+    assert_eq!(anthropic.block_ends, [5, 6, anthropic.prompt_tokens]);
+    let responses = serde_json::json!({"input": [
+        {"role": "user", "content": "Where is order A-4821 now?"},
+        {"type": "function_call", "call_id": "call_1", "name": "get_order_status", "arguments": arguments},
+        {"type": "function_call_output", "call_id": "call_1", "output": result}]});
+    let responses = parse(Dialect::Responses, "", responses.to_string().as_bytes()).unwrap();
+    assert_eq!(
+        responses.prompt_tokens,
+        responses.prompt.split_whitespace().count() as u64
+    );
+    assert!(responses.prompt.contains(result) && responses.prompt.contains(arguments));
+}

@@ -11,17 +11,12 @@ fn weather() -> Value {
 #[test]
 fn a_call_names_the_tool_the_prompt_mentions_with_its_words() {
     let s = parse(FormatAt::ResponseFormat, &weather()).unwrap();
-    let Answer::Call { name, pieces } = answer(&s, "What is the weather in Paris?", 64, None)
-    else {
-        panic!("expected a call");
-    };
-    assert_eq!(name, "get_weather");
-    assert_eq!(pieces.concat(), r#"{"city":"Paris"}"#);
-    assert!(pieces.len() > 1, "streamed in pieces");
-    let Answer::Call { name, .. } = answer(&s, "What time is it in Tokyo?", 64, None) else {
-        panic!("expected a call");
-    };
-    assert_eq!(name, "get_time");
+    let call = answer(&s, "What is the weather in Paris?", 64, None);
+    assert_eq!(call.heads()[0].name, "get_weather");
+    assert_eq!(call.pieces().concat(), r#"{"city":"Paris"}"#);
+    assert!(call.pieces().len() > 1, "streamed in pieces");
+    let call = answer(&s, "What time is it in Tokyo?", 64, None);
+    assert_eq!(call.heads()[0].name, "get_time");
 }
 
 #[test]
@@ -38,6 +33,37 @@ fn faults_break_the_structure_the_ways_servers_did() {
     assert_eq!(looped.pieces().len(), 10);
     let split = answer(&s, prompt, 64, Some(Fault::SplitArguments));
     assert_eq!(split.pieces().len(), r#"{"city":"Paris"}"#.len());
+}
+
+#[test]
+fn calls_split_into_runs_by_call() {
+    let call = |name: &str| Call {
+        id: Some(format!("call_{name}")),
+        name: name.into(),
+    };
+    let pieces = |text: &str| chunk_chars(text, 4);
+    let both = Answer::calls(
+        vec![
+            (call("a"), pieces("{\"x\":1}")),
+            (call("b"), pieces("{\"y\":2}")),
+        ],
+        64,
+    );
+    assert_eq!(both.heads().len(), 2);
+    assert_eq!(both.pieces().len(), 4);
+    // A chunk spanning both calls: the rest of the first, the start of the second.
+    assert_eq!(both.runs(1, 3), vec![(0, false, 1..2), (1, true, 2..3)]);
+    assert_eq!(both.runs(0, 1), vec![(0, true, 0..1)]);
+    // Cut at two pieces, all the first call's: the second is never made.
+    assert_eq!(
+        Answer::calls(
+            vec![(call("a"), pieces("abcdefgh")), (call("b"), pieces("ijkl"))],
+            2
+        )
+        .heads()
+        .len(),
+        1
+    );
 }
 
 #[test]

@@ -102,6 +102,8 @@ mod shutdown;
 mod sim_media;
 #[path = "sim_prefix_cache.rs"]
 mod sim_prefix_cache;
+#[path = "sim_session.rs"]
+mod sim_session;
 #[path = "skip_alert.rs"]
 mod skip_alert;
 #[path = "sse_fixtures.rs"]

@@ -1,10 +1,10 @@
 """The inferprobe / Overview dashboard: all probed LLM inference endpoints at a glance:
-availability, errors, latency percentiles, SLOs, goodput and tokens, and the health of
-discovery and the probe fleet."""
+availability, errors, latency percentiles, SLOs, goodput and tokens, the health of
+discovery and the probe fleet, and the agent sessions' turns."""
 
 from .grafana import (BUDGET_LEFT, BURN_RATE, STALENESS, SUCCESS, TARGET_LINK, dashboard,
                       merged, override, panel, queries, row, seconds, series, stat, table,
-                      timeseries)
+                      thresholds, timeseries)
 from .promql import (ERRORS, LATENCIES, REQUESTS, SITE, SITE_MATCH, burn_rate, per_probe,
                      quantile, recorded, sel, since_last_success, success_ratio, summed)
 
@@ -12,7 +12,8 @@ DASHBOARD = dashboard(
     uid="inferprobe-overview",
     title="inferprobe / Overview",
     description="All probed LLM inference endpoints at a glance: availability, errors, latency "
-    "percentiles, SLOs, goodput and tokens, and the health of discovery and the probe fleet.",
+    "percentiles, SLOs, goodput and tokens, the health of discovery and the probe fleet, and "
+    "the agent sessions' turns.",
 )
 
 # What the [[discovery]] blocks report: a block's name stands in for the target it finds.
@@ -43,6 +44,33 @@ def percentiles(name, grid):
 def fleet(title, grid, description, unit, *targets):
     """A time series of the discovery and fleet row, from 0 in `unit`."""
     return timeseries(title, grid, description, series(unit, steps_first=True), *targets)
+
+
+# The session check (a conversation with tools about every 10 minutes per replica or pool,
+# docs/alerts.md "Agent sessions"): too rare for a rate over $__rate_interval to draw a line,
+# so its table is over the time range and its hit share from the 1-hour recording rules.
+SESSION_TURNS = "inferprobe_session_turns_total"
+SESSION_CACHE = "inferprobe_session_turn_cache_total"
+SESSION_RANGE = {"fn": "increase", "window": "$__range"}
+# A discovered target's replicas picked (All also matches a pool's series, which have none).
+POD = 'pod=~"$pod"'
+
+
+def session_hit_share(*extra):
+    """Per target and kind of turn over the range: cache hits over hits and misses, 0 where
+    none hit (a hit series is made at the first hit)."""
+    hits, misses, judged = (f"increase({SESSION_CACHE}{sel(m, *extra)}[$__range])"
+                            for m in ('result="hit"', 'result="miss"', 'result=~"hit|miss"'))
+    g = f"{SITE}, target, turn"
+    return f"sum by ({g}) ({hits} or 0 * {misses})\n/\nsum by ({g}) ({judged})"
+
+
+def session_recorded_share(turns):
+    """The 1-hour recorded hit share of the later turns matching `turns`, per target."""
+    g = f"{SITE}, target"
+    hits, judged = (f"sum by ({g}) ({recorded(f'inferprobe:session_turn_cache_{k}:increase1h', POD, turns)})"
+                    for k in ("hits", "judged"))
+    return f"{hits}\n/\n({judged} > 0)"
 
 
 PANELS = [
@@ -243,4 +271,68 @@ PANELS = [
         (f"sum by ({SITE}, target) (inferprobe_target_rate{sel()})", "{{target}} configured"),
         (summed(REQUESTS, "target"), "{{target}} measured"),
     ),
+    row("Agent sessions", 90, collapsed=True, panels=[
+        table(
+            "Session turns by target and kind (over the time range)", (0, 91, 24, 8),
+            "The session check over the time range picked, per target and kind of turn (first, "
+            "tool_result, follow_up, parallel, parallel_result, long_gap, depth): TTFT p50 and "
+            "p90 of the turns answered; the share of later turns that found the previous turn's "
+            "prompt in the prefix cache (hits over hits and misses), for the sessions that sent "
+            "their affinity headers and for those that did not (hits without them too: "
+            "prefix-aware routing; only with them: header affinity; neither, through a pool: "
+            "round-robin); the turns sent and those that did not succeed (any result but ok). "
+            "The alerts and what to check: docs/alerts.md, Agent sessions.",
+            "s",
+            *(quantile(q, "inferprobe_session_turn_ttft_seconds", "target", "turn", row=True,
+                       **SESSION_RANGE) for q in (0.5, 0.9)),
+            session_hit_share('affinity="header"'),
+            session_hit_share('affinity="none"'),
+            summed(SESSION_TURNS, "target", "turn", **SESSION_RANGE),
+            summed(SESSION_TURNS, "target", "turn", extra=('result!="ok"',), **SESSION_RANGE),
+            overrides=[
+                *(override(c, ("unit", "percentunit"))
+                  for c in ("Hit share, affinity headers", "Hit share, none")),
+                *(override(c, ("unit", "short")) for c in ("Turns", "Failed")),
+                override("target", ("links", [TARGET_CELL_LINK])),
+            ],
+            transformations=merged(["target", "turn"], [
+                "TTFT p50", "TTFT p90", "Hit share, affinity headers", "Hit share, none",
+                "Turns", "Failed",
+            ]),
+        ),
+        timeseries(
+            "Session cache hit share (1h)", (0, 99, 8, 8),
+            "Per target over an hour, the share of later turns that found the previous turn's "
+            "prompt in the prefix cache, from the recording rules: the turns sent right after "
+            "the previous one (what InferprobeSessionCacheMisses judges on a pool, under the red "
+            "line) and the long_gap turns, sent after a human's think time (missing alone on a "
+            "replica: its cache evicts idle conversations, InferprobeSessionEvictions).",
+            series("percentunit", "hit share", max=1, steps=thresholds("red", (0.5, "green")),
+                   lines=True, links=True),
+            (session_recorded_share('turn!="long_gap"'), "{{target}} turns sent at once"),
+            (session_recorded_share('turn="long_gap"'), "{{target}} long_gap"),
+        ),
+        timeseries(
+            "Session turns failed by result", (8, 99, 8, 8),
+            "Session turns that did not succeed, per target, turn and result: history_rejected "
+            "(the history refused), context_length, tool_result_ignored, "
+            "parallel_calls_missing, no_tool_call, wrong_tool, bad_arguments, not_json, refused, "
+            "truncated, or a probe error category. A bump per failed turn; the daemon's WARN "
+            "lines quote each.",
+            series("short", "turns", links=True),
+            (summed(SESSION_TURNS, "target", "turn", "result", fn="increase",
+                    extra=('result!="ok"',)), "{{target}} {{turn}} {{result}}"),
+        ),
+        timeseries(
+            "Session depth: served window and padding", (16, 99, 8, 8),
+            "Per target and replica: the context window the server advertises "
+            "(inferprobe_session_served_window_tokens, max_model_len in /v1/models) and the "
+            "length the last depth turn was padded to (inferprobe_session_depth_tokens). A "
+            "window that falls below the padding is InferprobeSessionDepthRejected.",
+            series("short", "tokens", links=True),
+            *((f"max by ({SITE}, target, pod) (inferprobe_session_{m}_tokens{sel()})",
+               f"{{{{target}}}} {{{{pod}}}} {k}")
+              for m, k in (("served_window", "window"), ("depth", "depth"))),
+        ),
+    ]),
 ]

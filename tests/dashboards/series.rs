@@ -28,11 +28,24 @@ pub(super) const EXPORTED_SERIES: &[&str] = &[
     "inferprobe_prompt_cached_tokens_total",
     "inferprobe_prefix_cache_checks_total",
     "inferprobe_prefix_cache_objective",
+    // The session check (issue 50): its turns, sessions, cache judgements, tokens, routing
+    // and the served window.
+    "inferprobe_session_turns_total",
+    "inferprobe_sessions_total",
+    "inferprobe_session_turn_cache_total",
+    "inferprobe_session_prompt_tokens_total",
+    "inferprobe_session_cached_tokens_total",
+    "inferprobe_session_output_tokens_total",
+    "inferprobe_session_replica_switches_total",
+    "inferprobe_session_routed_turns_total",
+    "inferprobe_session_served_window_tokens",
+    "inferprobe_session_depth_tokens",
 ];
 
 /// The histograms that carry native buckets beside their classic ones (a protobuf scrape):
-/// every per-target histogram, the four latency ones first, and the prefix-cache check's.
-pub(super) const NATIVE_HISTOGRAMS: [&str; 9] = [
+/// every per-target histogram, the four latency ones first, the prefix-cache check's and the
+/// session check's.
+pub(super) const NATIVE_HISTOGRAMS: [&str; 11] = [
     "inferprobe_time_to_first_token_seconds",
     "inferprobe_time_per_output_token_seconds",
     "inferprobe_inter_token_latency_seconds",
@@ -42,6 +55,8 @@ pub(super) const NATIVE_HISTOGRAMS: [&str; 9] = [
     "inferprobe_schedule_lag_seconds",
     "inferprobe_prefix_cache_cold_ttft_seconds",
     "inferprobe_prefix_cache_warm_ttft_seconds",
+    "inferprobe_session_turn_ttft_seconds",
+    "inferprobe_session_turn_e2el_seconds",
 ];
 
 /// The four latency histograms every dashboard shows.

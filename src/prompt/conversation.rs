@@ -5,8 +5,6 @@
 //! the ids the server gave them) and one result per call, so the history is the one the
 //! server's chat template and tool parser must render on the next turn.
 
-use crate::record::Thinking;
-
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Conversation {
     /// The system prompt (chat's first message, Anthropic's `system`, Responses'
@@ -65,4 +63,15 @@ impl Conversation {
             })
             .unwrap_or("")
     }
+}
+
+/// One thinking block as it arrived (Anthropic `thinking` or `redacted_thinking`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Thinking {
+    /// The content block's index.
+    pub slot: u64,
+    pub text: String,
+    pub signature: String,
+    /// A `redacted_thinking` block's opaque `data` (sent back as it came).
+    pub redacted: Option<String>,
 }

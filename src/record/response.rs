@@ -2,6 +2,8 @@
 //! they were assembled from every streamed fragment, its logprobs when a canary asked, and
 //! the server's own account; what validation, the canary and the logs read.
 
+pub use crate::prompt::conversation::Thinking;
+
 /// What the response said beyond timing: its text and labels, for validation and logs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ResponseInfo {
@@ -35,17 +37,6 @@ pub struct ResponseInfo {
     /// The backend that served the request, where the target names a header that says
     /// (a gateway's `x-served-by`, llm-d's `x-session-token`): a session counts switches.
     pub served_by: Option<String>,
-}
-
-/// One thinking block as it arrived (Anthropic `thinking` or `redacted_thinking`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Thinking {
-    /// The content block's index.
-    pub slot: u64,
-    pub text: String,
-    pub signature: String,
-    /// A `redacted_thinking` block's opaque `data` (sent back as it came).
-    pub redacted: Option<String>,
 }
 
 /// One tool call as it arrived: the function's name and its arguments' text (JSON, if the

@@ -55,18 +55,15 @@ impl Verdict {
         self.reason.map_or("ok", Reason::as_str)
     }
 
-    /// The session cannot go on from this turn: nothing usable to send back.
+    /// The session cannot go on from this turn: the server refused it or failed. A reply
+    /// it judged (a wrong call, broken arguments) still goes back into the history, its
+    /// arguments as `{}` where they are no JSON object, so the later turns still test what
+    /// the server owns: a random-weight model's forced calls carry junk arguments, and its
+    /// history must render all the same.
     pub fn ends_session(&self) -> bool {
         matches!(
             self.reason,
-            Some(
-                Reason::HistoryRejected
-                    | Reason::ContextLength
-                    | Reason::WrongTool
-                    | Reason::BadArguments
-                    | Reason::NotJson
-                    | Reason::Error(_)
-            )
+            Some(Reason::HistoryRejected | Reason::ContextLength | Reason::Error(_))
         )
     }
 }
@@ -139,11 +136,11 @@ fn judge_calls_turn(structure: &Structure, response: &ResponseInfo, wanted: usiz
     if !response.refusal.is_empty() || response.finish_reason.as_deref() == Some("refusal") {
         return Verdict::failed(Reason::Refused, "the model refused");
     }
+    let cut = matches!(
+        response.finish_reason.as_deref(),
+        Some("length" | "max_tokens" | "max_output_tokens")
+    );
     if response.tool_calls.is_empty() {
-        let cut = matches!(
-            response.finish_reason.as_deref(),
-            Some("length" | "max_tokens" | "max_output_tokens")
-        );
         if cut {
             return Verdict::failed(
                 Reason::Truncated,
@@ -157,6 +154,17 @@ fn judge_calls_turn(structure: &Structure, response: &ResponseInfo, wanted: usiz
         );
     }
     if let Err(check) = judge_calls(structure, response) {
+        // A call the length limit cut is the budget's doing (`max_tokens`), not the
+        // parser's: its arguments never closed.
+        if cut {
+            return Verdict::failed(
+                Reason::Truncated,
+                format!(
+                    "the length limit cut the tool call before its arguments closed (raise session.max_tokens): {}",
+                    check.note.unwrap_or_default()
+                ),
+            );
+        }
         let reason = match check.invalid {
             Some(InvalidReason::WrongTool) => Reason::WrongTool,
             Some(InvalidReason::NotJson) => Reason::NotJson,

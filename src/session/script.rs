@@ -95,7 +95,14 @@ impl Script {
 pub fn structure(force: bool) -> (Arc<Structure>, Arc<Structure>) {
     let parameters = json!({
         "type": "object",
-        "properties": { "order_id": { "type": "string", "description": "The order's id, like A-1234" } },
+        // A pattern, as agents' own tools declare one: a server's grammar (a forced call)
+        // then writes a valid id even for a random-weight model, instead of a string that
+        // runs to the length limit.
+        "properties": { "order_id": {
+            "type": "string",
+            "pattern": "^[A-Z]-[0-9]{4}$",
+            "description": "The order's id, like A-1234",
+        } },
         "required": ["order_id"],
     });
     let tools = vec![Function {

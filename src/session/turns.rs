@@ -249,16 +249,26 @@ pub(super) async fn session(
 }
 
 /// The reply's calls as the history sends them back, each with the id the server gave
-/// it or (a server that sent none) one of the session's own.
+/// it or (a server that sent none) one of the session's own. Arguments that are no JSON
+/// object (a stray call on a turn judged for its text) go back as `{}`: a history the
+/// probe broke would be refused, and counted as the server's `history_rejected`.
 fn reply_calls(response: &crate::record::ResponseInfo, turn: usize) -> Vec<Call> {
     response
         .tool_calls
         .iter()
         .enumerate()
-        .map(|(i, c)| Call {
-            id: c.id.clone().unwrap_or_else(|| format!("call{turn}x{i}")),
-            name: c.name.clone(),
-            arguments: c.arguments.clone(),
+        .map(|(i, c)| {
+            let object = serde_json::from_str::<serde_json::Value>(&c.arguments)
+                .is_ok_and(|v| v.is_object());
+            Call {
+                id: c.id.clone().unwrap_or_else(|| format!("call{turn}x{i}")),
+                name: c.name.clone(),
+                arguments: if object {
+                    c.arguments.clone()
+                } else {
+                    "{}".into()
+                },
+            }
         })
         .collect()
 }

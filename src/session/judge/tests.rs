@@ -154,9 +154,9 @@ fn calls_are_judged_as_an_agent_uses_them() {
         verdict(Turn::First, 0, Ok(&cut), Expect::Calls(1)),
         "truncated"
     );
-    // A call with no usable arguments ends the session; a missing parallel call does not.
+    // Only a refusal or a failure ends the session: a judged reply goes back.
     let (_, call) = structure(false);
-    assert!(judge(Turn::First, 0, Ok(&broken), &call, &Expect::Calls(1)).ends_session());
+    assert!(!judge(Turn::First, 0, Ok(&broken), &call, &Expect::Calls(1)).ends_session());
     assert!(!judge(Turn::Parallel, 3, Ok(&one), &call, &Expect::Calls(2)).ends_session());
 }
 

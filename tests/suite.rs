@@ -96,6 +96,8 @@ mod reload;
 mod rollouts;
 #[path = "secrets.rs"]
 mod secrets;
+#[path = "session.rs"]
+mod session;
 #[path = "shutdown.rs"]
 mod shutdown;
 #[path = "sim_media.rs"]

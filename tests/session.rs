@@ -1,0 +1,312 @@
+//! The session check end to end (issue 50): the daemon holds conversations with the
+//! simulator, which follows tools, caches the whole conversation, and fails the ways the
+//! check judges. Every dialect runs whole sessions, grounded and cached; three replicas, one
+//! refusing tool-call history and one ignoring tool results, each have their failure
+//! counted on them alone while their single-turn probes succeed; a round-robin gateway
+//! serves a third of the later turns from the cache, a session-affine one all of those
+//! that send the header.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::{Scrape, start_daemon, start_sim};
+use inferprobe::sim::{Fault, Route, SimConfig};
+
+/// Short gaps: the session's shape at a pace a test can wait for. The simulator caches
+/// 16-token blocks (and counts no Responses `instructions`: a first turn there fills no
+/// block, and the turns after it are too short to judge).
+const SESSION: &str = r#"interval = "300ms", human_gap = "10ms", tool_gap = "5ms", long_gap = "20ms", block_tokens = 16"#;
+
+fn sim(faults: Vec<(Fault, f64)>) -> SimConfig {
+    let mut config = SimConfig {
+        ttft: Duration::from_millis(2),
+        itl: Duration::from_millis(1),
+        faults,
+        max_model_len: Some(8192),
+        ..SimConfig::default()
+    };
+    config.prefill.anthropic_min_cacheable = 1;
+    config
+}
+
+fn turns(scrape: &Scrape, target: &str, labels: &[(&str, &str)]) -> f64 {
+    let mut all = vec![("target", target)];
+    all.extend_from_slice(labels);
+    scrape.sum("inferprobe_session_turns_total", &all)
+}
+
+fn sessions(scrape: &Scrape, target: &str) -> f64 {
+    scrape.sum("inferprobe_sessions_total", &[("target", target)])
+}
+
+fn cache(scrape: &Scrape, target: &str, labels: &[(&str, &str)]) -> f64 {
+    let mut all = vec![("target", target)];
+    all.extend_from_slice(labels);
+    scrape.sum("inferprobe_session_turn_cache_total", &all)
+}
+
+/// Every (turn, result) of `target` with a count, for a failure's message.
+fn results(scrape: &Scrape, target: &str) -> Vec<String> {
+    scrape
+        .matching("inferprobe_session_turns_total", &[("target", target)])
+        .filter(|s| s.value > 0.0)
+        .map(|s| {
+            let get = |k: &str| s.labels.get(k).map_or("", String::as_str);
+            format!("{} {} {}", get("turn"), get("result"), s.value)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_dialect_holds_whole_sessions_grounded_and_cached() {
+    let sim = start_sim(sim(Vec::new())).await;
+    let target = |name: &str, backend: &str| {
+        format!(
+            r#"
+            [[targets]]
+            name = "{name}"
+            url = "{}"
+            backend = "{backend}"
+            model = "m"
+            rate = 0.001
+            session = {{ {SESSION}, depth_tokens = "served", depth_every = 2 }}
+            "#,
+            sim.url()
+        )
+    };
+    let daemon = start_daemon(&format!(
+        "{}{}{}",
+        target("chat", "openai-chat"),
+        target("messages", "anthropic"),
+        target("responses", "openai-responses"),
+    ))
+    .await;
+    let names = ["chat", "messages", "responses"];
+    let scrape = daemon
+        .wait_for(Duration::from_secs(60), |s| {
+            names.iter().all(|t| sessions(s, t) >= 4.0)
+        })
+        .await;
+    daemon.stop().await;
+    for t in names {
+        let all = turns(&scrape, t, &[]);
+        let ok = turns(&scrape, t, &[("result", "ok")]);
+        assert_eq!(ok, all, "{t}: every turn ok: {:?}", results(&scrape, t));
+        for turn in [
+            "first",
+            "tool_result",
+            "follow_up",
+            "parallel",
+            "parallel_result",
+            "long_gap",
+            "depth",
+        ] {
+            assert!(
+                turns(&scrape, t, &[("turn", turn), ("result", "ok")]) >= 1.0,
+                "{t}: no ok {turn} turn: {:?}",
+                results(&scrape, t)
+            );
+        }
+        assert_eq!(
+            scrape.sum(
+                "inferprobe_sessions_total",
+                &[("target", t), ("result", "failed")]
+            ),
+            0.0,
+            "{t}"
+        );
+        // Every later turn found the previous turn's prompt cached.
+        let hits = cache(&scrape, t, &[("result", "hit")]);
+        assert!(hits >= 12.0, "{t}: {hits} hits\n{}", scrape.text);
+        let misses: Vec<String> = scrape
+            .matching(
+                "inferprobe_session_turn_cache_total",
+                &[("target", t), ("result", "miss")],
+            )
+            .filter(|s| s.value > 0.0)
+            .map(|s| format!("{:?} {}", s.labels.get("turn"), s.value))
+            .collect();
+        assert!(misses.is_empty(), "{t}: misses {misses:?}");
+        assert_eq!(cache(&scrape, t, &[("result", "unreported")]), 0.0, "{t}");
+        // The per-turn series: TTFT by kind, the context growing turn by turn.
+        let (_, count) = scrape.histogram("inferprobe_session_turn_ttft_seconds", t);
+        assert!(count >= 20.0, "{t}: {count} turns timed");
+        let prompt = |turn| {
+            scrape.sum(
+                "inferprobe_session_prompt_tokens_total",
+                &[("target", t), ("turn", turn)],
+            ) / turns(&scrape, t, &[("turn", turn)])
+        };
+        assert!(
+            prompt("first") < prompt("tool_result")
+                && prompt("tool_result") < prompt("parallel_result"),
+            "{t}: the context grows: {} {} {}",
+            prompt("first"),
+            prompt("tool_result"),
+            prompt("parallel_result")
+        );
+        assert_eq!(
+            scrape.sum("inferprobe_session_served_window_tokens", &[("target", t)]),
+            8192.0,
+            "{t}"
+        );
+        let depth = scrape.sum("inferprobe_session_depth_tokens", &[("target", t)]);
+        assert!((6000.0..8192.0).contains(&depth), "{t}: depth {depth}");
+    }
+    // The session's requests are none of the workload's.
+    assert!(scrape.requests("chat") < 5.0, "{}", scrape.requests("chat"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_replica_has_its_own_failure_counted_and_the_healthy_one_none() {
+    let healthy = start_sim(sim(Vec::new())).await;
+    let rejecting = start_sim(sim(vec![(Fault::HistoryReject, 1.0)])).await;
+    let ignoring = start_sim(sim(vec![(Fault::IgnoreToolResults, 1.0)])).await;
+    let target = |name: &str, url: String| {
+        format!(
+            r#"
+            [[targets]]
+            name = "{name}"
+            url = "{url}"
+            backend = "openai-chat"
+            model = "m"
+            rate = 20
+            input_tokens = 8
+            output_tokens = 4
+            session = {{ {SESSION} }}
+            "#
+        )
+    };
+    let daemon = start_daemon(&format!(
+        "{}{}{}",
+        target("healthy", healthy.url()),
+        target("rejecting", rejecting.url()),
+        target("ignoring", ignoring.url()),
+    ))
+    .await;
+    let names = ["healthy", "rejecting", "ignoring"];
+    let scrape = daemon
+        .wait_for(Duration::from_secs(60), |s| {
+            names.iter().all(|t| sessions(s, t) >= 4.0)
+        })
+        .await;
+    daemon.stop().await;
+    // Single-turn probes all succeed on every replica.
+    for t in names {
+        assert!(scrape.requests(t) >= 20.0, "{t}: {}", scrape.requests(t));
+        assert_eq!(scrape.all_errors(t), 0.0, "{t}");
+    }
+    // Healthy: nothing but ok.
+    assert_eq!(
+        turns(&scrape, "healthy", &[("result", "ok")]),
+        turns(&scrape, "healthy", &[]),
+        "{:?}",
+        results(&scrape, "healthy")
+    );
+    // Rejecting: the first turn accepted, the second (the first with a tool call in the
+    // history) refused in every session, and nothing after it sent.
+    let ended = sessions(&scrape, "rejecting");
+    let rejected = turns(&scrape, "rejecting", &[("result", "history_rejected")]);
+    let first_ok = turns(&scrape, "rejecting", &[("turn", "first"), ("result", "ok")]);
+    assert!(
+        rejected >= 4.0 && rejected == ended,
+        "{:?}",
+        results(&scrape, "rejecting")
+    );
+    assert!(first_ok >= ended, "{:?}", results(&scrape, "rejecting"));
+    assert_eq!(
+        turns(&scrape, "rejecting", &[("turn", "tool_result")]),
+        rejected,
+        "{:?}",
+        results(&scrape, "rejecting")
+    );
+    // Ignoring: both grounded turns ignored in every session, everything else ok.
+    let ignored = turns(&scrape, "ignoring", &[("result", "tool_result_ignored")]);
+    let grounded = turns(&scrape, "ignoring", &[("turn", "tool_result")])
+        + turns(&scrape, "ignoring", &[("turn", "parallel_result")]);
+    assert!(
+        ignored >= 8.0 && ignored == grounded,
+        "{:?}",
+        results(&scrape, "ignoring")
+    );
+    assert_eq!(
+        turns(&scrape, "ignoring", &[("result", "ok")]) + ignored,
+        turns(&scrape, "ignoring", &[]),
+        "{:?}",
+        results(&scrape, "ignoring")
+    );
+}
+
+/// The later turns' hits through a gateway over three replicas, with the workload's
+/// traffic in between (so round robin lands anywhere), by affinity header sent or not;
+/// and the switches of replica the gateway's `x-served-by` shows.
+async fn through_gateway(route: Route) -> Scrape {
+    let mut config = sim(Vec::new());
+    config.gateway.replicas = 3;
+    config.gateway.route = route;
+    let sim = start_sim(config).await;
+    let daemon = start_daemon(&format!(
+        r#"
+        [[targets]]
+        name = "pool"
+        url = "{}"
+        backend = "openai-chat"
+        model = "m"
+        rate = 40
+        input_tokens = 8
+        output_tokens = 2
+        session = {{ interval = "200ms", human_gap = "10ms", tool_gap = "5ms", affinity_headers = ["x-session-id"], served_by = ["x-served-by"] }}
+        "#,
+        sim.url()
+    ))
+    .await;
+    let scrape = daemon
+        .wait_for(Duration::from_secs(90), |s| {
+            cache(s, "pool", &[("affinity", "none")]) >= 60.0
+                && cache(s, "pool", &[("affinity", "header")]) >= 60.0
+        })
+        .await;
+    daemon.stop().await;
+    scrape
+}
+
+fn hit_share(scrape: &Scrape, affinity: &str) -> f64 {
+    cache(scrape, "pool", &[("affinity", affinity), ("result", "hit")])
+        / cache(scrape, "pool", &[("affinity", affinity)])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_robin_gateway_serves_a_third_of_later_turns_from_the_cache() {
+    let scrape = through_gateway(Route::RoundRobin).await;
+    for affinity in ["none", "header"] {
+        let share = hit_share(&scrape, affinity);
+        eprintln!("round robin, affinity {affinity}: {share:.2} of later turns hit");
+        // About 1/3; Binomial(60+, 1/3) stays within these bounds but for ~1e-4.
+        assert!((0.12..0.58).contains(&share), "{affinity}: {share}");
+    }
+    let routed = scrape.sum(
+        "inferprobe_session_routed_turns_total",
+        &[("target", "pool")],
+    );
+    let switched = scrape.sum(
+        "inferprobe_session_replica_switches_total",
+        &[("target", "pool")],
+    );
+    assert!(routed >= 100.0, "{routed}");
+    eprintln!("round robin: {switched} of {routed} later turns switched replica");
+    assert!(
+        (0.45..0.9).contains(&(switched / routed)),
+        "{switched} of {routed}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_affine_gateway_serves_every_later_turn_that_sends_the_header() {
+    let scrape = through_gateway(Route::SessionHeader).await;
+    assert_eq!(hit_share(&scrape, "header"), 1.0, "{}", scrape.text);
+    // Sessions without the header go round robin: the two are told apart.
+    let none = hit_share(&scrape, "none");
+    eprintln!("session header: 1.00 of later turns with it hit, {none:.2} without");
+    assert!(none < 0.6, "{none}");
+}

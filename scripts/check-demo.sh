@@ -67,3 +67,25 @@ while :; do
   fi
   sleep 1
 done
+
+# The sessions (one every 20 s on the chat target and each pool, about 10 s long): within a
+# minute, turns answered on the chat target and later turns served from the cache through
+# the prefix-routing pool.
+sessions() { # sessions METRIC TARGET RESULT
+  awk -v m="^$1" -v t="target=\"$2\"" -v r="result=\"$3\"" \
+    '$0 ~ m && index($0, t) && index($0, r) { s += $NF } END { print s + 0 }' "$log.metrics"
+}
+while :; do
+  curl -sf "http://127.0.0.1:$port/metrics" -o "$log.metrics" || true
+  chat_ok=$(sessions inferprobe_session_turns_total sim-chat ok)
+  pool_hits=$(sessions inferprobe_session_turn_cache_total sim-pool-prefix-affinity hit)
+  if [ "$chat_ok" != 0 ] && [ "$pool_hits" != 0 ]; then
+    echo "sessions: $chat_ok turns ok on the chat target, $pool_hits later turns cached through the prefix pool"
+    break
+  fi
+  if [ $(( $(date +%s) - start )) -ge 90 ]; then
+    echo "FAIL: no session turn ok ($chat_ok) or cached through the pool ($pool_hits) within 90 s" >&2
+    exit 1
+  fi
+  sleep 1
+done

@@ -6,6 +6,7 @@
 //! the dashboards and alerts against. Two more are pools behind the simulator's gateway
 //! over three replicas, one routing by prefix and one by turn, each with a prefix-cache
 //! check (docs/prefix-cache.md): the first hits, the second misses and would be ticketed.
+//! The chat target and both pools hold an agent's session every 20 s (docs/sessions.md).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -13,7 +14,9 @@ use std::net::SocketAddr;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{self, RawCanary, RawConfig, RawDuration, RawPrefixCache, RawTarget};
+use crate::config::{
+    self, RawCanary, RawConfig, RawDepth, RawDuration, RawPrefixCache, RawSession, RawTarget,
+};
 use crate::sim::{self, Fault, Route, SimConfig};
 use crate::{Shutdown, daemon};
 
@@ -36,6 +39,8 @@ pub fn demo_simulator() -> SimConfig {
         itl: std::time::Duration::from_millis(15),
         jitter: 0.4,
         faults: faults.to_vec(),
+        // vLLM's window, advertised in /v1/models: the sessions' depth turn reads it.
+        max_model_len: Some(8192),
         ..SimConfig::default()
     }
 }
@@ -72,8 +77,22 @@ pub fn demo_config(
         continuous_usage_stats: Some(continuous),
         ..RawTarget::default()
     };
+    // A session every 20 s: short gaps, so the demo shows every turn kind within a minute.
+    let session = |pool: bool| RawSession {
+        interval: seconds("20s"),
+        human_gap: seconds("2s"),
+        tool_gap: seconds("500ms"),
+        long_gap: seconds("5s"),
+        block_tokens: Some(16),
+        depth_tokens: (!pool).then(|| RawDepth::Named("served".into())),
+        depth_every: (!pool).then_some(3),
+        affinity_headers: pool.then(|| vec!["x-session-id".into()]),
+        served_by: pool.then(|| vec!["x-served-by".into()]),
+        ..RawSession::default()
+    };
     let pool = |name: &str, at: SocketAddr| RawTarget {
         url: Some(format!("http://{at}")),
+        session: Some(session(true)),
         prefix_cache: Some(RawPrefixCache {
             interval: seconds("5s"),
             prefix_tokens: Some(512),
@@ -105,6 +124,7 @@ pub fn demo_config(
                     interval: seconds("5s"),
                     ..RawCanary::default()
                 }),
+                session: Some(session(false)),
                 ..target("sim-chat", "openai-chat", 2.0, 32, true)
             },
             target("sim-completions", "openai", 1.0, 48, false),

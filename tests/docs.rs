@@ -199,8 +199,9 @@ fn documented_metrics() -> BTreeSet<String> {
 
 /// A rollout's comparisons with its baseline group, and a node-local pool's votes: no
 /// series until a discovered pool has them (Kubernetes, two versions); cached prompt
-/// tokens: none until a server reports them (the daemon here is scraped before a probe).
-const ONLY_WHEN_USED: [(&str, &str); 3] = [
+/// tokens: none until a server reports them (the daemon here is scraped before a probe);
+/// a session's per-turn series: none until its turns ran.
+const ONLY_WHEN_USED: [(&str, &str); 13] = [
     (
         "inferprobe_canary_baseline_checks",
         "tests/canary_groups.rs",
@@ -210,6 +211,16 @@ const ONLY_WHEN_USED: [(&str, &str); 3] = [
         "inferprobe_prompt_cached_tokens",
         "tests/sim_prefix_cache.rs",
     ),
+    ("inferprobe_session_turn_ttft_seconds", "tests/session.rs"),
+    ("inferprobe_session_turn_e2el_seconds", "tests/session.rs"),
+    ("inferprobe_session_turn_cache", "tests/session.rs"),
+    ("inferprobe_session_prompt_tokens", "tests/session.rs"),
+    ("inferprobe_session_cached_tokens", "tests/session.rs"),
+    ("inferprobe_session_output_tokens", "tests/session.rs"),
+    ("inferprobe_session_routed_turns", "tests/session.rs"),
+    ("inferprobe_session_replica_switches", "tests/session.rs"),
+    ("inferprobe_session_served_window_tokens", "tests/session.rs"),
+    ("inferprobe_session_depth_tokens", "tests/session.rs"),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -234,6 +245,7 @@ async fn every_exported_metric_is_documented_and_every_documented_one_exported()
         slo = {{ ttft = "1s", objective = 0.99 }}
         canary = {{ interval = "1h", structured = true }}
         prefix_cache = {{ interval = "1h", objective = 0.9 }}
+        session = {{ interval = "1h" }}
         [[targets]]
         name = "k"
         url = "{}"
@@ -276,10 +288,7 @@ async fn every_exported_metric_is_documented_and_every_documented_one_exported()
     // Families that exist only once used, each scraped by the test that uses it.
     for (family, test) in ONLY_WHEN_USED {
         let text = read(test);
-        assert!(
-            text.contains(&format!("{family}_total")),
-            "{test} does not scrape {family}"
-        );
+        assert!(text.contains(family), "{test} does not scrape {family}");
         exported.insert(family.to_owned());
     }
     let undocumented: Vec<_> = exported.difference(&documented).collect();

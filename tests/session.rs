@@ -130,8 +130,19 @@ async fn every_dialect_holds_whole_sessions_grounded_and_cached() {
         assert!(misses.is_empty(), "{t}: misses {misses:?}");
         assert_eq!(cache(&scrape, t, &[("result", "unreported")]), 0.0, "{t}");
         // The per-turn series: TTFT by kind, the context growing turn by turn.
-        let (_, count) = scrape.histogram("inferprobe_session_turn_ttft_seconds", t);
-        assert!(count >= 20.0, "{t}: {count} turns timed");
+        for histogram in [
+            "inferprobe_session_turn_ttft_seconds",
+            "inferprobe_session_turn_e2el_seconds",
+        ] {
+            let (_, count) = scrape.histogram(histogram, t);
+            assert!(count >= 20.0, "{t}: {count} turns in {histogram}");
+        }
+        for tokens in [
+            "inferprobe_session_cached_tokens_total",
+            "inferprobe_session_output_tokens_total",
+        ] {
+            assert!(scrape.sum(tokens, &[("target", t)]) > 0.0, "{t}: {tokens}");
+        }
         let prompt = |turn| {
             scrape.sum(
                 "inferprobe_session_prompt_tokens_total",

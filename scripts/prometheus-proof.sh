@@ -88,7 +88,7 @@ EOF
 [ -n "$rep3" ] || { echo "could not pick free ports" >&2; exit 1; }
 
 "$bin" simulate --listen "127.0.0.1:$sim_port" --ttft 50ms --itl 5ms --jitter 0.3 \
-  --fault http_429=0.05 --fault reset=0.05 --fault error_event=0.03 >"$tmp/simulator.log" 2>&1 &
+  --max-model-len 8192 --fault http_429=0.05 --fault reset=0.05 --fault error_event=0.03 >"$tmp/simulator.log" 2>&1 &
 pids+=($!)
 # The replicas of a discovered target: replica-3 is six times slower to first token,
 # replica-1 answers wrong now and then (its canary checks diverge), and replica-2's prefix
@@ -101,7 +101,7 @@ for i in 0 1 2 3; do
   cache=()
   [ "$i" = 2 ] && cache=(--fault cache_disabled=0.9) # faults exclude each other: 0.98 in all
   "$bin" simulate --listen "127.0.0.1:${replica_ports[$i]}" --ttft "$ttft" --itl 5ms --jitter 0.3 \
-    --corrupt-rate "$corrupt" --fault http_500=0.05 --fault reset=0.03 "${cache[@]}" \
+    --corrupt-rate "$corrupt" --max-model-len 8192 --fault http_500=0.05 --fault reset=0.03 "${cache[@]}" \
     >"$tmp/replica-$i.log" 2>&1 &
   pids+=($!)
 done
@@ -144,6 +144,8 @@ slo = { ttft = "80ms", tpot = "10ms", itl = "20ms", e2el = "2s", objective = 0.9
 canary = { interval = "1s", max_tokens = 8, structured = true }
 # The simulator as a pool (one replica): its checks hit.
 prefix_cache = { interval = "1s", prefix_tokens = 64, block_tokens = 16, objective = 0.5 }
+# An agent's session every 5 s, its depth turn to the simulator's advertised window.
+session = { interval = "5s", tool_gap = "0s", human_gap = "1s", long_gap = "2s", depth_tokens = "served", depth_every = 1, affinity_headers = ["x-session-id"], max_tokens = 16 }
 
 [[targets]]
 name = "completions"
@@ -172,6 +174,7 @@ slo = { ttft = "80ms", tpot = "10ms", itl = "20ms", e2el = "2s", objective = 0.9
 # and for usable JSON answers and tool calls (the built-in structured prompts).
 canary = { interval = "1s", max_tokens = 16, structured = true }
 prefix_cache = { interval = "1s", prefix_tokens = 64, block_tokens = 16, objective = 0.9 }
+session = { interval = "5s", tool_gap = "0s", human_gap = "1s", long_gap = "2s", depth_tokens = "served", depth_every = 1, affinity_headers = ["x-session-id"], max_tokens = 16 }
 EOF
   # On node b, a block whose file does not exist: discovery_up 0, InferprobeDiscoveryDown.
   if [ "$1" = b ]; then

@@ -92,9 +92,15 @@ pub(super) async fn session(
         Turn::ParallelResult,
     ];
     plan.extend(spec.long_gap.map(|_| Turn::LongGap));
-    let depth = spec
+    let ends_deep = spec
         .depth
-        .filter(|d| n % u64::from(d.every) == u64::from(d.every) - 1);
+        .is_some_and(|d| n % u64::from(d.every) == u64::from(d.every) - 1);
+    // The depth is settled before the first turn, so the window it reads and the depth it
+    // pads to are exported even when a turn ends the session before its depth turn.
+    let depth = match ends_deep {
+        true => depth_tokens(prober, spec, series).await,
+        false => None,
+    };
     plan.extend(depth.map(|_| Turn::Depth));
     let mut previous = Previous::default();
     let mut base = None;
@@ -133,8 +139,9 @@ pub(super) async fn session(
                 (spec.long_gap.unwrap_or_default(), Expect::Answer, &any)
             }
             Turn::Depth => {
-                let Some(padding) = padding(prober, spec, series, &previous, &conversation).await
-                else {
+                let depth = depth.unwrap_or_default();
+                let Some(padding) = padding(prober, depth, &previous, &conversation).await else {
+                    tracing::debug!(target = %target.id, depth, "session check: the history already reaches the depth; no depth turn");
                     break;
                 };
                 conversation
@@ -294,25 +301,17 @@ fn answer(rng: &mut StdRng, conversation: &mut Conversation, calls: &mut Vec<Cal
     secrets
 }
 
-/// The depth turn's padding: enough tokens that its prompt reaches the depth (exact with
-/// the target's tokenizer, else words as tokens), after the history the previous turn's
-/// usage measured; `None` (no depth turn this time, said in the log) when the depth is
-/// not known or the history already reaches it.
-async fn padding(
-    prober: &Prober,
-    spec: &SessionSpec,
-    series: &SessionSeries,
-    previous: &Previous,
-    conversation: &Conversation,
-) -> Option<String> {
-    let target = &prober.target;
+/// The depth this session's depth turn pads to: the configured one, or the window the
+/// server advertises less the margin and the turn's output (`None`, said in the log, when
+/// it cannot be read).
+async fn depth_tokens(prober: &Prober, spec: &SessionSpec, series: &SessionSeries) -> Option<u64> {
     let depth = match spec.depth?.to {
         DepthTo::Tokens(tokens) => u64::from(tokens),
         DepthTo::Served { margin } => {
             let window = match served_window(prober).await {
                 Ok(window) => window,
                 Err(e) => {
-                    tracing::warn!(target = %target.id, error = %e, "session check: the served window could not be read from /v1/models; no depth turn");
+                    tracing::warn!(target = %prober.target.id, error = %e, "session check: the served window could not be read from /v1/models; no depth turn");
                     return None;
                 }
             };
@@ -320,6 +319,19 @@ async fn padding(
             (((window as f64) * (1.0 - margin)) as u64).saturating_sub(u64::from(spec.max_tokens))
         }
     };
+    series.depth(depth);
+    Some(depth)
+}
+
+/// The depth turn's padding: enough tokens that its prompt reaches `depth` (exact with the
+/// target's tokenizer, else words as tokens), after the history the previous turn's usage
+/// measured; `None` when the history already reaches it.
+async fn padding(
+    prober: &Prober,
+    depth: u64,
+    previous: &Previous,
+    conversation: &Conversation,
+) -> Option<String> {
     let history = match previous.prompt_tokens {
         Some(prompt) => prompt + previous.output_tokens,
         None => words(conversation),
@@ -327,8 +339,7 @@ async fn padding(
     // The question around the padding, and the template's tokens for one more message.
     let needed = depth.checked_sub(history + 48).filter(|n| *n >= 16)?;
     let needed = u32::try_from(needed).ok()?;
-    series.depth(depth);
-    let counter = target.prompts.tokenizer.clone();
+    let counter = prober.target.prompts.tokenizer.clone();
     let nonce: u64 = rand::random();
     let text = tokio::task::spawn_blocking(move || {
         synthetic::pair_prefix(needed, nonce, counter.as_deref())

@@ -321,3 +321,58 @@ async fn a_session_affine_gateway_serves_every_later_turn_that_sends_the_header(
     eprintln!("session header: 1.00 of later turns with it hit, {none:.2} without");
     assert!(none < 0.6, "{none}");
 }
+
+/// A day of sessions at the default interval (144), time-scaled: on a healthy server in
+/// every dialect, not one turn is counted failed and not one later turn missed the cache,
+/// so nothing the session alerts read moves (their rules are held to a healthy day in
+/// config/prometheus/tests/session.test.yml).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_day_of_healthy_sessions_counts_nothing_failed() {
+    let mut config = sim(Vec::new());
+    config.ttft = Duration::from_millis(1);
+    config.itl = Duration::ZERO;
+    let sim = start_sim(config).await;
+    let target = |name: &str, backend: &str| {
+        format!(
+            r#"
+            [[targets]]
+            name = "{name}"
+            url = "{}"
+            backend = "{backend}"
+            model = "m"
+            rate = 0.001
+            session = {{ interval = "100ms", human_gap = "5ms", tool_gap = "2ms", long_gap = "10ms", max_tokens = 16, block_tokens = 16, depth_tokens = 2000, depth_every = 6 }}
+            "#,
+            sim.url()
+        )
+    };
+    let daemon = start_daemon(&format!(
+        "{}{}{}",
+        target("chat", "openai-chat"),
+        target("messages", "anthropic"),
+        target("responses", "openai-responses"),
+    ))
+    .await;
+    let names = ["chat", "messages", "responses"];
+    let scrape = daemon
+        .wait_for(Duration::from_secs(120), |s| {
+            names.iter().all(|t| sessions(s, t) >= 144.0)
+        })
+        .await;
+    daemon.stop().await;
+    for t in names {
+        assert!(
+            sessions(&scrape, t) >= 144.0,
+            "{t}: {}",
+            sessions(&scrape, t)
+        );
+        assert_eq!(
+            turns(&scrape, t, &[("result", "ok")]),
+            turns(&scrape, t, &[]),
+            "{t}: {:?}",
+            results(&scrape, t)
+        );
+        assert_eq!(cache(&scrape, t, &[("result", "miss")]), 0.0, "{t}");
+        assert!(turns(&scrape, t, &[("turn", "depth")]) >= 24.0, "{t}");
+    }
+}

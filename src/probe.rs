@@ -27,9 +27,11 @@ use crate::trace_context::TraceIds;
 
 mod body;
 mod deadlines;
+mod served_by;
 mod stream;
 use body::{describe_body, drain, non_stream_error, read_capped};
 use deadlines::Deadlines;
+pub use served_by::served_by;
 pub use stream::StreamReader;
 
 /// After `[DONE]` the rest of the body is read briefly so the connection can be reused.
@@ -316,8 +318,7 @@ impl Prober {
         let response_at = Instant::now();
         record.response_at = Some(response_at);
         if let Some(session) = &self.target.session {
-            record.response.served_by =
-                crate::session::served_by(response.headers(), &session.served_by);
+            record.response.served_by = served_by(response.headers(), &session.served_by);
         }
         // Only a pooled connection is ever reused: a fresh one per probe need not be remembered.
         if self.target.connection == ConnectionMode::Reuse {

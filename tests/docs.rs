@@ -219,7 +219,10 @@ const ONLY_WHEN_USED: [(&str, &str); 13] = [
     ("inferprobe_session_output_tokens", "tests/session.rs"),
     ("inferprobe_session_routed_turns", "tests/session.rs"),
     ("inferprobe_session_replica_switches", "tests/session.rs"),
-    ("inferprobe_session_served_window_tokens", "tests/session.rs"),
+    (
+        "inferprobe_session_served_window_tokens",
+        "tests/session.rs",
+    ),
     ("inferprobe_session_depth_tokens", "tests/session.rs"),
 ];
 

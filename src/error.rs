@@ -344,12 +344,17 @@ pub fn chain(err: &(dyn StdError + 'static)) -> String {
 /// vLLM "This model's maximum context length is …" and "max_tokens=… cannot be greater than
 /// max_model_len", its older "… is longer than the maximum model length", SGLang "… longer
 /// than the model's context length", OpenAI's `context_length_exceeded` message, llama-server
-/// "exceeds the available context size", Anthropic "prompt is too long", TGI "`inputs`
+/// "exceeds the available context size", Anthropic "prompt is too long" and "… exceed context
+/// limit", Gemini "… exceeds the maximum number of tokens allowed", TGI "`inputs`
 /// tokens + `max_new_tokens` must be <= …" (`max_total_tokens`) and "`inputs` must have less
 /// than … tokens".
 pub fn over_context(message: &str) -> bool {
-    const WORDINGS: [&str; 9] = [
+    const WORDINGS: [&str; 11] = [
         "context length",
+        // Anthropic's "input length and `max_tokens` exceed context limit: …".
+        "context limit",
+        // Gemini's "The input token count (…) exceeds the maximum number of tokens allowed".
+        "maximum number of tokens allowed",
         "context size",
         "context window",
         "max_model_len",

@@ -288,6 +288,7 @@ fn next_turn(
                 ],
                 cache_through: None,
                 headers: Vec::new(),
+                parallel_calls: None,
             };
             (question, Some(Arc::new(conversation)))
         }

@@ -219,6 +219,12 @@ impl Prober {
             // `inferprobe check` refused what this format cannot spell.
             let _ = self.backend.structure(body, structure);
         }
+        let parallel = prompt.conversation.as_ref().and_then(|c| c.parallel_calls);
+        if let (Some(allowed), RequestBody::Json(serde_json::Value::Object(body))) =
+            (parallel, &mut spec.body)
+        {
+            self.backend.parallel_calls(body, allowed);
+        }
         let mut builder = self
             .client
             .post(self.target.url.clone())

@@ -376,3 +376,129 @@ async fn a_day_of_healthy_sessions_counts_nothing_failed() {
         assert!(turns(&scrape, t, &[("turn", "depth")]) >= 24.0, "{t}");
     }
 }
+
+/// A chat server that answers a request with `messages` of at most `accept_messages`
+/// entries (a system prompt and one question: a single turn) with a short text stream, and
+/// refuses the rest with HTTP 400; once `refuse_all_after` requests were answered, it
+/// refuses everything. Raw TCP, one request per connection.
+async fn refusing_server(accept_messages: usize, refuse_all_after: u64) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let answered = std::sync::Arc::clone(&answered);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 8192];
+                let (head_end, length) = loop {
+                    let Ok(n) = stream.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..at]).to_ascii_lowercase();
+                        let length = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        break (at + 4, length);
+                    }
+                };
+                while buf.len() < head_end + length {
+                    let Ok(n) = stream.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let body: serde_json::Value =
+                    serde_json::from_slice(&buf[head_end..]).unwrap_or_default();
+                let messages = body["messages"].as_array().map_or(0, Vec::len);
+                let done = answered.load(std::sync::atomic::Ordering::SeqCst);
+                let response = if messages <= accept_messages && done < refuse_all_after {
+                    answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let events = concat!(
+                        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello there.\"},\"finish_reason\":null}]}\n\n",
+                        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":3}}\n\n",
+                        "data: [DONE]\n\n"
+                    );
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{events}",
+                        events.len()
+                    )
+                } else {
+                    let error = r#"{"object":"error","message":"Conversation roles must alternate user/assistant/user/assistant/...","type":"BadRequestError","code":400}"#;
+                    format!(
+                        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{error}",
+                        error.len()
+                    )
+                };
+                let _ = stream.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    url
+}
+
+/// A refusal of a later turn is the history's only when the session's question alone is
+/// accepted right after it: a server that refuses every request by then (a quota spent, a
+/// model unloaded behind a 400) has its turns counted under their error category.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_is_the_historys_only_when_a_single_turn_is_accepted() {
+    // Accepts single turns only: the history is what it refuses.
+    let history = refusing_server(2, u64::MAX).await;
+    // Accepts the first request of all, then nothing: no history's fault.
+    let everything = refusing_server(usize::MAX, 1).await;
+    let daemon = start_daemon(&format!(
+        r#"
+        [[targets]]
+        name = "history"
+        url = "{history}"
+        backend = "openai-chat"
+        model = "m"
+        rate = 0.001
+        session = {{ {SESSION} }}
+        [[targets]]
+        name = "everything"
+        url = "{everything}"
+        backend = "openai-chat"
+        model = "m"
+        rate = 0.001
+        session = {{ {SESSION} }}
+        "#
+    ))
+    .await;
+    let scrape = daemon
+        .wait_for(Duration::from_secs(60), |s| {
+            sessions(s, "history") >= 2.0 && sessions(s, "everything") >= 2.0
+        })
+        .await;
+    daemon.stop().await;
+    // The text answer to a question that needed the tool, then the follow-up refused.
+    let rejected = turns(&scrape, "history", &[("result", "history_rejected")]);
+    assert_eq!(
+        rejected,
+        sessions(&scrape, "history"),
+        "{:?}",
+        results(&scrape, "history")
+    );
+    assert_eq!(
+        turns(&scrape, "everything", &[("result", "history_rejected")]),
+        0.0,
+        "{:?}",
+        results(&scrape, "everything")
+    );
+    assert!(
+        turns(&scrape, "everything", &[("result", "http_4xx")]) >= 1.0,
+        "{:?}",
+        results(&scrape, "everything")
+    );
+}

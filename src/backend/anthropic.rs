@@ -144,6 +144,20 @@ impl Backend for Anthropic {
         Ok(())
     }
 
+    /// `tool_choice.disable_parallel_tool_use`, on the choice `structure` spelled (`auto`
+    /// where it spelled none).
+    fn parallel_calls(&self, body: &mut Map<String, Value>, allowed: bool) {
+        let choice = body
+            .entry("tool_choice")
+            .or_insert_with(|| json!({ "type": "auto" }));
+        if let Value::Object(choice) = choice {
+            // `none` takes no such field.
+            if choice.get("type").and_then(Value::as_str) != Some("none") {
+                choice.insert("disable_parallel_tool_use".into(), Value::Bool(!allowed));
+            }
+        }
+    }
+
     fn authorize(&self, key: &Secret) -> Vec<(HeaderName, HeaderValue)> {
         match HeaderValue::from_str(key.expose()) {
             Ok(mut value) => {

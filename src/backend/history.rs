@@ -97,7 +97,9 @@ fn blocks(reply: &Reply) -> Vec<Value> {
             None => json!({ "type": "thinking", "thinking": t.text, "signature": t.signature }),
         })
         .collect();
-    if !reply.text.is_empty() {
+    // Claude may answer "\n\n" before a `tool_use`; the API refuses a text block of
+    // whitespace sent back ("text content blocks must contain non-whitespace text").
+    if !reply.text.trim().is_empty() {
         blocks.push(json!({ "type": "text", "text": reply.text }));
     }
     blocks.extend(reply.calls.iter().map(|c| {
@@ -119,7 +121,7 @@ pub fn responses(conversation: &Conversation) -> (Value, Value) {
         match message {
             Message::User(text) => input.push(json!({ "role": "user", "content": text })),
             Message::Assistant(reply) => {
-                if !reply.text.is_empty() {
+                if !reply.text.trim().is_empty() {
                     input.push(json!({ "role": "assistant", "content": reply.text }));
                 }
                 input.extend(reply.calls.iter().map(|c| {
@@ -182,6 +184,7 @@ mod tests {
             ],
             cache_through: Some(7),
             headers: Vec::new(),
+            parallel_calls: None,
         }
     }
 

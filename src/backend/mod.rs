@@ -136,6 +136,12 @@ pub trait Backend: Send + Sync + fmt::Debug {
         Err("this API has no way to ask for a JSON answer or a tool call".into())
     }
 
+    /// Say whether the reply may hold several tool calls, after `structure` spelled the
+    /// tools: OpenAI's `parallel_tool_calls` unless the format says otherwise.
+    fn parallel_calls(&self, body: &mut serde_json::Map<String, Value>, allowed: bool) {
+        body.insert("parallel_tool_calls".into(), Value::Bool(allowed));
+    }
+
     /// Headers carrying the API key: a Bearer token unless the API says otherwise.
     fn authorize(&self, key: &Secret) -> Vec<(HeaderName, HeaderValue)> {
         match HeaderValue::from_str(&format!("Bearer {}", key.expose())) {

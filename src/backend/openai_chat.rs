@@ -93,6 +93,11 @@ impl Backend for TgiChat {
         OpenAiChat.greedy(body, greedy);
     }
 
+    /// TGI's router takes no `parallel_tool_calls`: its default stands.
+    fn parallel_calls(&self, body: &mut Map<String, Value>, allowed: bool) {
+        let _ = (body, allowed);
+    }
+
     fn structure(
         &self,
         body: &mut Map<String, Value>,

@@ -8,6 +8,7 @@ use http::HeaderName;
 use super::fields::{duration, in_range};
 use super::{ConfigError, RawDepth, RawSession};
 use crate::endpoint::BackendKind;
+use crate::endpoint::prefix_cache::known_cache;
 use crate::endpoint::session::{Depth, DepthTo, SessionSpec};
 
 /// A session every 10 minutes: six an hour, each five turns.
@@ -30,6 +31,7 @@ pub(super) fn session(
     target_at: &dyn Fn(&str) -> String,
     raw: &RawSession,
     backend: BackendKind,
+    (host, model): (&str, &str),
 ) -> Result<SessionSpec, ConfigError> {
     let at = |field: &str| target_at(&format!("session.{field}"));
     if !matches!(
@@ -144,6 +146,7 @@ pub(super) fn session(
             .block_tokens
             .map(|b| in_range(&at("block_tokens"), b, 1, 65_536).map(|b| b as u32))
             .transpose()?,
+        min_cacheable: known_cache(backend, host, model).map_or(0, |k| k.minimum_tokens),
     };
     // The longest session, every gap at its longest, must end before the next begins.
     let longest = spec.least_duration() + tool_gap * 2;

@@ -109,7 +109,10 @@ pub(super) fn validate_target(
     let session = t
         .session
         .as_ref()
-        .map(|raw| super::session::session(&at, raw, backend).map(std::sync::Arc::new))
+        .map(|raw| {
+            let host = url.host_str().unwrap_or_default();
+            super::session::session(&at, raw, backend, (host, &model)).map(std::sync::Arc::new)
+        })
         .transpose()?;
     let trace_context = t.trace_context.unwrap_or(true);
     if let Some(state) = &t.tracestate {

@@ -36,6 +36,10 @@ pub struct SessionSpec {
     /// prompt (its whole blocks) from its cache.
     pub hit_share: f64,
     pub block_tokens: Option<u32>,
+    /// A hosted API caches no prompt shorter than this (`prefix_cache::known_cache`:
+    /// OpenAI's 1,024, Claude's 1,024 to 4,096); 0 where none is known. A later turn whose
+    /// previous prompt was shorter is not judged.
+    pub min_cacheable: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -62,10 +66,10 @@ pub const BASE_TOKENS: u64 = 160;
 pub const TURN_TOKENS: u64 = 40;
 
 impl SessionSpec {
-    /// Turns of an ordinary session (the depth turn aside).
+    /// Turns of an ordinary session (the depth turn aside): five, the second lookup and
+    /// its result whether or not they are asked for at once, and the long gap's.
     pub fn turns(&self) -> u64 {
-        let parallel = if self.parallel { 2 } else { 0 };
-        3 + parallel + u64::from(self.long_gap.is_some())
+        5 + u64::from(self.long_gap.is_some())
     }
 
     pub fn sessions_per_hour(&self) -> f64 {
@@ -137,9 +141,7 @@ impl SessionSpec {
 
     /// The least time a session takes: every gap at its shortest.
     pub fn least_duration(&self) -> Duration {
-        let human = self.human_gap * if self.parallel { 2 } else { 1 };
-        let tool = self.tool_gap.0 * if self.parallel { 2 } else { 1 };
-        human + tool + self.long_gap.unwrap_or_default()
+        self.human_gap * 2 + self.tool_gap.0 * 2 + self.long_gap.unwrap_or_default()
     }
 }
 
@@ -161,6 +163,7 @@ mod tests {
             served_by: Vec::new(),
             hit_share: 0.5,
             block_tokens: None,
+            min_cacheable: 0,
         }
     }
 
@@ -187,5 +190,12 @@ mod tests {
                 .contains("a depth turn of 16000 tokens every 6 sessions")
         );
         assert!(deep.prompt_tokens_per_hour() > 16_000);
+        // One lookup at a time is as many turns: the second lookup and its result.
+        let single = SessionSpec {
+            parallel: false,
+            ..self::tests::spec()
+        };
+        assert_eq!(single.turns(), 5);
+        assert_eq!(single.least_duration(), Duration::from_secs(60));
     }
 }

@@ -92,6 +92,8 @@ fn a_request_over_the_context_window_is_context_length_not_http_4xx() {
         "prompt is too long: 210000 tokens > 200000 maximum",
         "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 4000 `inputs` tokens and 200 `max_new_tokens`",
         "Input validation error: `inputs` must have less than 1024 tokens. Given: 2000",
+        "input length and `max_tokens` exceed context limit: 199000 + 64 > 200000, decrease input length or `max_tokens` and try again",
+        "The input token count (1048577) exceeds the maximum number of tokens allowed (1048576).",
     ] {
         assert_eq!(status(400, body), ErrorCategory::ContextLength, "{body}");
     }

@@ -16,6 +16,9 @@ pub struct Conversation {
     pub cache_through: Option<usize>,
     /// Headers every turn carries (session affinity: `x-session-id` and the like).
     pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    /// Whether the reply may hold several calls (`parallel_tool_calls`, Anthropic's
+    /// `disable_parallel_tool_use`); none: the API's default.
+    pub parallel_calls: Option<bool>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,9 +2,11 @@
 //! session's I/O so every rule is a unit test: what the turn expected (a call, two calls,
 //! an answer that uses the results it was just given, any answer), what came back.
 //!
-//! `history_rejected` is a refusal (an HTTP 4xx other than a rate limit or a prompt over
-//! the window) of a turn after the first, whose own first turn the same server accepted:
-//! the history it added (the model's own tool calls, their results) is what it refused.
+//! `history_rejected` is a refusal (an HTTP 400 or 422 that is not about the window or the
+//! tool parser, or a 500 naming the chat template) of a turn after the first, whose own
+//! first turn the same server accepted, confirmed by a control request (the session's
+//! question alone, with the same tools) the server then accepts: the history the session
+//! added (the model's own tool calls, their results) is what it refused.
 //! The grounding reasons judge a model, not a server: the alerts on them stay quiet on a
 //! model that has never grounded an answer (a random-weight test model).
 
@@ -118,9 +120,7 @@ fn judge_error(turn: Turn, index: usize, e: &ProbeError) -> Verdict {
     if category == ErrorCategory::ContextLength {
         return Verdict::failed(Reason::ContextLength, e.to_string());
     }
-    let refused = matches!(e, ProbeError::Status { status, .. }
-        if status.is_client_error() && status.as_u16() != 429);
-    if refused && index > 0 && turn != Turn::Depth && category == ErrorCategory::Http4xx {
+    if index > 0 && turn != Turn::Depth && refuses_history(e) {
         return Verdict::failed(
             Reason::HistoryRejected,
             format!(
@@ -130,6 +130,33 @@ fn judge_error(turn: Turn, index: usize, e: &ProbeError) -> Verdict {
         );
     }
     Verdict::failed(Reason::Error(category), e.to_string())
+}
+
+/// Whether a later turn's failure can be the history refused (the session then sends a
+/// control request to tell): a 400 or 422 (a chat template's error, a validation of the
+/// messages), not one about `tool_choice` or the tool parser (a server set up without it:
+/// a configuration, not the history); or a 500 naming the template (llama-server answers a
+/// template's exception with 500). A 404 (a model unloaded), 408, 413 (an ingress), 401,
+/// 403 and 429 are never the history.
+fn refuses_history(e: &ProbeError) -> bool {
+    let ProbeError::Status { status, body } = e else {
+        return false;
+    };
+    let body = body.to_ascii_lowercase();
+    match status.as_u16() {
+        400 | 422 => ![
+            "tool_choice",
+            "tool choice",
+            "tool-call-parser",
+            "tool_call_parser",
+        ]
+        .iter()
+        .any(|w| body.contains(w)),
+        500 => ["template", "jinja", "raise_exception"]
+            .iter()
+            .any(|w| body.contains(w)),
+        _ => false,
+    }
 }
 
 fn judge_calls_turn(structure: &Structure, response: &ResponseInfo, wanted: usize) -> Verdict {

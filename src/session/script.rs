@@ -112,17 +112,20 @@ pub fn structure(force: bool) -> (Arc<Structure>, Arc<Structure>) {
         parameters: Schema::compile(parameters).unwrap_or_else(|e| unreachable!("{e}")),
         strict: None,
     }];
+    // Forced calls: the answer turns say `none`, not `auto`. A server that serves a forced
+    // call by its grammar but has no tool parser for `auto` (vLLM before 0.12 without
+    // `--enable-auto-tool-choice`) would refuse `auto` on turn 2, as if it were the history.
+    let (answer, call) = match force {
+        true => (ToolChoice::None, ToolChoice::Required),
+        false => (ToolChoice::Auto, ToolChoice::Auto),
+    };
     let any = Structure {
         response_format: None,
         tools: tools.clone(),
-        tool_choice: Some(ToolChoice::Auto),
+        tool_choice: Some(answer),
     };
     let call = Structure {
-        tool_choice: Some(if force {
-            ToolChoice::Required
-        } else {
-            ToolChoice::Auto
-        }),
+        tool_choice: Some(call),
         ..any.clone()
     };
     (Arc::new(any), Arc::new(call))
@@ -150,8 +153,11 @@ mod tests {
                 .contains("tracking_code")
         );
         let (any, call) = structure(true);
-        assert_eq!(any.tool_choice, Some(ToolChoice::Auto));
+        assert_eq!(any.tool_choice, Some(ToolChoice::None));
         assert_eq!(call.tool_choice, Some(ToolChoice::Required));
+        let (any, call) = structure(false);
+        assert_eq!(any.tool_choice, Some(ToolChoice::Auto));
+        assert_eq!(call.tool_choice, Some(ToolChoice::Auto));
         assert!(any.function(TOOL).is_some());
     }
 }

@@ -10,7 +10,7 @@ use rand::{RngExt, SeedableRng, rngs::StdRng};
 use tokio_util::sync::CancellationToken;
 
 use super::script::{Script, structure};
-use super::{Expect, Seen, Turn, judge};
+use super::{Expect, Reason, Seen, Turn, Verdict, judge};
 use crate::endpoint::session::{DepthTo, SessionSpec};
 use crate::metrics::{SessionSeries, TurnCache, TurnNumbers};
 use crate::probe::{Outcome, Prober};
@@ -23,6 +23,11 @@ use crate::prompt::{Prompt, synthetic};
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CacheJudge {
     pub previous_prompt: u64,
+    /// What the previous turn wrote to the cache, where the server says (Anthropic): 0 is
+    /// a prompt the cache took none of (below the model's minimum), nothing to read back.
+    pub previous_written: Option<u64>,
+    /// The API caches no prompt shorter than this (0: no minimum known).
+    pub min_cacheable: u32,
     pub base: u64,
     pub block: u32,
     pub hit_share: f64,
@@ -30,8 +35,12 @@ pub struct CacheJudge {
 }
 
 /// A later turn hit when what it found cached beyond the base is at least `hit_share` of
-/// the previous prompt's whole blocks beyond it; `None`: too short a history to judge.
+/// the previous prompt's whole blocks beyond it; `None`: too short a history to judge, one
+/// below the API's minimum, or one the server said it wrote nothing of.
 pub fn judge_cache(j: CacheJudge, prompt: Option<u64>, cached: Option<u64>) -> Option<TurnCache> {
+    if j.previous_prompt < u64::from(j.min_cacheable) || j.previous_written == Some(0) {
+        return None;
+    }
     let Some(cached) = cached.or((j.reported_before && prompt.is_some()).then_some(0)) else {
         return Some(TurnCache::Unreported);
     };
@@ -51,6 +60,7 @@ pub fn judge_cache(j: CacheJudge, prompt: Option<u64>, cached: Option<u64>) -> O
 #[derive(Default)]
 struct Previous {
     prompt_tokens: Option<u64>,
+    cache_written: Option<u64>,
     output_tokens: u64,
     served_by: Option<String>,
     /// The reply's calls, awaiting their results.
@@ -82,6 +92,7 @@ pub(super) async fn session(
         messages: Vec::new(),
         cache_through: None,
         headers,
+        parallel_calls: None,
     };
     let (any, call) = structure(spec.force_calls);
     let mut plan = vec![
@@ -158,6 +169,10 @@ pub(super) async fn session(
             }
         }
         conversation.cache_through = Some(conversation.messages.len());
+        // Several calls only where asked for: a server's grammar may write more than one
+        // for a forced call, and a template that renders one call a reply (Llama 3's
+        // "only supports single tool-calls at once") would then refuse the next turn.
+        conversation.parallel_calls = Some(turn == Turn::Parallel && spec.parallel);
         let request_id = format!("{}session-{}-{index}", target.request_id_prefix, script.id);
         let text = conversation.last_user_text().to_owned();
         let prompt = Prompt {
@@ -178,13 +193,42 @@ pub(super) async fn session(
             return;
         };
         let response = &report.record.response;
-        let verdict = judge(
+        let mut verdict = judge(
             turn,
             index,
             result.as_ref().map(|_| response),
             structure,
             &expect,
         );
+        if let (Some(Reason::HistoryRejected), Err(e)) = (verdict.reason, result) {
+            // The control: the session's question alone, with the same tools and headers.
+            // Refused too, it is the server refusing such requests, not the history.
+            let control = Conversation {
+                messages: vec![Message::User(script.first())],
+                cache_through: Some(1),
+                parallel_calls: Some(false),
+                ..conversation.clone()
+            };
+            let prompt = Prompt {
+                conversation: Some(std::sync::Arc::new(control)),
+                structure: Some(std::sync::Arc::clone(&call)),
+                ..prompt.clone()
+            };
+            let id = format!("{request_id}-control");
+            match prober.probe(&id, &prompt, abort).await.outcome {
+                Outcome::Cut => return,
+                Outcome::Finished(Ok(_)) => {}
+                Outcome::Finished(Err(control)) => {
+                    verdict = Verdict {
+                        reason: Some(Reason::Error(e.category())),
+                        note: Some(format!(
+                            "{e}; the session's question alone, with the same tools, was refused too ({}): not the history",
+                            control.category()
+                        )),
+                    };
+                }
+            }
+        }
         let measured = result.as_ref().ok();
         if measured.is_some_and(|m| m.cached_prompt_tokens.is_some()) {
             seen.reported.store(true, Ordering::Relaxed);
@@ -208,6 +252,8 @@ pub(super) async fn session(
                 (true, Some(previous_prompt)) => judge_cache(
                     CacheJudge {
                         previous_prompt,
+                        previous_written: previous.cache_written,
+                        min_cacheable: spec.min_cacheable,
                         base: base.unwrap_or(0),
                         block: spec.block_tokens.unwrap_or(1),
                         hit_share: spec.hit_share,
@@ -229,15 +275,21 @@ pub(super) async fn session(
             None => {
                 tracing::debug!(target = %target.id, request_id, turn = turn.as_str(), "session turn")
             }
+            // What pages (a refused history, a window below the depth) is said louder.
+            Some(reason @ (Reason::HistoryRejected | Reason::ContextLength)) => {
+                let note = verdict.note.as_deref().unwrap_or("");
+                tracing::warn!(target = %target.id, request_id, turn = turn.as_str(), result = reason.as_str(), note, "session turn refused");
+            }
             Some(reason) => {
-                tracing::info!(target = %target.id, request_id, turn = turn.as_str(), result = reason.as_str(), note = verdict.note.as_deref().unwrap_or(""), "session turn failed")
+                let note = verdict.note.as_deref().unwrap_or("");
+                tracing::info!(target = %target.id, request_id, turn = turn.as_str(), result = reason.as_str(), note, "session turn failed");
             }
         }
         if verdict.ends_session() {
             complete = false;
             break;
         }
-        let calls = reply_calls(response, index);
+        let calls = reply_calls(response, &mut rng);
         conversation.messages.push(Message::Assistant(Reply {
             text: response.text.clone(),
             thinking: response.thinking.clone(),
@@ -245,6 +297,7 @@ pub(super) async fn session(
         }));
         previous = Previous {
             prompt_tokens: measured.and_then(|m| m.prompt_tokens),
+            cache_written: response.cache_written,
             output_tokens: measured
                 .and_then(|m| m.output_tokens)
                 .map_or(0, |t| t.value()),
@@ -256,28 +309,34 @@ pub(super) async fn session(
 }
 
 /// The reply's calls as the history sends them back, each with the id the server gave
-/// it or (a server that sent none) one of the session's own. Arguments that are no JSON
+/// it or (a server that sent none, or an empty or repeated one) one of the session's own:
+/// nine alphanumerics, the shape Mistral's tokenizer demands. Arguments that are no JSON
 /// object (a stray call on a turn judged for its text) go back as `{}`: a history the
 /// probe broke would be refused, and counted as the server's `history_rejected`.
-fn reply_calls(response: &crate::record::ResponseInfo, turn: usize) -> Vec<Call> {
-    response
-        .tool_calls
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let object = serde_json::from_str::<serde_json::Value>(&c.arguments)
-                .is_ok_and(|v| v.is_object());
-            Call {
-                id: c.id.clone().unwrap_or_else(|| format!("call{turn}x{i}")),
-                name: c.name.clone(),
-                arguments: if object {
-                    c.arguments.clone()
-                } else {
-                    "{}".into()
-                },
-            }
-        })
-        .collect()
+fn reply_calls(response: &crate::record::ResponseInfo, rng: &mut StdRng) -> Vec<Call> {
+    let mut calls: Vec<Call> = Vec::with_capacity(response.tool_calls.len());
+    for c in &response.tool_calls {
+        let object =
+            serde_json::from_str::<serde_json::Value>(&c.arguments).is_ok_and(|v| v.is_object());
+        let given =
+            c.id.clone()
+                .filter(|id| !id.trim().is_empty() && !calls.iter().any(|k| &k.id == id));
+        let id = given.unwrap_or_else(|| {
+            (0..9)
+                .map(|_| char::from(rng.sample(rand::distr::Alphanumeric)))
+                .collect()
+        });
+        calls.push(Call {
+            id,
+            name: c.name.clone(),
+            arguments: if object {
+                c.arguments.clone()
+            } else {
+                "{}".into()
+            },
+        });
+    }
+    calls
 }
 
 /// Append one result per pending call, and return the secrets the next answer must quote.
@@ -406,6 +465,8 @@ mod tests {
     ) -> Option<TurnCache> {
         let j = CacheJudge {
             previous_prompt,
+            previous_written: None,
+            min_cacheable: 0,
             base,
             block,
             hit_share: 0.5,
@@ -430,6 +491,8 @@ mod tests {
         // A server that has reported before and sends no count now reports none.
         let j = CacheJudge {
             previous_prompt: 400,
+            previous_written: None,
+            min_cacheable: 0,
             base: 0,
             block: 16,
             hit_share: 0.5,
@@ -437,5 +500,25 @@ mod tests {
         };
         assert_eq!(judge_cache(j, Some(450), None), Some(TurnCache::Miss));
         assert_eq!(judge_cache(j, None, None), Some(TurnCache::Unreported));
+        // A hosted API's minimum (OpenAI's 1,024): a shorter history is not judged.
+        let hosted = CacheJudge {
+            min_cacheable: 1024,
+            ..j
+        };
+        assert_eq!(judge_cache(hosted, Some(450), Some(0)), None);
+        let longer = CacheJudge {
+            previous_prompt: 1100,
+            ..hosted
+        };
+        assert_eq!(
+            judge_cache(longer, Some(1150), Some(1024)),
+            Some(TurnCache::Hit)
+        );
+        // Anthropic said the previous turn wrote nothing: nothing to read back.
+        let unwritten = CacheJudge {
+            previous_written: Some(0),
+            ..j
+        };
+        assert_eq!(judge_cache(unwritten, Some(450), Some(0)), None);
     }
 }

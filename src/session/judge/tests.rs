@@ -59,6 +59,40 @@ fn a_refusal_after_the_first_turn_is_the_history_rejected() {
         verdict(Turn::First, 0, Err(&refused), Expect::Calls(1)),
         "http_4xx"
     );
+    // Never the history: a model unloaded, a proxy's timeout or size limit, a server set
+    // up without a tool parser; a template's 500 is (llama-server).
+    for (code, body) in [
+        (404, "The model `m` does not exist."),
+        (408, "Request Timeout"),
+        (413, "Request Entity Too Large"),
+        (
+            400,
+            "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
+        ),
+    ] {
+        assert_eq!(
+            verdict(Turn::FollowUp, 2, Err(&status(code, body)), Expect::Answer),
+            "http_4xx",
+            "{code} {body}"
+        );
+    }
+    let template = status(
+        500,
+        "Jinja Exception: Conversation roles must alternate user/assistant",
+    );
+    assert_eq!(
+        verdict(Turn::ToolResult, 1, Err(&template), Expect::Answer),
+        "history_rejected"
+    );
+    assert_eq!(
+        verdict(
+            Turn::ToolResult,
+            1,
+            Err(&status(500, "busy")),
+            Expect::Answer
+        ),
+        "http_5xx"
+    );
     // A rate limit, a key refused, a window exceeded, a server error: their own.
     assert_eq!(
         verdict(

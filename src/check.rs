@@ -58,6 +58,9 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
         }
         if let Some(spec) = &target.session {
             println!("  {}: {}", target.name, spec.describe());
+            for warning in spec.warnings() {
+                eprintln!("warning: {}: {warning}", target.name);
+            }
             if !target.include_usage {
                 eprintln!(
                     "warning: {}: session: include_usage = false asks for no usage, so no cached-token count: every later turn is `unreported` for the cache",

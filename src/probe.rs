@@ -325,6 +325,11 @@ impl Prober {
         record.response_at = Some(response_at);
         if let Some(session) = &self.target.session {
             record.response.served_by = served_by(response.headers(), &session.served_by);
+            record.response.echo = session
+                .affinity_headers
+                .iter()
+                .filter_map(|name| Some((name.clone(), response.headers().get(name)?.clone())))
+                .collect();
         }
         // Only a pooled connection is ever reused: a fresh one per probe need not be remembered.
         if self.target.connection == ConnectionMode::Reuse {

@@ -267,7 +267,7 @@ async fn through_gateway(route: Route) -> Scrape {
         rate = 40
         input_tokens = 8
         output_tokens = 2
-        session = {{ interval = "200ms", human_gap = "10ms", tool_gap = "5ms", affinity_headers = ["x-session-id"], served_by = ["x-served-by"] }}
+        session = {{ interval = "200ms", human_gap = "10ms", tool_gap = "5ms", affinity_headers = ["x-session-id"], served_by = ["x-served-by"], block_tokens = 16 }}
         "#,
         sim.url()
     ))

@@ -44,6 +44,11 @@ fn chat_reply(reply: &Reply) -> Value {
     };
     message.insert("content".into(), content);
     if !reply.calls.is_empty() {
+        // Only beside calls: DeepSeek wants its reasoning back within a tool-call loop,
+        // and ignores (the first reasoner refused) it elsewhere.
+        if let Some((field, text)) = &reply.reasoning {
+            message.insert((*field).into(), Value::from(text.as_str()));
+        }
         let calls = reply.calls.iter().map(|c| {
             json!({ "id": c.id, "type": "function",
                     "function": { "name": c.name, "arguments": c.arguments } })
@@ -168,6 +173,7 @@ mod tests {
                         signature: "sig".into(),
                         redacted: None,
                     }],
+                    reasoning: None,
                     calls: vec![call("c1", "A-1")],
                 }),
                 Message::ToolResults(vec![result("c1")]),
@@ -178,6 +184,7 @@ mod tests {
                 Message::User("look up B-2 and C-3".into()),
                 Message::Assistant(Reply {
                     calls: vec![call("c2", "B-2"), call("c3", "C-3")],
+                    reasoning: Some(("reasoning_content", "two lookups".into())),
                     ..Reply::default()
                 }),
                 Message::ToolResults(vec![result("c2"), result("c3")]),
@@ -218,6 +225,8 @@ mod tests {
             r#"{"order_id":"A-1"}"#
         );
         assert_eq!(messages[8]["tool_call_id"], "c3");
+        // The chat server's reasoning goes back beside its calls, under its own name.
+        assert_eq!(messages[6]["reasoning_content"], "two lookups");
         // No reasoning goes back in chat.
         assert!(!messages.to_string().contains("I should call"));
     }

@@ -245,11 +245,19 @@ impl WireChoice<'_> {
                 None => {}
             }
             let reasoning_before = info.other_text.len();
-            for text in [&delta.reasoning_content, &delta.reasoning]
-                .into_iter()
-                .flatten()
-            {
+            for (field, text) in [
+                ("reasoning_content", &delta.reasoning_content),
+                ("reasoning", &delta.reasoning),
+            ] {
+                let Some(text) = text else { continue };
                 info.other_text.push_str(text);
+                // Kept apart, under the server's own name: a session sends it back on a
+                // reply with tool calls (DeepSeek's thinking mode refuses the history
+                // without it).
+                if !text.is_empty() {
+                    let reasoning = info.reasoning.get_or_insert_with(|| (field, String::new()));
+                    reasoning.1.push_str(text);
+                }
             }
             info.reasoning_streamed |= info.other_text.len() > reasoning_before;
             if let Some(refusal) = &delta.refusal {

@@ -130,6 +130,8 @@ pub(super) fn session(
                 })
                 .collect()
         };
+    // What a hosted API is known to cache: its block, its least cacheable prompt.
+    let known = known_cache(backend, host, model);
     let spec = SessionSpec {
         interval,
         tool_gap: (Duration::ZERO, tool_gap),
@@ -142,11 +144,11 @@ pub(super) fn session(
         affinity_headers: headers("affinity_headers", raw.affinity_headers.as_ref())?,
         served_by: headers("served_by", raw.served_by.as_ref())?,
         hit_share: share("hit_share", raw.hit_share, DEFAULT_HIT_SHARE)?,
-        block_tokens: raw
-            .block_tokens
-            .map(|b| in_range(&at("block_tokens"), b, 1, 65_536).map(|b| b as u32))
-            .transpose()?,
-        min_cacheable: known_cache(backend, host, model).map_or(0, |k| k.minimum_tokens),
+        block_tokens: match raw.block_tokens {
+            Some(b) => Some(in_range(&at("block_tokens"), b, 1, 65_536)? as u32),
+            None => known.and_then(|k| k.block_tokens),
+        },
+        min_cacheable: known.map_or(0, |k| k.minimum_tokens),
     };
     // The longest session, every gap at its longest, must end before the next begins.
     let longest = spec.least_duration() + tool_gap * 2;

@@ -139,6 +139,16 @@ impl SessionSpec {
         )
     }
 
+    /// What `inferprobe check` warns about: a cache judged without its block size.
+    pub fn warnings(&self) -> Vec<String> {
+        match self.block_tokens {
+            None => vec![
+                "session: block_tokens is unset, so a later turn is expected to find every token of the previous prompt cached; a server that caches whole blocks (vLLM: 16 tokens on GPU, 128 on CPU, 512 or more for hybrid models) returns less, and short histories are judged misses on a healthy cache: set block_tokens to the server's".to_owned(),
+            ],
+            Some(_) => Vec::new(),
+        }
+    }
+
     /// The least time a session takes: every gap at its shortest.
     pub fn least_duration(&self) -> Duration {
         self.human_gap * 2 + self.tool_gap.0 * 2 + self.long_gap.unwrap_or_default()

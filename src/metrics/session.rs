@@ -105,7 +105,8 @@ fn preset(turn: SessionTurn) -> Vec<&'static str> {
     use SessionTurn as T;
     let mut results = vec!["ok"];
     match turn {
-        T::First => {}
+        // A first turn refused: the tools, not the history (InferprobeSessionToolsRejected).
+        T::First => results.push(R::Error(ErrorCategory::Http4xx).as_str()),
         T::Depth => results.push(R::ContextLength.as_str()),
         T::ToolResult | T::ParallelResult => {
             results.extend([R::HistoryRejected.as_str(), R::ToolResultIgnored.as_str()]);

@@ -35,6 +35,9 @@ pub struct Reply {
     pub text: String,
     /// Anthropic's thinking blocks, signed: they must precede the `tool_use` they led to.
     pub thinking: Vec<Thinking>,
+    /// A chat server's streamed reasoning and its field, sent back beside the reply's
+    /// tool calls (DeepSeek's thinking mode requires it within a tool-call loop).
+    pub reasoning: Option<(&'static str, String)>,
     pub calls: Vec<Call>,
 }
 

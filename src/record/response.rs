@@ -31,12 +31,18 @@ pub struct ResponseInfo {
     /// `cache_creation_input_tokens`): the prefix-cache check tells an API that cached
     /// nothing from one that cached and then missed.
     pub cache_written: Option<u64>,
+    /// A chat stream's reasoning text and the field it came in (`reasoning_content`,
+    /// `reasoning`), where the server streams it.
+    pub reasoning: Option<(&'static str, String)>,
     /// Anthropic's thinking blocks, whole and signed: a session sends them back before the
     /// `tool_use` they led to, as the Messages API requires.
     pub thinking: Vec<Thinking>,
     /// The backend that served the request, where the target names a header that says
     /// (a gateway's `x-served-by`, llm-d's `x-session-token`): a session counts switches.
     pub served_by: Option<String>,
+    /// The response's values of the session's affinity headers, sent back on the next turn
+    /// (llm-d returns `x-session-token` and routes a request that carries it back).
+    pub echo: Vec<(http::HeaderName, http::HeaderValue)>,
 }
 
 /// One tool call as it arrived: the function's name and its arguments' text (JSON, if the

@@ -42,6 +42,8 @@ pub struct Seen {
     pub reported: AtomicBool,
     /// Sessions started: every other one omits the affinity headers.
     pub started: AtomicU64,
+    /// A session's counts were set aside (said once in the log).
+    pub set_aside: AtomicBool,
 }
 
 /// Run a session every interval until `stop`; a session still running when the next is

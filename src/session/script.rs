@@ -1,7 +1,7 @@
-//! What a session says (docs/sessions.md, "What a session sends"): a system prompt that
-//! opens with the session's own id (so no other session's cache serves it, and its later
-//! turns hit only where its own earlier turns were served), one tool, and the questions of
-//! each turn; and the tool's results, each carrying a fresh secret the answer after it
+//! What a session says (docs/sessions.md, "What a session sends"): a system prompt shared
+//! by every session (as agents share theirs), one tool, and the questions of each turn, the
+//! first opening with the session's own id (so no other session's cache serves what
+//! follows it, and its later turns hit only where its own earlier turns were served); and the tool's results, each carrying a fresh secret the answer after it
 //! must quote. Orders and secrets are drawn per session: no answer can be remembered.
 
 use std::sync::Arc;
@@ -36,15 +36,21 @@ impl Script {
         }
     }
 
+    /// The same for every session, as an agent's system prompt is: a router keyed on the
+    /// first message sends every session to one replica, as it does real agents.
     pub fn system(&self) -> String {
         format!(
-            "Session {}. You are an order-support agent. Look orders up with the {TOOL} tool, one call per order, and never guess. Answer in one short sentence and quote each tracking code exactly as the tool returned it.",
-            self.id
+            "You are an order-support agent. Look orders up with the {TOOL} tool, one call per order, and never guess. Answer in one short sentence and quote each tracking code exactly as the tool returned it."
         )
     }
 
+    /// The first question opens with the session's id: from it on, no other session's
+    /// prompt is the same, so only this session's own turns can be in a cache for it.
     pub fn first(&self) -> String {
-        format!("What is the tracking code of order {}?", self.orders[0])
+        format!(
+            "Conversation {}. What is the tracking code of order {}?",
+            self.id, self.orders[0]
+        )
     }
 
     pub fn follow_up(&self) -> String {
@@ -141,7 +147,8 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
         let (a, b) = (Script::new(&mut rng), Script::new(&mut rng));
         assert_ne!(a.id, b.id);
-        assert!(a.system().starts_with(&format!("Session {}", a.id)));
+        assert_eq!(a.system(), b.system());
+        assert!(a.first().starts_with(&format!("Conversation {}", a.id)));
         assert_ne!(a.first(), b.first());
         let lookup = Script::lookup(&mut rng, r#"{"order_id":"A-1234"}"#);
         assert!(lookup.secret.starts_with("TRK-") && lookup.secret.len() == 12);

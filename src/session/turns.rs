@@ -17,6 +17,10 @@ use crate::probe::{Outcome, Prober};
 use crate::prompt::conversation::{Call, Conversation, Message, Reply, ToolResult};
 use crate::prompt::{Prompt, synthetic};
 
+/// Fewer prompt tokens than this left uncached on a session's first turn, whose question
+/// follows a fresh id: the count is not a cache's.
+const FRESH_TOKENS: u64 = 8;
+
 /// What judges a later turn's cached tokens: the previous turn's prompt, and what the
 /// session's first turn already found cached (the template before the session's id,
 /// cached for every request alike).
@@ -59,6 +63,8 @@ pub fn judge_cache(j: CacheJudge, prompt: Option<u64>, cached: Option<u64>) -> O
 /// What the turn before left for this one.
 #[derive(Default)]
 struct Previous {
+    /// The affinity headers' values the previous response carried.
+    echo: Vec<(http::HeaderName, HeaderValue)>,
     prompt_tokens: Option<u64>,
     cache_written: Option<u64>,
     output_tokens: u64,
@@ -115,6 +121,7 @@ pub(super) async fn session(
     plan.extend(depth.map(|_| Turn::Depth));
     let mut previous = Previous::default();
     let mut base = None;
+    let mut set_aside = false;
     let mut complete = true;
     for (index, turn) in plan.into_iter().enumerate() {
         // Calls left unanswered (a model that called again where it was to answer) get
@@ -168,6 +175,15 @@ pub(super) async fn session(
                 () = stop.cancelled() => return,
             }
         }
+        // An affinity header the gateway returned goes back as it came (llm-d's
+        // `x-session-token`, the base64 of the pod it chose); the others carry the id.
+        if affinity {
+            for (name, value) in &mut conversation.headers {
+                if let Some((_, echoed)) = previous.echo.iter().find(|(n, _)| n == name) {
+                    value.clone_from(echoed);
+                }
+            }
+        }
         conversation.cache_through = Some(conversation.messages.len());
         // Several calls only where asked for: a server's grammar may write more than one
         // for a forced call, and a template that renders one call a reply (Llama 3's
@@ -188,10 +204,19 @@ pub(super) async fn session(
             cache_breakpoint: None,
             conversation: Some(std::sync::Arc::new(conversation.clone())),
         };
+        // A target stopped (removed, reloaded, the daemon shutting down) sends no more
+        // turns and counts none: its series are gone, and a late count would make them
+        // again, for good.
+        if stop.is_cancelled() {
+            return;
+        }
         let report = prober.probe(&request_id, &prompt, abort).await;
         let Outcome::Finished(result) = &report.outcome else {
             return;
         };
+        if stop.is_cancelled() {
+            return;
+        }
         let response = &report.record.response;
         let mut verdict = judge(
             turn,
@@ -246,9 +271,23 @@ pub(super) async fn session(
         );
         if let Some(m) = measured {
             if turn == Turn::First {
-                base = Some(m.cached_prompt_tokens.unwrap_or(0));
+                let cached = m.cached_prompt_tokens.unwrap_or(0);
+                // The question after the session's fresh id (a dozen tokens and more) cannot
+                // be in any cache: a first turn that reports all but a few tokens cached is
+                // a prefill/decode split's decode side (vLLM reports `prompt − 1`) or a
+                // double count. No later turn of the session can be judged by such counts.
+                if m.prompt_tokens
+                    .is_some_and(|p| p > 0 && p.saturating_sub(cached) < FRESH_TOKENS)
+                {
+                    set_aside = true;
+                    if !seen.set_aside.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(target = %target.id, cached, prompt = m.prompt_tokens.unwrap_or(0), "session check: the first turn, whose prompt no cache can hold, reported most of it cached (a prefill/decode split's decode side, or a double count): later turns are counted unreported (docs/sessions.md)");
+                    }
+                }
+                base = Some(cached);
             }
             let judged = match (turn.cached(), previous.prompt_tokens) {
+                (true, Some(_)) if set_aside => Some(TurnCache::Unreported),
                 (true, Some(previous_prompt)) => judge_cache(
                     CacheJudge {
                         previous_prompt,
@@ -267,6 +306,7 @@ pub(super) async fn session(
             if let Some(cache) = judged {
                 series.cache(turn, cache, affinity);
             }
+            tracing::debug!(target = %target.id, request_id, turn = turn.as_str(), previous = ?previous.prompt_tokens, base = ?base, prompt = ?m.prompt_tokens, cached = ?m.cached_prompt_tokens, verdict = ?judged, "session turn's cache");
             if let (Some(before), Some(now)) = (&previous.served_by, &response.served_by) {
                 series.routed(before != now);
             }
@@ -293,9 +333,11 @@ pub(super) async fn session(
         conversation.messages.push(Message::Assistant(Reply {
             text: response.text.clone(),
             thinking: response.thinking.clone(),
+            reasoning: response.reasoning.clone(),
             calls: calls.clone(),
         }));
         previous = Previous {
+            echo: response.echo.clone(),
             prompt_tokens: measured.and_then(|m| m.prompt_tokens),
             cache_written: response.cache_written,
             output_tokens: measured

@@ -32,7 +32,9 @@ fn response(text: &str, finish: Option<&str>, model: Option<&str>) -> ResponseIn
         refusal: String::new(),
         cache_written: None,
         thinking: Vec::new(),
+        reasoning: None,
         served_by: None,
+        echo: Vec::new(),
     }
 }
 

@@ -121,7 +121,9 @@ fn openai_parser_fills_response_info() {
             refusal: String::new(),
             cache_written: None,
             thinking: Vec::new(),
+            reasoning: None,
             served_by: None,
+            echo: Vec::new(),
         }
     );
 }

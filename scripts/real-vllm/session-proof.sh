@@ -22,7 +22,8 @@
 # The tiny model's forced calls carry junk arguments that run to the length limit
 # (`truncated` on the first and parallel turns): the call still goes back, as `{}`, so the
 # history is tested all the same. Sessions run every 20 s (1 s human gaps, 128 output
-# tokens a turn: the tiny tokenizer spends about a token a character) for SECONDS
+# tokens a turn: the tiny tokenizer spends about a token a character; block_tokens 128,
+# vLLM's on CPU) for SECONDS
 # (default 150). Passes when good has complete sessions and no history_rejected, every
 # later turn of broken's sessions is history_rejected while its single-turn probes all
 # succeed, small's depth turns are all context_length, and good's later turns hit the
@@ -38,7 +39,7 @@ start_vllm good "$GOOD_PORT" "$MODEL" "${COMMON[@]}" --chat-template "$T/tools.j
 start_vllm broken "$BROKEN_PORT" "$MODEL" "${COMMON[@]}" --chat-template "$T/broken.jinja" --max-model-len 2048
 start_vllm small "$SMALL_PORT" "$MODEL" "${COMMON[@]}" --chat-template "$T/tools.jinja" --max-model-len 2048
 
-SESSION='interval = "20s", human_gap = "1s", tool_gap = "500ms", tool_choice = "required", max_tokens = 128'
+SESSION='interval = "20s", human_gap = "1s", tool_gap = "500ms", tool_choice = "required", max_tokens = 128, block_tokens = 128'
 cat > "$WORK/inferprobe.toml" <<TOML
 listen = "127.0.0.1:$PROBE_PORT"
 

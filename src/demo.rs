@@ -6,7 +6,7 @@
 //! the dashboards and alerts against. Two more are pools behind the simulator's gateway
 //! over three replicas, one routing by prefix and one by turn, each with a prefix-cache
 //! check (docs/prefix-cache.md): the first hits, the second misses and would be ticketed.
-//! The chat target and both pools hold an agent's session every 20 s (docs/sessions.md).
+//! The chat target and the prefix pool hold an agent's session every 20 s (docs/sessions.md).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -90,9 +90,12 @@ pub fn demo_config(
         served_by: pool.then(|| vec!["x-served-by".into()]),
         ..RawSession::default()
     };
-    let pool = |name: &str, at: SocketAddr| RawTarget {
+    // Sessions only through the prefix pool: their requests between a prefix-cache pair's
+    // two would send the round-robin pool's second request back to the first's replica
+    // now and then, and that pool is the demo's example of a pair that misses.
+    let pool = |name: &str, at: SocketAddr, sessions: bool| RawTarget {
         url: Some(format!("http://{at}")),
-        session: Some(session(true)),
+        session: sessions.then(|| session(true)),
         prefix_cache: Some(RawPrefixCache {
             interval: seconds("5s"),
             prefix_tokens: Some(512),
@@ -128,8 +131,8 @@ pub fn demo_config(
                 ..target("sim-chat", "openai-chat", 2.0, 32, true)
             },
             target("sim-completions", "openai", 1.0, 48, false),
-            pool("sim-pool-prefix-affinity", sims.affinity),
-            pool("sim-pool-round-robin", sims.round_robin),
+            pool("sim-pool-prefix-affinity", sims.affinity, true),
+            pool("sim-pool-round-robin", sims.round_robin, false),
         ],
         ..RawConfig::default()
     };

@@ -8,6 +8,7 @@
 //! counted. A session's requests run as probe tasks of the target (drained at shutdown
 //! like every probe); they reach none of the target's own series.
 
+mod depth;
 mod judge;
 pub mod script;
 mod turns;

@@ -9,13 +9,14 @@ use http::HeaderValue;
 use rand::{RngExt, SeedableRng, rngs::StdRng};
 use tokio_util::sync::CancellationToken;
 
+use super::depth::{depth_tokens, padding};
 use super::script::{Script, structure};
 use super::{Expect, Reason, Seen, Turn, Verdict, judge};
-use crate::endpoint::session::{DepthTo, SessionSpec};
+use crate::endpoint::session::SessionSpec;
 use crate::metrics::{SessionSeries, TurnCache, TurnNumbers};
 use crate::probe::{Outcome, Prober};
+use crate::prompt::Prompt;
 use crate::prompt::conversation::{Call, Conversation, Message, Reply, ToolResult};
-use crate::prompt::{Prompt, synthetic};
 
 /// Fewer prompt tokens than this left uncached on a session's first turn, whose question
 /// follows a fresh id: the count is not a cache's.
@@ -158,7 +159,14 @@ pub(super) async fn session(
             }
             Turn::Depth => {
                 let depth = depth.unwrap_or_default();
-                let Some(padding) = padding(prober, depth, &previous, &conversation).await else {
+                let Some(padding) = padding(
+                    prober,
+                    depth,
+                    previous.prompt_tokens.map(|p| p + previous.output_tokens),
+                    &conversation,
+                )
+                .await
+                else {
                     tracing::debug!(target = %target.id, depth, "session check: the history already reaches the depth; no depth turn");
                     break;
                 };
@@ -400,99 +408,6 @@ fn answer(rng: &mut StdRng, conversation: &mut Conversation, calls: &mut Vec<Cal
         .collect();
     conversation.messages.push(Message::ToolResults(results));
     secrets
-}
-
-/// The depth this session's depth turn pads to: the configured one, or the window the
-/// server advertises less the margin and the turn's output (`None`, said in the log, when
-/// it cannot be read).
-async fn depth_tokens(prober: &Prober, spec: &SessionSpec, series: &SessionSeries) -> Option<u64> {
-    let depth = match spec.depth?.to {
-        DepthTo::Tokens(tokens) => u64::from(tokens),
-        DepthTo::Served { margin } => {
-            let window = match served_window(prober).await {
-                Ok(window) => window,
-                Err(e) => {
-                    tracing::warn!(target = %prober.target.id, error = %e, "session check: the served window could not be read from /v1/models; no depth turn");
-                    return None;
-                }
-            };
-            series.served_window(window);
-            (((window as f64) * (1.0 - margin)) as u64).saturating_sub(u64::from(spec.max_tokens))
-        }
-    };
-    series.depth(depth);
-    Some(depth)
-}
-
-/// The depth turn's padding: enough tokens that its prompt reaches `depth` (exact with the
-/// target's tokenizer, else words as tokens), after the history the previous turn's usage
-/// measured; `None` when the history already reaches it.
-async fn padding(
-    prober: &Prober,
-    depth: u64,
-    previous: &Previous,
-    conversation: &Conversation,
-) -> Option<String> {
-    let history = match previous.prompt_tokens {
-        Some(prompt) => prompt + previous.output_tokens,
-        None => words(conversation),
-    };
-    // The question around the padding, and the template's tokens for one more message.
-    let needed = depth.checked_sub(history + 48).filter(|n| *n >= 16)?;
-    let needed = u32::try_from(needed).ok()?;
-    let counter = prober.target.prompts.tokenizer.clone();
-    let nonce: u64 = rand::random();
-    let text = tokio::task::spawn_blocking(move || {
-        synthetic::pair_prefix(needed, nonce, counter.as_deref())
-    })
-    .await
-    .ok()?;
-    text.ok()
-}
-
-fn words(conversation: &Conversation) -> u64 {
-    let mut n = conversation.system.split_whitespace().count();
-    for message in &conversation.messages {
-        n += match message {
-            Message::User(text) => text.split_whitespace().count(),
-            Message::Assistant(reply) => {
-                reply.text.split_whitespace().count()
-                    + reply
-                        .calls
-                        .iter()
-                        .map(|c| c.arguments.len() / 4 + 8)
-                        .sum::<usize>()
-            }
-            Message::ToolResults(results) => results.iter().map(|r| r.content.len() / 4).sum(),
-        };
-    }
-    n as u64
-}
-
-/// `max_model_len` of the target's model in `/v1/models` (vLLM, SGLang), beside the
-/// target's own path.
-async fn served_window(prober: &Prober) -> Result<u64, String> {
-    let target = &prober.target;
-    let mut url = target.url.clone();
-    let path = url.path().to_owned();
-    let base = path.find("/v1/").map_or("", |at| &path[..at]);
-    url.set_path(&format!("{base}/v1/models"));
-    url.set_query(None);
-    let models = prober.get_json(url).await?;
-    let data = models
-        .get("data")
-        .and_then(serde_json::Value::as_array)
-        .ok_or("no `data` list")?;
-    let entry = data
-        .iter()
-        .find(|m| m.get("id").and_then(serde_json::Value::as_str) == Some(target.model.as_str()))
-        .or(data.first())
-        .ok_or("no model listed")?;
-    entry
-        .get("max_model_len")
-        .and_then(serde_json::Value::as_u64)
-        .filter(|n| *n > 0)
-        .ok_or_else(|| "no `max_model_len` for the model".to_owned())
 }
 
 #[cfg(test)]

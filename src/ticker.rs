@@ -3,49 +3,135 @@
 //! are not all checked at once, and never two at a time: a check still running when the
 //! next is due delays it (a slow server is not sent more checks than it can answer).
 //!
-//! A **warm-up** may come first: that many checks back to back (each as soon as the last
-//! ended), for the canary of a replica just found, so a rollout's gate gets its verdict in
-//! seconds rather than after ten intervals; then the interval's pace.
+//! A **warm-up** may come first, for the canary of a replica just found, so a rollout's
+//! gate gets its verdict in seconds rather than after ten intervals:
+//! - checks run back to back, [`Warmup::at_once`] at a time (a young replica's few short
+//!   greedy requests are nothing to a server that batches; at 3 s an answer, one at a time
+//!   would take minutes to gather the evidence a gate needs);
+//! - at least [`Warmup::least`] of them, then on until the checks say the evidence suffices
+//!   ([`Pace::settle`]), at most [`Warmup::most`];
+//! - a failed check is retried after a back-off (half a second, doubling, at most
+//!   `interval / 15`), one at a time, so a port that refuses for its first seconds after
+//!   Ready meets a few checks, not every one of the warm-up within milliseconds.
+//!
+//! Then the interval's pace.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use rand::RngExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::time::{Instant, sleep_until};
+use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
+
+/// How many checks a warm-up runs, and how many at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Warmup {
+    pub least: usize,
+    pub most: usize,
+    pub at_once: u32,
+}
+
+/// What the checks of a warm-up tell its ticker: how each ended, and when enough is known.
+#[derive(Debug, Default)]
+pub struct Pace {
+    /// Failed checks since the last that succeeded.
+    streak: AtomicU32,
+    settled: AtomicBool,
+}
+
+impl Pace {
+    pub fn succeeded(&self) {
+        self.streak.store(0, Ordering::Relaxed);
+    }
+
+    pub fn failed(&self) {
+        self.streak.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The evidence suffices: the warm-up may end once its least is run.
+    pub fn settle(&self) {
+        self.settled.store(true, Ordering::Relaxed);
+    }
+
+    fn streak(&self) -> u32 {
+        self.streak.load(Ordering::Relaxed)
+    }
+}
+
+/// The back-off before a warm-up's next check after `streak` failed ones.
+pub fn backoff(interval: Duration, streak: u32) -> Duration {
+    let first = Duration::from_millis(500).min(interval / 120);
+    let most = interval / 15;
+    first
+        .saturating_mul(1 << streak.saturating_sub(1).min(16))
+        .min(most)
+}
+
+#[derive(Debug)]
+struct Warming {
+    plan: Warmup,
+    started: usize,
+}
 
 #[derive(Debug)]
 pub struct Ticker {
     interval: Duration,
     next: Instant,
     busy: Arc<Semaphore>,
-    /// Checks still to run back to back.
-    warmup: usize,
+    /// The permits one check at the interval's pace holds: all of them.
+    permits: u32,
+    warming: Option<Warming>,
+    pace: Arc<Pace>,
 }
 
 impl Ticker {
     pub fn new(interval: Duration) -> Self {
-        Self::with_warmup(interval, 0)
+        Self::with_warmup(
+            interval,
+            Warmup {
+                least: 0,
+                most: 0,
+                at_once: 1,
+            },
+        )
     }
 
-    /// `warmup` checks back to back first, then one per `interval`.
-    pub fn with_warmup(interval: Duration, warmup: usize) -> Self {
-        let offset = if warmup > 0 {
+    /// A warm-up first (none when `warmup.most` is 0), then one check per `interval`.
+    pub fn with_warmup(interval: Duration, warmup: Warmup) -> Self {
+        let warming = (warmup.most > 0).then_some(Warming {
+            plan: warmup,
+            started: 0,
+        });
+        let offset = if warming.is_some() {
             0.0
         } else {
             rand::rng().random_range(0.0..interval.as_secs_f64())
         };
+        let permits = warmup.at_once.max(1);
         Self {
             interval,
             next: Instant::now() + Duration::from_secs_f64(offset),
-            busy: Arc::new(Semaphore::new(1)),
-            warmup,
+            busy: Arc::new(Semaphore::new(permits as usize)),
+            permits,
+            warming,
+            pace: Arc::default(),
         }
     }
 
-    /// Wait until the next check is due and the last one has ended: the time it starts,
-    /// and the permit that check holds until it ends. None once `stop` is cancelled.
+    /// What the checks report to (a clone for each).
+    pub fn pace(&self) -> Arc<Pace> {
+        Arc::clone(&self.pace)
+    }
+
+    /// Whether the next check is still one of the warm-up's.
+    pub fn warming(&self) -> bool {
+        self.warming.is_some()
+    }
+
+    /// Wait until the next check is due and may start: the time it starts, and the permit
+    /// it holds until it ends. None once `stop` is cancelled.
     pub async fn tick(
         &mut self,
         stop: &CancellationToken,
@@ -54,24 +140,52 @@ impl Ticker {
             () = stop.cancelled() => return None,
             () = sleep_until(self.next) => {}
         }
-        let permit = tokio::select! {
-            () = stop.cancelled() => return None,
-            permit = Arc::clone(&self.busy).acquire_owned() => permit.ok()?,
+        let permit = match self.warming {
+            Some(_) => self.warm_permit(stop).await?,
+            None => self.permit(self.permits, stop).await?,
         };
         let now = Instant::now();
-        if self.warmup > 0 {
-            self.warmup -= 1;
-            // The next is due at once (it still waits for this one to end); after the
-            // last, the interval's pace.
-            self.next = if self.warmup > 0 {
-                now
-            } else {
-                now + self.interval
-            };
-        } else {
-            self.next = now.max(self.next) + self.interval;
+        match &mut self.warming {
+            Some(w) => {
+                w.started += 1;
+                let enough = w.started >= w.plan.least && self.pace.settled.load(Ordering::Relaxed);
+                if w.started >= w.plan.most || enough {
+                    self.warming = None;
+                    self.next = now + self.interval;
+                } else {
+                    // The next is due at once (it still waits for a permit).
+                    self.next = now;
+                }
+            }
+            None => self.next = now.max(self.next) + self.interval,
         }
         Some((now, permit))
+    }
+
+    /// A warm-up check's permit: one of `at_once`, or, after a failed check, all of them
+    /// (the checks in flight have ended) and the back-off.
+    async fn warm_permit(&self, stop: &CancellationToken) -> Option<OwnedSemaphorePermit> {
+        let one = self.permit(1, stop).await?;
+        if self.pace.streak() == 0 {
+            return Some(one);
+        }
+        drop(one);
+        let all = self.permit(self.permits, stop).await?;
+        let streak = self.pace.streak();
+        if streak > 0 {
+            tokio::select! {
+                () = stop.cancelled() => return None,
+                () = sleep(backoff(self.interval, streak)) => {}
+            }
+        }
+        Some(all)
+    }
+
+    async fn permit(&self, n: u32, stop: &CancellationToken) -> Option<OwnedSemaphorePermit> {
+        tokio::select! {
+            () = stop.cancelled() => None,
+            permit = Arc::clone(&self.busy).acquire_many_owned(n) => permit.ok(),
+        }
     }
 }
 
@@ -104,22 +218,104 @@ mod tests {
         assert!(ticker.tick(&stop).await.is_none());
     }
 
+    fn warmup(least: usize, most: usize, at_once: u32) -> Warmup {
+        Warmup {
+            least,
+            most,
+            at_once,
+        }
+    }
+
+    /// Each check takes 2 s and reports `ok`; the start of every check, in seconds.
+    async fn starts(ticker: &mut Ticker, n: usize, ok: impl Fn(usize) -> bool) -> Vec<f64> {
+        let stop = CancellationToken::new();
+        let start = Instant::now();
+        let mut times = Vec::new();
+        for i in 0..n {
+            let (at, permit) = ticker.tick(&stop).await.unwrap();
+            times.push((at - start).as_secs_f64());
+            let (pace, ok) = (ticker.pace(), ok(i));
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                if ok {
+                    pace.succeeded()
+                } else {
+                    pace.failed()
+                }
+                drop(permit);
+            });
+        }
+        times
+    }
+
     /// Issue 41 item 2: a warm-up's checks run back to back (one at a time, each as soon
     /// as the last ended), then the interval's pace.
     #[tokio::test(start_paused = true)]
     async fn a_warmup_runs_back_to_back_then_paces() {
-        let mut ticker = Ticker::with_warmup(Duration::from_secs(60), 3);
+        let mut ticker = Ticker::with_warmup(Duration::from_secs(60), warmup(3, 3, 1));
+        let times = starts(&mut ticker, 5, |_| true).await;
+        assert_eq!(times, [0.0, 2.0, 4.0, 64.0, 124.0]);
+    }
+
+    /// Issue 51 item 1: `at_once` checks at a time during the warm-up; after it, one at a
+    /// time again (the interval's check waits for every warm-up check to end).
+    #[tokio::test(start_paused = true)]
+    async fn a_warmup_runs_checks_at_once_and_the_interval_one() {
+        let mut ticker = Ticker::with_warmup(Duration::from_secs(60), warmup(6, 6, 3));
+        let times = starts(&mut ticker, 8, |_| true).await;
+        assert_eq!(times, [0.0, 0.0, 0.0, 2.0, 2.0, 2.0, 62.0, 122.0]);
+    }
+
+    /// Issue 51 item 1: past its least, a warm-up ends once the checks settle it, and at
+    /// its most whatever they say.
+    #[tokio::test(start_paused = true)]
+    async fn a_warmup_ends_when_settled_or_at_its_most() {
+        let mut ticker = Ticker::with_warmup(Duration::from_secs(60), warmup(2, 100, 1));
+        let pace = ticker.pace();
         let stop = CancellationToken::new();
-        let start = Instant::now();
-        let mut times = Vec::new();
-        for _ in 0..5 {
-            let (at, permit) = ticker.tick(&stop).await.unwrap();
-            times.push(at - start);
-            // Each check takes 2 s.
-            tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut n = 0;
+        while ticker.warming() {
+            let (_, permit) = ticker.tick(&stop).await.unwrap();
+            n += 1;
+            if n == 5 {
+                pace.settle();
+            }
             drop(permit);
         }
-        let secs: Vec<u64> = times.iter().map(Duration::as_secs).collect();
-        assert_eq!(secs, [0, 2, 4, 64, 124]);
+        assert_eq!(n, 6, "settled after the fifth: the sixth was already due");
+        let mut ticker = Ticker::with_warmup(Duration::from_secs(60), warmup(2, 7, 2));
+        let mut n = 0;
+        while ticker.warming() {
+            let (_, permit) = ticker.tick(&stop).await.unwrap();
+            n += 1;
+            drop(permit);
+        }
+        assert_eq!(n, 7);
+    }
+
+    /// Issue 51 item 3: a failed warm-up check is followed by one check at a time, after a
+    /// back-off that doubles (0.5, 1, 2, 4 s at a 60 s interval, at most 4 s); a success
+    /// brings back the checks at once.
+    #[tokio::test(start_paused = true)]
+    async fn failed_warmup_checks_back_off_one_at_a_time() {
+        let mut ticker = Ticker::with_warmup(Duration::from_secs(60), warmup(40, 40, 2));
+        // Checks 0..7 fail (a port refusing at first), the rest succeed.
+        let times = starts(&mut ticker, 11, |i| i >= 7).await;
+        // The two at 0 fail at 2 (two failures): the next waits for both, then 1 s; each
+        // later one fails 2 s after it starts and the back-off doubles to its 4 s cap:
+        // 3, 7, 13, 19, 25; the one at 31 succeeds at 33, and two run at once again.
+        assert_eq!(
+            times,
+            [0.0, 0.0, 3.0, 7.0, 13.0, 19.0, 25.0, 31.0, 33.0, 33.0, 35.0]
+        );
+        assert_eq!(
+            backoff(Duration::from_secs(60), 1),
+            Duration::from_millis(500)
+        );
+        assert_eq!(backoff(Duration::from_secs(60), 9), Duration::from_secs(4));
+        assert_eq!(
+            backoff(Duration::from_secs(4), 1),
+            Duration::from_secs(4) / 120
+        );
     }
 }

@@ -17,6 +17,7 @@ pub mod books;
 mod explain;
 pub mod lineage;
 pub mod votes;
+pub mod warmup;
 pub use explain::{ALERT_WINDOW, DRIFT_NEEDS, WRONG_ANSWERS_NEED, describe, warnings};
 pub mod compare;
 pub mod record;
@@ -209,6 +210,54 @@ pub struct Sinks {
     pub voters: Option<votes::Voters>,
 }
 
+/// What a replica's checks share: its place in its group's book, its warm-up.
+struct Own {
+    member: Arc<Member>,
+    young: Young,
+}
+
+/// A replica's warm-up state (`warmup`).
+struct Young {
+    evidence: std::sync::Mutex<warmup::Evidence>,
+    burst: warmup::Burst,
+    pace: Arc<crate::ticker::Pace>,
+    has_known: bool,
+    tolerance: f64,
+}
+
+impl Young {
+    fn evidence(&self) -> std::sync::MutexGuard<'_, warmup::Evidence> {
+        self.evidence.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Count a check: a failure of a warm-up's burst held back, the evidence told
+/// ([`warmup`]).
+async fn count(
+    result: &Result<Measurement, ProbeError>,
+    verdict: &CanaryVerdict,
+    sinks: &Sinks,
+    young: &Young,
+    warming: bool,
+) {
+    let (now, earlier) = match result {
+        Err(_) => young.burst.failed(verdict, warming),
+        Ok(_) => (true, young.burst.succeeded().into_iter().collect()),
+    };
+    for held in &earlier {
+        sinks.metrics.record_canary_verdict(held).await;
+    }
+    sinks
+        .metrics
+        .record_canary_request(result, now.then_some(verdict))
+        .await;
+    let mut evidence = young.evidence();
+    evidence.add(verdict);
+    if evidence.settled(young.has_known, young.tolerance) {
+        young.pace.settle();
+    }
+}
+
 /// Check `prober`'s target every interval until `stop`. Each check runs as a probe task of
 /// `ctx` (drained at shutdown like every probe); a check still running when the next is
 /// due delays it rather than overlapping it.
@@ -225,28 +274,66 @@ pub async fn run(
         target.created,
         lineage::Lineage::of(&target),
     ));
-    let mut ticker = crate::ticker::Ticker::with_warmup(spec.interval, spec.warmup);
+    let plan = crate::ticker::Warmup {
+        least: spec.warmup,
+        most: match spec.warmup {
+            0 => 0,
+            least => least.max(warmup::MOST),
+        },
+        at_once: warmup::AT_ONCE,
+    };
+    let mut ticker = crate::ticker::Ticker::with_warmup(spec.interval, plan);
+    let own = Arc::new(Own {
+        member,
+        young: Young {
+            evidence: std::sync::Mutex::default(),
+            burst: warmup::Burst::new(spec.interval),
+            pace: ticker.pace(),
+            has_known: spec.prompts.iter().any(CanaryPrompt::known),
+            tolerance: spec.max_divergence,
+        },
+    });
     if spec.prompts.iter().any(CanaryPrompt::compared) {
         // Before the first check: a gate's query finds every result at 0, not nothing.
         open_pairs(&sinks);
     }
-    for round in 0usize.. {
+    let mut index = 0;
+    loop {
+        let warming = ticker.warming();
         let Some((_, permit)) = ticker.tick(&stop).await else {
             return;
         };
-        let index = round % spec.prompts.len();
-        let (prober, spec, sinks, member) = (
+        let young = &own.young;
+        let compared_only = warming
+            && young
+                .evidence()
+                .compared_only(young.has_known, young.tolerance);
+        let this = next_prompt(&spec.prompts, &mut index, compared_only);
+        let (prober, spec, sinks, own) = (
             Arc::clone(&prober),
             Arc::clone(&spec),
             sinks.clone(),
-            Arc::clone(&member),
+            Arc::clone(&own),
         );
         let ctx_for_check = ctx.clone();
         ctx.probes.spawn(async move {
             let _permit = permit;
-            check(&prober, &spec, index, &sinks, &member, &ctx_for_check).await;
+            let at = (this, warming);
+            check(&prober, &spec, at, &sinks, &own, &ctx_for_check).await;
         });
     }
+}
+
+/// The prompts in turn from `index`; with `compared_only`, the next compared one (any,
+/// if none is).
+fn next_prompt(prompts: &[CanaryPrompt], index: &mut usize, compared_only: bool) -> usize {
+    let n = prompts.len();
+    let pick = (0..n)
+        .map(|k| (*index + k) % n)
+        .find(|&i| !compared_only || prompts[i].compared())
+        .unwrap_or(*index % n);
+    *index = pick + 1;
+    pick
 }
 
 /// The other groups this replica is compared with now, their pair series opened (at 0 if
@@ -262,9 +349,9 @@ fn open_pairs(sinks: &Sinks) -> Vec<Option<String>> {
 async fn check(
     prober: &Prober,
     spec: &Arc<CanarySpec>,
-    index: usize,
+    (index, warming): (usize, bool),
     sinks: &Sinks,
-    member: &Arc<Member>,
+    own: &Own,
     ctx: &Context,
 ) {
     let target = &prober.target;
@@ -274,35 +361,27 @@ async fn check(
         target.request_id_prefix,
         rand::random::<u64>()
     ));
-    if let Some(voters) = sinks
-        .voters
-        .as_ref()
-        .filter(|_| canary_prompt.compared() && !sinks.golden)
-    {
-        voters
-            .ensure(target, spec, &sinks.book, &canary_prompt.text, &ctx.abort)
-            .await;
-    }
     let others = if canary_prompt.compared() {
         open_pairs(sinks)
     } else {
         Vec::new()
     };
-    if let Some(voters) = &sinks.voters {
-        for (group, book) in sinks.baseline.remote(&others) {
-            // That group runs on other nodes only: its replicas there answer for it.
-            voters
-                .ensure_for(
-                    group.as_deref(),
-                    target,
-                    spec,
-                    &book,
-                    &canary_prompt.text,
-                    &ctx.abort,
-                )
-                .await;
+    // Votes are asked while the replica answers, never before: the comparison waits for
+    // the slower of the two, not their sum.
+    let votes = async {
+        let Some(voters) = &sinks.voters else {
+            return;
+        };
+        // Other groups with no replica here: their replicas on other nodes answer for them.
+        let mut groups = sinks.baseline.remote(&others);
+        if canary_prompt.compared() && !sinks.golden {
+            groups.push((voters.group.clone(), Arc::clone(&sinks.book)));
         }
-    }
+        let text = &canary_prompt.text;
+        voters
+            .ensure_all(groups, target, spec, text, &ctx.abort)
+            .await;
+    };
     let mut prompt = prompt(spec, &canary_prompt.text, &target.model);
     if let Some(structure) = &canary_prompt.structure {
         // Judged by its schema: no logprobs to compare, so no greedy settings either.
@@ -314,15 +393,20 @@ async fn check(
         });
         prompt.max_tokens = spec.structured_max_tokens;
     }
-    let report = {
+    let asked = async {
         let _in_flight = sinks.metrics.in_flight();
         prober
             .probe_sampled(&request_id, &prompt, &ctx.abort, ctx.sample())
             .await
     };
+    let ((), report) = tokio::join!(votes, asked);
     let Outcome::Finished(result) = &report.outcome else {
         return; // cut by shutdown: not counted, like any probe
     };
+    match result {
+        Ok(_) => own.young.pace.succeeded(),
+        Err(_) => own.young.pace.failed(),
+    }
     crate::report::log_probe(target, &request_id, result, &report);
     if let Some(spans) = &ctx.spans {
         if let Some(span) = crate::otlp::probe_span(target, &request_id, &report, result, true) {
@@ -331,7 +415,11 @@ async fn check(
     }
     // Scoring compares the answer with each of the group's others (a millisecond at 500
     // replicas, under the book's lock): off the runtime's workers, which time streams.
-    let (book, member, margin) = (Arc::clone(&sinks.book), Arc::clone(member), spec.margin);
+    let (book, member, margin) = (
+        Arc::clone(&sinks.book),
+        Arc::clone(&own.member),
+        spec.margin,
+    );
     let spec = Arc::clone(spec);
     let (golden, baseline) = (sinks.golden, sinks.baseline.clone());
     let canary_prompt = canary_prompt.clone();
@@ -360,7 +448,7 @@ async fn check(
         &canary_prompt,
         result,
         (&check, versus),
-        sinks,
+        (sinks, &own.young, warming),
     )
     .await;
 }
@@ -371,7 +459,7 @@ async fn record(
     prompt: &CanaryPrompt,
     result: &Result<Measurement, ProbeError>,
     (check, versus): (&Check, Vec<(String, PairResult)>),
-    sinks: &Sinks,
+    (sinks, young, warming): (&Sinks, &Young, bool),
 ) {
     let verdict = CanaryVerdict {
         result: check.result,
@@ -385,7 +473,7 @@ async fn record(
             .filter(|_| check.structured)
             .map(|s| (s.capability(), check.invalid)),
     };
-    sinks.metrics.record_canary(result, &verdict).await;
+    count(result, &verdict, sinks, young, warming).await;
     let prompt = crate::error::snippet(&prompt.text);
     match (&check.result, &check.divergence) {
         (CheckResult::Diverged, Some(d)) => tracing::warn!(

@@ -70,18 +70,21 @@ pub struct Voters {
 }
 
 impl Voters {
-    /// Before `target` is scored on `prompt`: if its group on this node is too small for a
-    /// majority and the prompt's votes ran out, ask the pool's other replicas of the group.
-    pub async fn ensure(
+    /// While `target` is asked `prompt`: for each of `groups` (its own group, whose replicas
+    /// on this node may be too few for a majority, and the other groups it is compared
+    /// with that run on other nodes only), the votes the prompt ran out of, all at once.
+    pub async fn ensure_all(
         &self,
+        groups: Vec<(Option<String>, Arc<Book>)>,
         target: &Target,
         spec: &CanarySpec,
-        book: &Arc<Book>,
         prompt: &str,
         abort: &CancellationToken,
     ) {
-        self.ensure_for(self.group.as_deref(), target, spec, book, prompt, abort)
-            .await;
+        let asks = groups.iter().map(|(group, book)| {
+            self.ensure_for(group.as_deref(), target, spec, book, prompt, abort)
+        });
+        futures_util::future::join_all(asks).await;
     }
 
     /// The same for `group`'s `book`, which may be another group's with no replica on this
@@ -139,42 +142,56 @@ impl Voters {
         peers.shuffle(&mut rand::rng());
         peers.truncate(missing);
         let request = super::prompt(spec, prompt, &target.model);
-        for peer in peers {
-            let Ok(prober) = Prober::new(Arc::clone(&peer), Counter::default()) else {
+        // All at once: three voters one after another at 3 s an answer held a new
+        // version's first comparison back by 9 s a prompt.
+        let asks = peers
+            .into_iter()
+            .map(|peer| self.ask(peer, target, spec, book, (prompt, &request), abort));
+        futures_util::future::join_all(asks).await;
+    }
+
+    /// One voter's answer, into `book`.
+    async fn ask(
+        &self,
+        peer: Arc<Target>,
+        target: &Target,
+        spec: &CanarySpec,
+        book: &Arc<Book>,
+        (prompt, request): (&str, &crate::prompt::Prompt),
+        abort: &CancellationToken,
+    ) {
+        let Ok(prober) = Prober::new(Arc::clone(&peer), Counter::default()) else {
+            self.failed.inc();
+            return;
+        };
+        let id = format!(
+            "{}canary-vote-{:016x}",
+            target.request_id_prefix,
+            rand::random::<u64>()
+        );
+        let report = prober.probe_sampled(&id, request, abort, false).await;
+        let answer = match &report.outcome {
+            Outcome::Finished(Ok(_)) => super::answer(&report).filter(|a| !a.positions.is_empty()),
+            Outcome::Finished(Err(_)) => None,
+            Outcome::Cut => return,
+        };
+        match answer {
+            Some(answer) => {
+                self.answered.inc();
+                let until = std::time::Instant::now() + VOTE_TTL;
+                let lineage = Lineage::of(&peer);
+                book.vote(
+                    &peer.id,
+                    prompt,
+                    Arc::new(answer),
+                    spec.margin,
+                    until,
+                    lineage,
+                );
+            }
+            None => {
                 self.failed.inc();
-                continue;
-            };
-            let id = format!(
-                "{}canary-vote-{:016x}",
-                target.request_id_prefix,
-                rand::random::<u64>()
-            );
-            let report = prober.probe_sampled(&id, &request, abort, false).await;
-            let answer = match &report.outcome {
-                Outcome::Finished(Ok(_)) => {
-                    super::answer(&report).filter(|a| !a.positions.is_empty())
-                }
-                Outcome::Finished(Err(_)) => None,
-                Outcome::Cut => return,
-            };
-            match answer {
-                Some(answer) => {
-                    self.answered.inc();
-                    let until = std::time::Instant::now() + VOTE_TTL;
-                    let lineage = Lineage::of(&peer);
-                    book.vote(
-                        &peer.id,
-                        prompt,
-                        Arc::new(answer),
-                        spec.margin,
-                        until,
-                        lineage,
-                    );
-                }
-                None => {
-                    self.failed.inc();
-                    tracing::debug!(target = %target.id, voter = %peer.id, "a canary vote failed");
-                }
+                tracing::debug!(target = %target.id, voter = %peer.id, "a canary vote failed");
             }
         }
     }

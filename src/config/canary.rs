@@ -33,6 +33,8 @@ const WARMUP_ROUNDS: usize = 2;
 const WARMUP_COMPARED: usize = 12;
 const WARMUP_KNOWN: usize = 4;
 const WARMUP_MAX: usize = 48;
+/// The shipped templates' `max-divergence`.
+const DEFAULT_MAX_DIVERGENCE: f64 = 0.1;
 
 /// The default warm-up of a canary with these prompts.
 fn warmup(prompts: &[canary::CanaryPrompt]) -> usize {
@@ -227,6 +229,16 @@ pub(super) fn canary(
         baseline: raw.baseline.clone(),
         votes: in_range(&at("votes"), raw.votes.unwrap_or(DEFAULT_VOTES), 0, 16)? as usize,
         warmup,
+        max_divergence: match raw.max_divergence {
+            None => DEFAULT_MAX_DIVERGENCE,
+            Some(d) if d.is_finite() && (0.0..1.0).contains(&d) => d,
+            Some(d) => {
+                return Err(ConfigError::new(
+                    at("max_divergence"),
+                    format!("{d} is no share of diverged comparisons: give one in [0, 1)"),
+                ));
+            }
+        },
         unread,
     };
     Ok((Arc::new(spec), files.finish()))

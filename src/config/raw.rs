@@ -238,7 +238,7 @@ pub struct RawSlo {
 }
 
 /// `canary = { interval, max_tokens, structured_max_tokens, top_logprobs, margin, prompts,
-/// golden, group_by, baseline, votes, structured, warmup }`.
+/// golden, group_by, baseline, votes, structured, warmup, max_divergence }`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RawCanary {
@@ -265,9 +265,13 @@ pub struct RawCanary {
     /// thinking before the answer, which the text prompts' budget is not.
     pub structured_max_tokens: Option<u64>,
     /// Checks run back to back when a replica is first found, so a rollout's gate has a
-    /// verdict in seconds (default: whole rounds of the prompts, at least two and enough
-    /// for 12 comparisons and 4 known answers, at most 48 checks; 0: none).
+    /// verdict in seconds: at least this many (default: whole rounds of the prompts, at
+    /// least two and enough for 12 comparisons and 4 known answers, at most 48 checks; 0:
+    /// no warm-up), and on until the gate's evidence suffices (`canary::warmup`).
     pub warmup: Option<u64>,
+    /// The rollout gate's tolerance (its template's `max-divergence`, default 0.1): a
+    /// replica's warm-up runs until each of its comparison pairs is decided at it.
+    pub max_divergence: Option<f64>,
 }
 
 /// `prefix_cache = { interval, prefix_tokens, block_tokens, reuse_gap, hit_share, speedup,

@@ -39,8 +39,11 @@ pub struct CanarySpec {
     /// Replicas of the pool on other nodes asked to vote when a node-local group is below
     /// three replicas on this node (0: never).
     pub votes: usize,
-    /// Checks run back to back when a replica is first found (then one per interval).
+    /// Checks run back to back when a replica is first found, at least (then on until the
+    /// gate's evidence suffices, `crate::canary::warmup`; then one per interval).
     pub warmup: usize,
+    /// The rollout gate's tolerance, which the warm-up gathers evidence for.
+    pub max_divergence: f64,
     /// `check --no-secrets`: a prompts or golden file the cluster mounts was not here to
     /// read, so the built-in prompts stand in for it (`check` says so; `run` reads it).
     pub unread: Option<String>,

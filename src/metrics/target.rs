@@ -228,6 +228,17 @@ impl TargetMetrics {
         outcome: &Result<Measurement, ProbeError>,
         verdict: &CanaryVerdict,
     ) {
+        self.record_canary_request(outcome, Some(verdict)).await;
+    }
+
+    /// A canary request, with its verdict or (a failure held back as part of a burst,
+    /// `crate::canary::warmup`) without: the verdict may follow by
+    /// [`Self::record_canary_verdict`].
+    pub async fn record_canary_request(
+        &self,
+        outcome: &Result<Measurement, ProbeError>,
+        verdict: Option<&CanaryVerdict>,
+    ) {
         loop {
             // The guard must be gone before the await: it cannot cross threads.
             let recorded = match self.snapshot.try_read() {
@@ -249,7 +260,7 @@ impl TargetMetrics {
     fn apply_canary(
         &self,
         outcome: &Result<Measurement, ProbeError>,
-        verdict: &CanaryVerdict,
+        verdict: Option<&CanaryVerdict>,
     ) -> bool {
         match outcome {
             Ok(m) => {
@@ -276,6 +287,32 @@ impl TargetMetrics {
             }
         }
         self.requests.inc();
+        if let Some(verdict) = verdict {
+            self.apply_canary_verdict(verdict);
+        }
+        true
+    }
+
+    /// The verdict of a canary request counted before (a held failure of a burst).
+    pub async fn record_canary_verdict(&self, verdict: &CanaryVerdict) {
+        loop {
+            let recorded = match self.snapshot.try_read() {
+                Ok(_shared) => self.apply_canary_verdict(verdict),
+                Err(TryLockError::Poisoned(poisoned)) => {
+                    let _shared = poisoned.into_inner();
+                    self.apply_canary_verdict(verdict)
+                }
+                Err(TryLockError::WouldBlock) => false,
+            };
+            if recorded {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// The caller holds the snapshot lock (shared).
+    fn apply_canary_verdict(&self, verdict: &CanaryVerdict) -> bool {
         if let Some(canary) = &self.canary
             && self.registered()
         {

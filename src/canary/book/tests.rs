@@ -135,6 +135,7 @@ fn a_changed_model_or_setting_is_another_book() {
         baseline: None,
         votes: 3,
         warmup: 0,
+        max_divergence: 0.1,
     };
     let key = group_key("pool", "m", &spec(32));
     assert_ne!(key, group_key("pool", "m2", &spec(32)));

@@ -94,6 +94,8 @@ mod real_server_session;
 mod real_server_structured;
 #[path = "reload.rs"]
 mod reload;
+#[path = "rollout_undo.rs"]
+mod rollout_undo;
 #[path = "rollouts.rs"]
 mod rollouts;
 #[path = "secrets.rs"]

@@ -35,6 +35,29 @@
 //!   Error aborts, Inconclusive pauses.
 //! - Timing (`analysis.go` `generateMetricTasks`): the first measurement is taken as soon
 //!   as the run starts (no `initialDelay`), each next one `interval` after the last.
+//! - **An undo** (issue 51 item 5; [`ArgoRollout`]). `kubectl argo rollouts undo`
+//!   (`pkg/kubectl-argo-rollouts/cmd/undo/undo.go` `RunUndoRollout`, `rolloutRevision`)
+//!   copies the pod template of the Rollout's ReplicaSet with the second-highest
+//!   `rollout.argoproj.io/revision` (or `--to-revision`'s; scaled down or aborted alike)
+//!   into `spec.template`: an ordinary spec change. The controller takes that ReplicaSet as
+//!   the new one again (`utils/replicaset/replicaset.go` `FindNewReplicaSet`, its old
+//!   `creationTimestamp`) and gives it the next revision (`rollout/sync.go`
+//!   `syncReplicaSetRevision`, `SetNewReplicaSetAnnotations`). `status.stableRS` is still
+//!   the version undone. It skips the steps and their analysis only for a *fast rollback*
+//!   (`rollout/sync.go` `isFastRollback`; `rollout/analysis.go` `reconcileAnalysisRuns`
+//!   creates no run, `rollout/canary.go` `syncRolloutStatusCanary` jumps to the last step,
+//!   `shouldFullPromote` promotes): back to the stable ReplicaSet (an undo before the new
+//!   version was promoted), or within `spec.rollbackWindow.revisions` (an `int32`,
+//!   `pkg/apis/rollouts/v1alpha1/types.go` `RollbackWindowSpec`; unset or 0: no window).
+//!   `isRollbackWithinWindow`: the new ReplicaSet was created before the stable one, and
+//!   fewer than `revisions` of the Rollout's ReplicaSets (an Experiment's aside; none here)
+//!   were created between them: by creation time, not by revision number. Otherwise the
+//!   steps run from the first, and an analysis step's `podTemplateHashValue` arguments are
+//!   `Latest` = the new ReplicaSet's hash, `Stable` = `status.stableRS`'s
+//!   (`utils/analysis/factory.go` `BuildArgumentsForRolloutAnalysisRun`): the version undone
+//!   is the baseline. (Read at 9f8d111, v1.10; the window is the same since v1.4. Left
+//!   out: blue-green's rollback within `scaleDownDelay`, and up to v1.9 any undo to a
+//!   ReplicaSet still within its scale-down deadline, which skipped the analysis only.)
 //!
 //! **Flagger** (fluxcd/flagger):
 //! - `pkg/metrics/providers/prometheus.go` `RunQuery`: the value is the *last* sample of
@@ -304,5 +327,165 @@ pub fn flagger_tick(
     Canary::Progressing {
         iterations: done + 1,
         failed_checks,
+    }
+}
+
+/// One of a Rollout's ReplicaSets, as `kubectl argo rollouts undo` and the rollback window
+/// read it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgoReplicaSet {
+    /// Its `rollouts-pod-template-hash` label: the version.
+    pub hash: String,
+    /// Its `creationTimestamp` as a tick: only the order counts (`Before` is strict).
+    pub created: u64,
+    /// Its `rollout.argoproj.io/revision` annotation.
+    pub revision: u64,
+}
+
+/// A canary Rollout, as far as an undo needs it.
+#[derive(Clone, Debug)]
+pub struct ArgoRollout {
+    /// Every ReplicaSet the Rollout keeps (`revisionHistoryLimit` aside).
+    pub replica_sets: Vec<ArgoReplicaSet>,
+    /// The hash of `spec.template`'s ReplicaSet (`newRS`: the analysis' `Latest`).
+    pub new: String,
+    /// `status.stableRS` (the analysis' `Stable`).
+    pub stable: String,
+    /// `spec.rollbackWindow.revisions`; `None`: unset.
+    pub rollback_window: Option<i32>,
+}
+
+/// What the controller does with the Rollout's update, as it stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArgoUpdate {
+    /// No step and no analysis: promoted once its ReplicaSet is available, for
+    /// `shouldFullPromote`'s reason.
+    FastTracked(&'static str),
+    /// The steps from the first; an analysis step's run gets these hashes.
+    Steps { latest: String, stable: String },
+}
+
+impl ArgoRollout {
+    /// The first version, stable at once (`shouldFullPromote`: "Initial deploy").
+    pub fn initial(hash: &str, rollback_window: Option<i32>) -> Self {
+        let mut rollout = ArgoRollout {
+            replica_sets: Vec::new(),
+            new: String::new(),
+            stable: String::new(),
+            rollback_window,
+        };
+        rollout.deploy(hash);
+        rollout.stable = hash.to_owned();
+        rollout
+    }
+
+    pub fn replica_set(&self, hash: &str) -> &ArgoReplicaSet {
+        self.replica_sets
+            .iter()
+            .find(|rs| rs.hash == hash)
+            .unwrap_or_else(|| panic!("no ReplicaSet {hash}"))
+    }
+
+    /// `spec.template` becomes `hash`'s: its ReplicaSet if the Rollout keeps one
+    /// (`FindNewReplicaSet`), else a new one (`createDesiredReplicaSet`); either way with
+    /// the revision after every other one's, unless it has it already
+    /// (`SetNewReplicaSetAnnotations`).
+    pub fn deploy(&mut self, hash: &str) {
+        let others = |rs: &&ArgoReplicaSet| rs.hash != hash;
+        let revision = self
+            .replica_sets
+            .iter()
+            .filter(others)
+            .map(|rs| rs.revision)
+            .max()
+            .unwrap_or(0)
+            + 1;
+        let created = self
+            .replica_sets
+            .iter()
+            .map(|rs| rs.created)
+            .max()
+            .unwrap_or(0)
+            + 1;
+        match self.replica_sets.iter_mut().find(|rs| rs.hash == hash) {
+            Some(rs) => rs.revision = rs.revision.max(revision),
+            None => self.replica_sets.push(ArgoReplicaSet {
+                hash: hash.to_owned(),
+                created,
+                revision,
+            }),
+        }
+        self.new = hash.to_owned();
+    }
+
+    /// `kubectl argo rollouts undo [--to-revision]` (`rolloutRevision`): the ReplicaSet of
+    /// that revision, or with the second-highest one; a template that is already the
+    /// Rollout's is "skipped rollback" (`equalIgnoreHash`). Returns the hash undone to.
+    pub fn undo(&mut self, to_revision: Option<u64>) -> Result<String, String> {
+        let target = match to_revision {
+            Some(r) => self
+                .replica_sets
+                .iter()
+                .find(|rs| rs.revision == r)
+                .ok_or_else(|| format!("unable to find specified revision {r} in history"))?,
+            None => {
+                let mut by_revision: Vec<&ArgoReplicaSet> = self.replica_sets.iter().collect();
+                by_revision.sort_by_key(|rs| std::cmp::Reverse(rs.revision));
+                *by_revision
+                    .get(1)
+                    .ok_or_else(|| "no revision found".to_owned())?
+            }
+        };
+        let hash = target.hash.clone();
+        if hash != self.new {
+            self.deploy(&hash);
+        }
+        Ok(hash)
+    }
+
+    /// `rollout/sync.go` `isRollbackWithinWindow`.
+    pub fn is_rollback_within_window(&self) -> bool {
+        let (new, stable) = (self.replica_set(&self.new), self.replica_set(&self.stable));
+        if new.created >= stable.created {
+            return false;
+        }
+        let Some(revisions) = self.rollback_window.filter(|r| *r > 0) else {
+            return false;
+        };
+        let between = self
+            .replica_sets
+            .iter()
+            .filter(|rs| new.created < rs.created && rs.created < stable.created)
+            .count();
+        (between as i64) < i64::from(revisions)
+    }
+
+    /// `rollout/sync.go` `isFastRollback` (`isRollback` and then: within the window, or
+    /// back to the stable ReplicaSet) and `shouldFullPromote`'s reason for it.
+    pub fn update(&self) -> ArgoUpdate {
+        if self.is_rollback_within_window() {
+            return ArgoUpdate::FastTracked("Rollback within window");
+        }
+        if self.new == self.stable {
+            return ArgoUpdate::FastTracked("Fast rollback");
+        }
+        ArgoUpdate::Steps {
+            latest: self.new.clone(),
+            stable: self.stable.clone(),
+        }
+    }
+
+    /// The update runs to its end, its analysis step's run ending in `run` (unused when it
+    /// is fast-tracked): promoted (`promoteStable`) when fast-tracked or Successful; Failed
+    /// or Error aborts (`reconcileStepBasedAnalysisRun`: `AddAbort`) and Inconclusive
+    /// pauses, and `status.stableRS` stays.
+    pub fn finish(&mut self, run: Phase) {
+        let promoted = match self.update() {
+            ArgoUpdate::FastTracked(_) => true,
+            ArgoUpdate::Steps { .. } => run == Phase::Successful,
+        };
+        if promoted {
+            self.stable = self.new.clone();
+        }
     }
 }

@@ -70,8 +70,12 @@ pub fn describe(
     }
     if spec.warmup > 0 {
         out += &format!(
-            "; a replica just found is checked {} times back to back first",
-            spec.warmup
+            "; a replica just found is checked back to back first, {} at once: {} times, \
+             and on until its comparisons decide the gate at max_divergence {} (at most {})",
+            super::warmup::AT_ONCE,
+            spec.warmup,
+            spec.max_divergence,
+            spec.warmup.max(super::warmup::MOST)
         );
     }
     out += &format!("; rollout gate: {}", gate(spec, compared, known));

@@ -196,7 +196,7 @@ mod tests {
     async fn a_short_burst_is_one_fault_and_a_long_one_every_one() {
         let burst = Burst::new(Duration::from_secs(60));
         for _ in 0..5 {
-            assert_eq!(burst.failed(&failed(), true).0, false);
+            assert!(!burst.failed(&failed(), true).0);
             tokio::time::advance(Duration::from_secs(1)).await;
         }
         assert!(
@@ -206,7 +206,7 @@ mod tests {
         assert!(burst.succeeded().is_none());
         // Failing for 10 s: the held ones count with the one that crosses.
         for _ in 0..3 {
-            assert_eq!(burst.failed(&failed(), true).0, false);
+            assert!(!burst.failed(&failed(), true).0);
             tokio::time::advance(Duration::from_secs(4)).await;
         }
         let (now, earlier) = burst.failed(&failed(), true);

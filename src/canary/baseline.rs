@@ -8,6 +8,16 @@
 //! selects the pair: no guess of the daemon's (the oldest pod) decides which group is
 //! stable, and no restart, eviction, abort, retry or rollback can swap the roles.
 //!
+//! A replica is compared with at most [`MAX_OTHERS`] other groups, so the pair must not be
+//! the one cut: four Argo Rollouts of one model (one per zone, one `app` label) make a group
+//! per zone and revision, and by age alone a zone whose stable pods were recreated
+//! (`kubectl argo rollouts restart`) had its canary compared with the three other zones
+//! only — its gate read −1, Inconclusive, at every measurement. The lineage
+//! ([`super::lineage`]) tells the pair without a guess: the groups holding another revision
+//! of a workload of the replica's group (Argo's Stable and Latest hashes of one Rollout)
+//! come first, then the rest, each oldest first. Replicas without a lineage (a file_sd
+//! pool) keep the oldest first.
+//!
 //! `canary.baseline` (a file_sd block, where no controller names anything) limits the
 //! comparisons to that one group, whose own replicas are compared with nothing. For a
 //! node-local block the other groups are found over the whole pool (the pool-wide watch
@@ -29,9 +39,12 @@ use crate::endpoint::canary::{CanaryPrompt, CanarySpec, Reference};
 use crate::metrics::PairResult;
 use crate::probe::ProbeReport;
 
-/// The most other groups one replica is compared with (the oldest first): a rollout has
-/// two versions, an aborted one retried or a rollout started mid-rollout three; each pair
-/// costs four series per replica and one comparison per check.
+/// The most other groups one replica is compared with: a rollout has two versions, an
+/// aborted one retried or a rollout started mid-rollout three; each pair costs four series
+/// per replica and one comparison per check. Where a block holds more (a Rollout per zone
+/// under one `app` label), the groups holding another revision of a workload of the
+/// replica's own group come first ([`Baseline::others`]), so the pair its controller
+/// names is never the one cut.
 pub const MAX_OTHERS: usize = 3;
 
 /// A node-local block's pool on every node, as the gate sees it.
@@ -58,15 +71,19 @@ impl PoolView {
         found
     }
 
-    /// Whether `group` of `model` holds two revisions of one workload anywhere in the pool
-    /// (a node whose own pod is already the new revision, while other nodes' are not).
-    fn rolling(&self, model: &str, group: Option<&str>) -> bool {
+    /// The lineages of `group` of `model`'s replicas over the whole pool that have one.
+    fn lineages(&self, model: &str, group: Option<&str>) -> Vec<Lineage> {
         let pool = self.pools.get(&self.block);
         let of_group = pool
             .iter()
             .filter(|t| t.model == model && t.canary_group().as_deref() == group);
-        let lineages: Vec<Lineage> = of_group.filter_map(|t| Lineage::of(t)).collect();
-        super::lineage::rolling(lineages.iter())
+        of_group.filter_map(|t| Lineage::of(t)).collect()
+    }
+
+    /// Whether `group` of `model` holds two revisions of one workload anywhere in the pool
+    /// (a node whose own pod is already the new revision, while other nodes' are not).
+    fn rolling(&self, model: &str, group: Option<&str>) -> bool {
+        super::lineage::rolling(self.lineages(model, group).iter())
     }
 }
 
@@ -98,9 +115,11 @@ pub fn label(group: &Option<String>) -> String {
 }
 
 impl Baseline {
-    /// The other groups this replica is compared with now, oldest first: the one
-    /// `canary.baseline` names (if a replica of it is here or in the pool, and it is not
-    /// this replica's own), else every other group, at most [`MAX_OTHERS`].
+    /// The other groups this replica is compared with now: the one `canary.baseline` names
+    /// (if a replica of it is here or in the pool, and it is not this replica's own), else
+    /// every other group, at most [`MAX_OTHERS`]: first those holding another revision of a
+    /// workload of this replica's group (its controller's pair), then the rest, each oldest
+    /// first.
     pub fn others(&self) -> Vec<Option<String>> {
         let mut groups = self.books.groups_here(&self.family);
         if let Some(pool) = &self.pool {
@@ -115,8 +134,27 @@ impl Baseline {
             .filter(|g| *g != self.group)
             .filter(|g| self.named.is_none() || g.as_deref() == self.named.as_deref())
             .collect();
+        let mine = self.lineages(self.group.as_deref());
+        if !mine.is_empty() {
+            // A stable sort: the pair first, each part still oldest first.
+            others.sort_by_cached_key(|g| {
+                let theirs = self.lineages(g.as_deref());
+                !mine.iter().any(|m| theirs.iter().any(|t| m.rivals(t)))
+            });
+        }
         others.truncate(MAX_OTHERS);
         others
+    }
+
+    /// The lineages of `group`'s replicas that have one: its members here and, for a
+    /// node-local block, its replicas over the whole pool.
+    fn lineages(&self, group: Option<&str>) -> Vec<Lineage> {
+        let here = self.books.live(&self.family, group);
+        let mut found = here.map(|b| b.lineages()).unwrap_or_default();
+        if let Some(pool) = &self.pool {
+            found.extend(pool.lineages(&self.model, group));
+        }
+        found
     }
 
     /// Of `others`, those with no replica here but some in the pool: each group and its
@@ -195,3 +233,6 @@ impl Baseline {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

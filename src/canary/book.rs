@@ -332,6 +332,16 @@ impl Book {
         self.lock().replicas.keys().cloned().collect()
     }
 
+    /// The lineages of the members here that have one: which workloads, at which
+    /// revisions, the group holds (the rollout gate puts a workload's two revisions first).
+    pub fn lineages(&self) -> Vec<Lineage> {
+        let state = self.lock();
+        let members = state.replicas.keys();
+        members
+            .filter_map(|r| state.lineages.get(r).cloned())
+            .collect()
+    }
+
     /// The votes for `prompt` that still count.
     /// The voters whose vote on `prompt` still counts: they are not asked again until it
     /// expires, however few voters the pool has.

@@ -38,7 +38,12 @@ pub const VOTE_TTL: Duration = Duration::from_secs(600);
 #[derive(Debug, Default)]
 pub struct Pools {
     blocks: Mutex<HashMap<String, Vec<Arc<Target>>>>,
+    /// One asking at a time per block, group and prompt: a warm-up's checks run at once,
+    /// and two of one prompt must not both find its votes missing and ask twice.
+    asking: Mutex<HashMap<AskKey, Arc<tokio::sync::Mutex<()>>>>,
 }
+
+type AskKey = (String, Option<String>, String);
 
 impl Pools {
     pub fn set(&self, block: &str, targets: Vec<Arc<Target>>) {
@@ -55,6 +60,40 @@ impl Pools {
     pub fn get(&self, block: &str) -> Vec<Arc<Target>> {
         let blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
         blocks.get(block).cloned().unwrap_or_default()
+    }
+
+    /// Wait for the turn to ask `key`'s votes; the guard is held while asking.
+    async fn turn(&self, key: AskKey) -> Asking<'_> {
+        let lock = {
+            let mut asking = self.asking.lock().unwrap_or_else(|e| e.into_inner());
+            Arc::clone(asking.entry(key.clone()).or_default())
+        };
+        let guard = Arc::clone(&lock).lock_owned().await;
+        Asking {
+            pools: self,
+            key,
+            lock,
+            guard: Some(guard),
+        }
+    }
+}
+
+/// A turn to ask votes; the entry goes once no one waits for it.
+struct Asking<'a> {
+    pools: &'a Pools,
+    key: AskKey,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        let mut asking = self.pools.asking.lock().unwrap_or_else(|e| e.into_inner());
+        // The map's and this one's: nobody else holds or waits for it.
+        if Arc::strong_count(&self.lock) == 2 {
+            asking.remove(&self.key);
+        }
     }
 }
 
@@ -120,6 +159,12 @@ impl Voters {
         if members.len().saturating_sub(rival_members) >= MAJORITY_FROM {
             return;
         }
+        let key = (
+            self.block.clone(),
+            group.map(str::to_owned),
+            prompt.to_owned(),
+        );
+        let _turn = self.pools.turn(key).await;
         let voted = book.fresh_voters(prompt);
         let counted = pool
             .iter()

@@ -52,6 +52,8 @@ mod exposition_strict;
 mod faults;
 #[path = "fuzz_props.rs"]
 mod fuzz_props;
+#[path = "gate_evidence.rs"]
+mod gate_evidence;
 #[path = "gate_nodes.rs"]
 mod gate_nodes;
 #[path = "hostile.rs"]

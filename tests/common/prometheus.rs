@@ -10,6 +10,9 @@ use std::time::Duration;
 pub struct Prometheus {
     child: Child,
     pub url: String,
+    /// One client for every query: building one loads the TLS roots (10-50 ms in a debug
+    /// build), and a rollout test runs over a hundred queries a second.
+    client: reqwest::Client,
     _dir: tempfile::TempDir,
 }
 
@@ -106,6 +109,7 @@ impl Prometheus {
         let prometheus = Self {
             child,
             url: format!("http://127.0.0.1:{port}"),
+            client: reqwest::Client::new(),
             _dir: dir,
         };
         let ready = format!("{}/-/ready", prometheus.url);
@@ -142,7 +146,8 @@ impl Prometheus {
     async fn query_params(&self, params: &[(&str, &str)]) -> Result<Vec<f64>, String> {
         let url = reqwest::Url::parse_with_params(&format!("{}/api/v1/query", self.url), params)
             .map_err(|e| e.to_string())?;
-        let response = reqwest::Client::new()
+        let response = self
+            .client
             .get(url)
             .send()
             .await

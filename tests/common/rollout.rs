@@ -136,11 +136,14 @@ pub const HUNG: &str = "3d2c1b0a9";
 
 /// Seconds between Argo's measurements (the template's 30s) and Flagger's ticks (the
 /// documented 15s), unscaled.
-const ARGO_EVERY: u64 = 30;
-const FLAGGER_EVERY: u64 = 15;
+pub const ARGO_EVERY: u64 = 30;
+pub const FLAGGER_EVERY: u64 = 15;
 /// The Canary's analysis, as the Flagger template's header advises.
-const FLAGGER_ITERATIONS: usize = 6;
-const FLAGGER_THRESHOLD: usize = 6;
+pub const FLAGGER_ITERATIONS: usize = 6;
+pub const FLAGGER_THRESHOLD: usize = 10;
+/// Flagger's rollback of a version whose every check fails, unscaled: at the tick after the
+/// `threshold`-th failed check (the first tick checks nothing), 165 s.
+pub const FLAGGER_ROLLBACK: u64 = (FLAGGER_THRESHOLD as u64 + 1) * FLAGGER_EVERY;
 /// The verdict's deadline, unscaled.
 pub const TWO_MINUTES: u64 = 120;
 
@@ -318,7 +321,9 @@ pub async fn prove(dir: &Path, gate: &Gate) -> Option<String> {
             "{report}"
         );
     }
-    assert!(bad.flagger_at.is_some_and(|t| t <= two_minutes), "{report}");
+    // Flagger rolls back once `threshold` checks have failed, however early the data is in.
+    let rollback = FLAGGER_ROLLBACK / gate.scale;
+    assert!(bad.flagger_at.is_some_and(|t| t <= rollback), "{report}");
     assert_eq!(healthy.argo_run(), Phase::Successful, "{report}");
     assert_eq!(healthy.canary, Canary::Promoted, "{report}");
     assert_eq!(bad.argo_run(), Phase::Failed, "{report}");

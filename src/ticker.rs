@@ -50,9 +50,10 @@ impl Pace {
         self.streak.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The evidence suffices: the warm-up may end once its least is run.
-    pub fn settle(&self) {
-        self.settled.store(true, Ordering::Relaxed);
+    /// Whether the evidence suffices, as the last check counted leaves it: the warm-up may
+    /// end once its least is run and no check in flight undoes it.
+    pub fn settle(&self, settled: bool) {
+        self.settled.store(settled, Ordering::Relaxed);
     }
 
     fn streak(&self) -> u32 {
@@ -125,7 +126,7 @@ impl Ticker {
         Arc::clone(&self.pace)
     }
 
-    /// Whether the next check is still one of the warm-up's.
+    /// Whether the check [`Self::tick`] last started is one of the warm-up's.
     pub fn warming(&self) -> bool {
         self.warming.is_some()
     }
@@ -140,6 +141,14 @@ impl Ticker {
             () = stop.cancelled() => return None,
             () = sleep_until(self.next) => {}
         }
+        if self.warmed(stop).await? {
+            self.warming = None;
+            self.next = Instant::now() + self.interval;
+            tokio::select! {
+                () = stop.cancelled() => return None,
+                () = sleep_until(self.next) => {}
+            }
+        }
         let permit = match self.warming {
             Some(_) => self.warm_permit(stop).await?,
             None => self.permit(self.permits, stop).await?,
@@ -148,18 +157,29 @@ impl Ticker {
         match &mut self.warming {
             Some(w) => {
                 w.started += 1;
-                let enough = w.started >= w.plan.least && self.pace.settled.load(Ordering::Relaxed);
-                if w.started >= w.plan.most || enough {
-                    self.warming = None;
-                    self.next = now + self.interval;
-                } else {
-                    // The next is due at once (it still waits for a permit).
-                    self.next = now;
-                }
+                // The next is due at once (it still waits for a permit).
+                self.next = now;
             }
             None => self.next = now.max(self.next) + self.interval,
         }
         Some((now, permit))
+    }
+
+    /// Whether a warm-up is over: its most run, or its least run and the evidence settled
+    /// once every check in flight is counted (one still running can undo it: a pair
+    /// decided at 4 of 12 diverged read undecided at 4 of 16, and the gate waited).
+    async fn warmed(&self, stop: &CancellationToken) -> Option<bool> {
+        let Some(w) = &self.warming else {
+            return Some(false);
+        };
+        if w.started >= w.plan.most {
+            return Some(true);
+        }
+        if w.started < w.plan.least || !self.pace.settled.load(Ordering::Relaxed) {
+            return Some(false);
+        }
+        let _all = self.permit(self.permits, stop).await?;
+        Some(self.pace.settled.load(Ordering::Relaxed))
     }
 
     /// A warm-up check's permit: one of `at_once`, or, after a failed check, all of them
@@ -270,27 +290,52 @@ mod tests {
     /// its most whatever they say.
     #[tokio::test(start_paused = true)]
     async fn a_warmup_ends_when_settled_or_at_its_most() {
-        let mut ticker = Ticker::with_warmup(Duration::from_secs(60), warmup(2, 100, 1));
-        let pace = ticker.pace();
-        let stop = CancellationToken::new();
-        let mut n = 0;
-        while ticker.warming() {
-            let (_, permit) = ticker.tick(&stop).await.unwrap();
-            n += 1;
-            if n == 5 {
-                pace.settle();
+        let warm = |mut ticker: Ticker, settle_at: usize| async move {
+            let stop = CancellationToken::new();
+            let pace = ticker.pace();
+            let mut n = 0;
+            loop {
+                let (_, permit) = ticker.tick(&stop).await.unwrap();
+                if !ticker.warming() {
+                    return n;
+                }
+                n += 1;
+                if n == settle_at {
+                    pace.settle(true);
+                }
+                drop(permit);
             }
-            drop(permit);
-        }
-        assert_eq!(n, 6, "settled after the fifth: the sixth was already due");
-        let mut ticker = Ticker::with_warmup(Duration::from_secs(60), warmup(2, 7, 2));
-        let mut n = 0;
-        while ticker.warming() {
-            let (_, permit) = ticker.tick(&stop).await.unwrap();
-            n += 1;
-            drop(permit);
-        }
-        assert_eq!(n, 7);
+        };
+        let plan = |least, most, at_once| {
+            Ticker::with_warmup(Duration::from_secs(60), warmup(least, most, at_once))
+        };
+        assert_eq!(warm(plan(2, 100, 1), 5).await, 5);
+        assert_eq!(warm(plan(8, 100, 1), 5).await, 8, "never before its least");
+        assert_eq!(warm(plan(2, 7, 2), 0).await, 7);
+    }
+
+    /// Issue 51 item 1 (review): a check still in flight when the others settled the
+    /// evidence may undo it; the warm-up waits for it, and goes on.
+    #[tokio::test(start_paused = true)]
+    async fn a_check_in_flight_can_undo_a_settled_warmup() {
+        let mut ticker = Ticker::with_warmup(Duration::from_secs(60), warmup(2, 100, 2));
+        let stop = CancellationToken::new();
+        let pace = ticker.pace();
+        let (_, first) = ticker.tick(&stop).await.unwrap();
+        let (_, second) = ticker.tick(&stop).await.unwrap();
+        // The first settles it and ends; the second, still running, unsettles it at 5 s.
+        pace.settle(true);
+        drop(first);
+        let late = Arc::clone(&pace);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            late.settle(false);
+            drop(second);
+        });
+        let start = Instant::now();
+        let (at, _third) = ticker.tick(&stop).await.unwrap();
+        assert!(ticker.warming(), "the third is still a warm-up check");
+        assert_eq!(at - start, Duration::from_secs(5));
     }
 
     /// Issue 51 item 3: a failed warm-up check is followed by one check at a time, after a

@@ -101,9 +101,9 @@ async fn count(
         .await;
     let mut evidence = young.evidence();
     evidence.add(verdict);
-    if evidence.settled(young.has_known, young.tolerance) {
-        young.pace.settle();
-    }
+    young
+        .pace
+        .settle(evidence.settled(young.has_known, young.tolerance));
 }
 
 /// Check `prober`'s target every interval until `stop`. Each check runs as a probe task of
@@ -147,10 +147,10 @@ pub async fn run(
     }
     let mut index = 0;
     loop {
-        let warming = ticker.warming();
         let Some((_, permit)) = ticker.tick(&stop).await else {
             return;
         };
+        let warming = ticker.warming();
         let young = &own.young;
         let compared_only = warming
             && young

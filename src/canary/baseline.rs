@@ -121,6 +121,13 @@ impl Baseline {
     /// workload of this replica's group (its controller's pair), then the rest, each oldest
     /// first.
     pub fn others(&self) -> Vec<Option<String>> {
+        let mut others = self.candidates();
+        others.truncate(MAX_OTHERS);
+        others
+    }
+
+    /// Every other group [`Self::others`] chooses from, in its order, uncut.
+    pub fn candidates(&self) -> Vec<Option<String>> {
         let mut groups = self.books.groups_here(&self.family);
         if let Some(pool) = &self.pool {
             for (group, created) in pool.groups(&self.model) {
@@ -142,7 +149,6 @@ impl Baseline {
                 !mine.iter().any(|m| theirs.iter().any(|t| m.rivals(t)))
             });
         }
-        others.truncate(MAX_OTHERS);
         others
     }
 

@@ -42,6 +42,12 @@ use book::{Book, Member};
 /// Every canary request carries this seed: servers that honour it are reproducible.
 pub const SEED: u64 = 1234;
 
+/// How many intervals a pair's series outlive its other group's absence.
+const PAIR_GRACE_INTERVALS: u32 = 10;
+
+/// The least a check waits for its votes after its own answer.
+const VOTE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Where a target's canary results go.
 #[derive(Clone)]
 pub struct Sinks {
@@ -86,10 +92,10 @@ async fn count(
     verdict: &CanaryVerdict,
     sinks: &Sinks,
     young: &Young,
-    warming: bool,
+    (warming, began): (bool, tokio::time::Instant),
 ) {
     let (now, earlier) = match result {
-        Err(_) => young.burst.failed(verdict, warming),
+        Err(_) => young.burst.failed(verdict, warming, began),
         Ok(_) => (true, young.burst.succeeded().into_iter().collect()),
     };
     for held in &earlier {
@@ -100,7 +106,10 @@ async fn count(
         .record_canary_request(result, now.then_some(verdict))
         .await;
     let mut evidence = young.evidence();
-    evidence.add(verdict);
+    // What the gate's series hold: the counted verdicts.
+    for counted in earlier.iter().chain(now.then_some(verdict)) {
+        evidence.add(counted);
+    }
     young
         .pace
         .settle(evidence.settled(young.has_known, young.tolerance));
@@ -143,7 +152,7 @@ pub async fn run(
     });
     if spec.prompts.iter().any(CanaryPrompt::compared) {
         // Before the first check: a gate's query finds every result at 0, not nothing.
-        open_pairs(&sinks);
+        open_pairs(&sinks, spec.interval);
     }
     let mut index = 0;
     loop {
@@ -186,10 +195,17 @@ fn next_prompt(prompts: &[CanaryPrompt], index: &mut usize, compared_only: bool)
 
 /// The other groups this replica is compared with now, their pair series opened (at 0 if
 /// new; those of groups gone dropped).
-fn open_pairs(sinks: &Sinks) -> Vec<Option<String>> {
-    let others = sinks.baseline.others();
-    let labels: Vec<String> = others.iter().map(baseline::label).collect();
-    sinks.metrics.open_canary_baselines(&labels);
+fn open_pairs(sinks: &Sinks, interval: std::time::Duration) -> Vec<Option<String>> {
+    let mut others = sinks.baseline.candidates();
+    let present: Vec<String> = others.iter().map(baseline::label).collect();
+    others.truncate(baseline::MAX_OTHERS);
+    let pairs = crate::metrics::Pairs {
+        compared: &present[..others.len()],
+        present: &present,
+        // A group gone this long is gone; less is a flap (`crate::metrics::gate`).
+        grace: interval * PAIR_GRACE_INTERVALS,
+    };
+    sinks.metrics.open_canary_baselines(&pairs);
     others
 }
 
@@ -210,26 +226,28 @@ async fn check(
         rand::random::<u64>()
     ));
     let others = if canary_prompt.compared() {
-        open_pairs(sinks)
+        open_pairs(sinks, spec.interval)
     } else {
         Vec::new()
     };
-    // Votes are asked while the replica answers, never before: the comparison waits for
-    // the slower of the two, not their sum.
-    let votes = async {
-        let Some(voters) = &sinks.voters else {
-            return;
-        };
+    // Votes are asked while the replica answers, never before, on their own task: the
+    // comparison waits for them at most as long again as the replica took (a hung voter
+    // must not hold every check; its answer, if it comes, serves the next ones).
+    let votes = sinks.voters.clone().map(|voters| {
         // Other groups with no replica here: their replicas on other nodes answer for them.
         let mut groups = sinks.baseline.remote(&others);
         if canary_prompt.compared() && !sinks.golden {
             groups.push((voters.group.clone(), Arc::clone(&sinks.book)));
         }
-        let text = &canary_prompt.text;
-        voters
-            .ensure_all(groups, target, spec, text, &ctx.abort)
-            .await;
-    };
+        let (target, spec) = (Arc::clone(target), Arc::clone(spec));
+        let (text, abort) = (canary_prompt.text.clone(), ctx.abort.clone());
+        ctx.probes.spawn(async move {
+            voters
+                .ensure_all(groups, &target, &spec, &text, &abort)
+                .await;
+        })
+    });
+    let started = tokio::time::Instant::now();
     let mut prompt = prompt(spec, &canary_prompt.text, &target.model);
     if let Some(structure) = &canary_prompt.structure {
         // Judged by its schema: no logprobs to compare, so no greedy settings either.
@@ -247,7 +265,12 @@ async fn check(
             .probe_sampled(&request_id, &prompt, &ctx.abort, ctx.sample())
             .await
     };
-    let ((), report) = tokio::join!(votes, asked);
+    let report = asked.await;
+    if let Some(votes) = votes {
+        let grace = started.elapsed().max(VOTE_GRACE);
+        // Past it the votes go on alone; this check scores with what is in.
+        let _ = tokio::time::timeout(grace, votes).await;
+    }
     let Outcome::Finished(result) = &report.outcome else {
         return; // cut by shutdown: not counted, like any probe
     };
@@ -296,7 +319,7 @@ async fn check(
         &canary_prompt,
         result,
         (&check, versus),
-        (sinks, &own.young, warming),
+        (sinks, &own.young, (warming, started)),
     )
     .await;
 }
@@ -307,7 +330,7 @@ async fn record(
     prompt: &CanaryPrompt,
     result: &Result<Measurement, ProbeError>,
     (check, versus): (&Check, Vec<(String, PairResult)>),
-    (sinks, young, warming): (&Sinks, &Young, bool),
+    (sinks, young, warming): (&Sinks, &Young, (bool, tokio::time::Instant)),
 ) {
     let verdict = CanaryVerdict {
         result: check.result,

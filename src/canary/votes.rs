@@ -41,7 +41,13 @@ pub struct Pools {
     /// One asking at a time per block, group and prompt: a warm-up's checks run at once,
     /// and two of one prompt must not both find its votes missing and ask twice.
     asking: Mutex<HashMap<AskKey, Arc<tokio::sync::Mutex<()>>>>,
+    /// Voters whose last vote failed, and when they may be asked again: a hung one would
+    /// otherwise be asked again by every check, each waiting out its timeout.
+    resting: Mutex<HashMap<String, std::time::Instant>>,
 }
+
+/// How long a voter whose vote failed is not asked again.
+pub const VOTE_RETRY: Duration = Duration::from_secs(60);
 
 type AskKey = (String, Option<String>, String);
 
@@ -60,6 +66,22 @@ impl Pools {
     pub fn get(&self, block: &str) -> Vec<Arc<Target>> {
         let blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
         blocks.get(block).cloned().unwrap_or_default()
+    }
+
+    fn resting(&self, voter: &str) -> bool {
+        let mut resting = self.resting.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        resting.retain(|_, until| *until > now);
+        resting.contains_key(voter)
+    }
+
+    fn rest(&self, voter: &str, failed: bool) {
+        let mut resting = self.resting.lock().unwrap_or_else(|e| e.into_inner());
+        if failed {
+            resting.insert(voter.to_owned(), std::time::Instant::now() + VOTE_RETRY);
+        } else {
+            resting.remove(voter);
+        }
     }
 
     /// Wait for the turn to ask `key`'s votes; the guard is held while asking.
@@ -182,6 +204,7 @@ impl Voters {
                     && !voted.contains(&p.id)
                     && p.canary_group().as_deref() == group
                     && kin(p)
+                    && !self.pools.resting(&p.id)
             })
             .collect();
         peers.shuffle(&mut rand::rng());
@@ -207,6 +230,7 @@ impl Voters {
     ) {
         let Ok(prober) = Prober::new(Arc::clone(&peer), Counter::default()) else {
             self.failed.inc();
+            self.pools.rest(&peer.id, true);
             return;
         };
         let id = format!(
@@ -223,6 +247,7 @@ impl Voters {
         match answer {
             Some(answer) => {
                 self.answered.inc();
+                self.pools.rest(&peer.id, false);
                 let until = std::time::Instant::now() + VOTE_TTL;
                 let lineage = Lineage::of(&peer);
                 book.vote(
@@ -236,6 +261,7 @@ impl Voters {
             }
             None => {
                 self.failed.inc();
+                self.pools.rest(&peer.id, true);
                 tracing::debug!(target = %target.id, voter = %peer.id, "a canary vote failed");
             }
         }

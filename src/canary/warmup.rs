@@ -17,7 +17,7 @@
 //! error are counted at once, as every probe's are; its verdict is not): if a check
 //! succeeds within the burst window (a sixth of the interval, 10 s at the default 60 s),
 //! the burst counts as one failed check; once failures have lasted the window, every one
-//! counts, the held ones too. After the warm-up, checks are an interval apart and each
+//! counts from then on, and the burst before it once. After the warm-up, checks are an interval apart and each
 //! failure counts at once.
 
 use std::collections::BTreeMap;
@@ -73,6 +73,8 @@ pub struct Evidence {
     /// Per other group: (diverged, scored).
     pairs: BTreeMap<String, (u64, u64)>,
     known: u64,
+    /// Known-answer checks counted failed (no answer).
+    known_failed: u64,
 }
 
 impl Evidence {
@@ -85,17 +87,18 @@ impl Evidence {
                 PairResult::Unscored | PairResult::Failed => {}
             }
         }
-        if matches!(
-            verdict.known,
-            Some(CheckResult::Match | CheckResult::WrongAnswer)
-        ) {
-            self.known += 1;
+        match verdict.known {
+            Some(CheckResult::Match | CheckResult::WrongAnswer) => self.known += 1,
+            Some(_) => self.known_failed += 1,
+            None => {}
         }
     }
 
-    /// Whether the known answers are in (`has_known`: the prompts have some).
+    /// Whether the known answers are in (`has_known`: the prompts have some), and more
+    /// scored than failed: a gate's "2" (failed ≥ 3 and more than scored) must not stay
+    /// for want of known prompts asked.
     fn known_in(&self, has_known: bool) -> bool {
-        !has_known || self.known >= KNOWN_ENOUGH
+        !has_known || (self.known >= KNOWN_ENOUGH && self.known > self.known_failed)
     }
 
     fn pairs_decided(&self, tolerance: f64) -> bool {
@@ -124,7 +127,7 @@ pub struct Burst {
 
 #[derive(Debug, Default)]
 struct Held {
-    /// When the burst's first failure ended.
+    /// When the burst's first failed request was sent.
     since: Option<Instant>,
     verdicts: Vec<CanaryVerdict>,
 }
@@ -139,14 +142,22 @@ impl Burst {
     }
 
     /// A failed check's verdict: whether it counts now (`warming`: a warm-up's may be
-    /// held), and the held ones that count now with it.
-    pub fn failed(&self, verdict: &CanaryVerdict, warming: bool) -> (bool, Vec<CanaryVerdict>) {
+    /// held), and the held ones that count now with it. `began`: when its request was sent
+    /// (a check that timed out has lasted the window by itself).
+    pub fn failed(
+        &self,
+        verdict: &CanaryVerdict,
+        warming: bool,
+        began: Instant,
+    ) -> (bool, Vec<CanaryVerdict>) {
         let mut held = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        let since = *held.since.get_or_insert(now);
+        let since = *held.since.get_or_insert(began);
         if now.duration_since(since) >= self.window || !warming {
-            // A failure that lasts (or an interval's check): every one counts.
-            return (true, std::mem::take(&mut held.verdicts));
+            // A failure that lasts (or an interval's check) counts, and from now on every
+            // one; the burst before it still counts once.
+            let first = held.verdicts.drain(..).next();
+            return (true, first.into_iter().collect());
         }
         held.verdicts.push(verdict.clone());
         (false, Vec::new())
@@ -196,7 +207,7 @@ mod tests {
     async fn a_short_burst_is_one_fault_and_a_long_one_every_one() {
         let burst = Burst::new(Duration::from_secs(60));
         for _ in 0..5 {
-            assert!(!burst.failed(&failed(), true).0);
+            assert!(!burst.failed(&failed(), true, Instant::now()).0);
             tokio::time::advance(Duration::from_secs(1)).await;
         }
         assert!(
@@ -206,16 +217,21 @@ mod tests {
         assert!(burst.succeeded().is_none());
         // Failing for 10 s: the held ones count with the one that crosses.
         for _ in 0..3 {
-            assert!(!burst.failed(&failed(), true).0);
+            assert!(!burst.failed(&failed(), true, Instant::now()).0);
             tokio::time::advance(Duration::from_secs(4)).await;
         }
-        let (now, earlier) = burst.failed(&failed(), true);
+        let (now, earlier) = burst.failed(&failed(), true, Instant::now());
         assert!(now);
-        assert_eq!(earlier.len(), 3);
-        assert!(burst.failed(&failed(), true).0);
+        assert_eq!(earlier.len(), 1, "the burst before it counts once");
+        assert!(burst.failed(&failed(), true, Instant::now()).0);
+        // A check that took the window by itself (a timeout) counts at once.
+        burst.succeeded();
+        let began = Instant::now();
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert!(burst.failed(&failed(), true, began).0);
         // An interval's check counts at once.
         burst.succeeded();
-        assert!(burst.failed(&failed(), false).0);
+        assert!(burst.failed(&failed(), false, Instant::now()).0);
     }
 
     #[test]

@@ -339,8 +339,8 @@ impl CanarySeries {
 
     /// The groups this replica is compared with now (their series at 0 if new; those of
     /// groups gone are dropped).
-    pub(super) fn open_baselines(&self, baselines: &[String]) {
-        self.gate.open_baselines(baselines);
+    pub(super) fn open_baselines(&self, pairs: &super::Pairs<'_>) {
+        self.gate.open_baselines(pairs);
     }
 
     pub(super) fn record(&self, verdict: &CanaryVerdict) {

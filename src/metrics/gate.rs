@@ -14,7 +14,13 @@
 //!
 //! Series of a pair exist, at 0, from the moment the other group is found (before the first
 //! comparison), so a query for `diverged` of a version that never diverges finds 0, not
-//! nothing; they are dropped when the other group is gone.
+//! nothing; they are dropped when the other group has been gone for a grace ([`Pairs`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
@@ -71,12 +77,27 @@ pub(super) struct GateFamilies {
     known: LabeledFamily<KnownLabels, Counter>,
 }
 
+/// The pairs a replica is compared in now, for its series.
+#[derive(Debug)]
+pub struct Pairs<'a> {
+    /// The other groups it is compared with.
+    pub compared: &'a [String],
+    /// Every other group there is (those compared, and those `MAX_OTHERS` cut).
+    pub present: &'a [String],
+    /// How long a pair's series outlive its other group's absence: a readiness flap, an
+    /// OOM restart or a drain of a one-replica stable version must not wipe the counts a
+    /// gate is deciding on (its 49 comparisons would start again at one a minute).
+    pub grace: Duration,
+}
+
 /// One replica's gate series.
 #[derive(Clone, Debug)]
 pub(super) struct GateSeries {
     families: GateFamilies,
     labels: TargetLabels,
     group: String,
+    /// Since when each pair's other group has been missing.
+    absent: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
 impl GateFamilies {
@@ -98,6 +119,7 @@ impl GateFamilies {
             families: self.clone(),
             labels: labels.clone(),
             group: group.to_owned(),
+            absent: Arc::default(),
         }
     }
 
@@ -124,15 +146,31 @@ impl GateSeries {
         )
     }
 
-    /// The pairs this replica is compared in now: each of `baselines` gets its three
-    /// series (at 0 if new), and the series of groups no longer among them are dropped (a
-    /// finished or aborted rollout's version leaves no frozen series behind).
-    pub(super) fn open_baselines(&self, baselines: &[String]) {
+    /// The pairs this replica is compared in now: each compared group gets its series (at
+    /// 0 if new); those of a group still there but not compared are dropped, and those of a
+    /// group gone once it has been gone for the grace (a finished or aborted rollout's
+    /// version leaves no frozen series behind; a flap of it leaves them).
+    pub(super) fn open_baselines(&self, pairs: &Pairs<'_>) {
+        let now = Instant::now();
+        let mut absent = self.absent.lock().unwrap_or_else(|e| e.into_inner());
+        absent.retain(|group, _| !pairs.present.contains(group));
+        let mut dropped = Vec::new();
         self.families.baseline.retain(|(l, (pair, _))| {
-            l != &self.labels
-                || pair[0].1 != self.group
-                || baselines.iter().any(|b| *b == pair[1].1)
+            let other = &pair[1].1;
+            if l != &self.labels || pair[0].1 != self.group || pairs.compared.contains(other) {
+                return true;
+            }
+            let keep = !pairs.present.contains(other)
+                && now.duration_since(*absent.entry(other.clone()).or_insert(now)) < pairs.grace;
+            if !keep {
+                dropped.push(other.clone());
+            }
+            keep
         });
+        for group in dropped {
+            absent.remove(&group);
+        }
+        let baselines = pairs.compared;
         for baseline in baselines {
             for result in PairResult::ALL {
                 self.families

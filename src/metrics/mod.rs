@@ -38,7 +38,7 @@ pub use canary::{CanaryVerdict, CheckResult, InvalidReason};
 use dual::DualHistogram;
 pub use expose::Format;
 pub use family::{LabeledFamily, TargetLabels};
-pub use gate::PairResult;
+pub use gate::{PairResult, Pairs};
 pub use prefix::{PrefixRule, PrefixSeries, PrefixSetAside, PrefixVerdict};
 pub use runtime::RuntimeCollector;
 pub use session::{SessionReason, SessionSeries, SessionTurn, TurnCache, TurnNumbers};

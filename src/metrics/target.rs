@@ -324,7 +324,7 @@ impl TargetMetrics {
     /// The other groups this replica is compared with now (the rollout gate's pairs):
     /// their series exist from now on (at 0), before the first comparison, and those of
     /// groups gone are dropped.
-    pub fn open_canary_baselines(&self, baselines: &[String]) {
+    pub fn open_canary_baselines(&self, pairs: &super::Pairs<'_>) {
         // Never blocks a probe task on a scrape: when one holds the lock, the recording
         // of this check's comparison opens them (under the lock) instead.
         let Ok(_shared) = self.snapshot.try_read() else {
@@ -333,7 +333,7 @@ impl TargetMetrics {
         if let Some(canary) = &self.canary
             && self.registered()
         {
-            canary.open_baselines(baselines);
+            canary.open_baselines(pairs);
         }
     }
 

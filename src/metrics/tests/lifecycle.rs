@@ -116,8 +116,69 @@ async fn a_canary_check_ending_after_its_target_left_makes_no_series() {
             Some(InvalidReason::Truncated),
         )),
     };
-    t.open_canary_baselines(&["v1".into()]);
+    let v1 = ["v1".to_owned()];
+    t.open_canary_baselines(&crate::metrics::Pairs {
+        compared: &v1,
+        present: &v1,
+        grace: std::time::Duration::from_secs(600),
+    });
     t.record_canary(&Ok(measurement()), &verdict).await;
     let text = exposition(&registry, Format::Text);
     assert!(!text.contains("target=\"t\""), "{text}");
+}
+
+/// Issue 51 review: a pair's series outlive a flap of its other group (the counts a gate is
+/// deciding on stay), go once the group has been gone for the grace, and go at once when the
+/// group is still there but no longer compared (cut by `MAX_OTHERS`).
+#[tokio::test(start_paused = true)]
+async fn a_pair_outlives_a_flap_of_its_other_group_but_not_its_grace() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let raw = RawConfig {
+        targets: vec![RawTarget {
+            name: Some("t".into()),
+            url: Some("http://127.0.0.1:1".into()),
+            model: Some("m".into()),
+            backend: Some("openai-chat".into()),
+            canary: Some(crate::config::RawCanary::default()),
+            ..RawTarget::default()
+        }],
+        ..RawConfig::default()
+    };
+    let t = metrics.target(&validate(&raw).unwrap().targets[0]);
+    let grace = std::time::Duration::from_secs(600);
+    let open = |compared: &[&str], present: &[&str]| {
+        let compared: Vec<String> = compared.iter().map(|g| (*g).to_owned()).collect();
+        let present: Vec<String> = present.iter().map(|g| (*g).to_owned()).collect();
+        t.open_canary_baselines(&crate::metrics::Pairs {
+            compared: &compared,
+            present: &present,
+            grace,
+        });
+    };
+    let pairs = |baseline: &str| {
+        exposition(&registry, Format::Text)
+            .lines()
+            .filter(|l| {
+                l.starts_with("inferprobe_canary_baseline_checks_total{")
+                    && l.contains(&format!("baseline=\"{baseline}\""))
+            })
+            .count()
+    };
+    open(&["v1", "v2"], &["v1", "v2"]);
+    assert_eq!((pairs("v1"), pairs("v2")), (4, 4));
+    // v1 flaps: gone from the pool for a while, its series stay.
+    open(&["v2"], &["v2"]);
+    tokio::time::advance(grace / 2).await;
+    open(&["v2"], &["v2"]);
+    assert_eq!(pairs("v1"), 4, "a flap keeps the counts");
+    open(&["v1", "v2"], &["v1", "v2"]);
+    // Gone for good: dropped once the grace is over.
+    open(&["v2"], &["v2"]);
+    tokio::time::advance(grace).await;
+    open(&["v2"], &["v2"]);
+    assert_eq!(pairs("v1"), 0);
+    // Still there, no longer compared: dropped at once.
+    open(&["v1"], &["v1", "v2"]);
+    assert_eq!((pairs("v1"), pairs("v2")), (4, 0));
 }

@@ -75,7 +75,7 @@ pub fn describe(
             super::warmup::AT_ONCE,
             spec.warmup,
             spec.max_divergence,
-            spec.warmup.max(super::warmup::MOST)
+            super::warmup::most(spec.warmup)
         );
     }
     out += &format!("; rollout gate: {}", gate(spec, compared, known));

@@ -133,10 +133,7 @@ pub async fn run(
     ));
     let plan = crate::ticker::Warmup {
         least: spec.warmup,
-        most: match spec.warmup {
-            0 => 0,
-            least => least.max(warmup::MOST),
-        },
+        most: warmup::most(spec.warmup),
         at_once: warmup::AT_ONCE,
     };
     let mut ticker = crate::ticker::Ticker::with_warmup(spec.interval, plan);

@@ -31,6 +31,14 @@ use crate::metrics::{CanaryVerdict, CheckResult, PairResult};
 /// The most checks a warm-up runs, whatever its evidence (160 at four at once and 3 s an
 /// answer is two minutes).
 pub const MOST: usize = 160;
+/// The most checks a warm-up of at least `least` runs (none when `least` is 0).
+pub fn most(least: usize) -> usize {
+    match least {
+        0 => 0,
+        least => least.max(MOST),
+    }
+}
+
 /// Warm-up checks at once.
 pub const AT_ONCE: u32 = 4;
 
@@ -167,9 +175,8 @@ impl Burst {
     pub fn succeeded(&self) -> Option<CanaryVerdict> {
         let mut held = self.state.lock().unwrap_or_else(|e| e.into_inner());
         held.since = None;
-        let first = held.verdicts.drain(..).next();
-        held.verdicts.clear();
-        first
+        // The drain empties the list whether or not its rest is read.
+        held.verdicts.drain(..).next()
     }
 }
 

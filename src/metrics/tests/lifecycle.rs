@@ -92,18 +92,7 @@ fn a_probe_ending_after_its_target_left_makes_no_series() {
 async fn a_canary_check_ending_after_its_target_left_makes_no_series() {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
-    let raw = RawConfig {
-        targets: vec![RawTarget {
-            name: Some("t".into()),
-            url: Some("http://127.0.0.1:1".into()),
-            model: Some("m".into()),
-            backend: Some("openai-chat".into()),
-            canary: Some(crate::config::RawCanary::default()),
-            ..RawTarget::default()
-        }],
-        ..RawConfig::default()
-    };
-    let t = metrics.target(&validate(&raw).unwrap().targets[0]);
+    let t = canary_target(&metrics);
     metrics.remove_target(t.labels());
     let verdict = CanaryVerdict {
         result: CheckResult::InvalidOutput,
@@ -134,18 +123,7 @@ async fn a_canary_check_ending_after_its_target_left_makes_no_series() {
 async fn a_pair_outlives_a_flap_of_its_other_group_but_not_its_grace() {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
-    let raw = RawConfig {
-        targets: vec![RawTarget {
-            name: Some("t".into()),
-            url: Some("http://127.0.0.1:1".into()),
-            model: Some("m".into()),
-            backend: Some("openai-chat".into()),
-            canary: Some(crate::config::RawCanary::default()),
-            ..RawTarget::default()
-        }],
-        ..RawConfig::default()
-    };
-    let t = metrics.target(&validate(&raw).unwrap().targets[0]);
+    let t = canary_target(&metrics);
     let grace = std::time::Duration::from_secs(600);
     let open = |compared: &[&str], present: &[&str]| {
         let compared: Vec<String> = compared.iter().map(|g| (*g).to_owned()).collect();
@@ -181,4 +159,20 @@ async fn a_pair_outlives_a_flap_of_its_other_group_but_not_its_grace() {
     // Still there, no longer compared: dropped at once.
     open(&["v1"], &["v1", "v2"]);
     assert_eq!((pairs("v1"), pairs("v2")), (4, 0));
+}
+
+/// One target `t` with the canary on, its series on `metrics`.
+fn canary_target(metrics: &Metrics) -> TargetMetrics {
+    let raw = RawConfig {
+        targets: vec![RawTarget {
+            name: Some("t".into()),
+            url: Some("http://127.0.0.1:1".into()),
+            model: Some("m".into()),
+            backend: Some("openai-chat".into()),
+            canary: Some(crate::config::RawCanary::default()),
+            ..RawTarget::default()
+        }],
+        ..RawConfig::default()
+    };
+    metrics.target(&validate(&raw).unwrap().targets[0])
 }

@@ -118,10 +118,11 @@ def contract_lines(path, n, line):
     return [escape(line)], 0
 
 
-def groups_block(path):
-    """The file's `groups:` list re-indented under spec.groups, as template lines, its leading
-    comment, and how many severity lines it had."""
-    lines = read(path).splitlines()
+def groups_block(path, text=None):
+    """The file's `groups:` list (or `text`, the file at another budget window) re-indented
+    under spec.groups, as template lines, its leading comment, and how many severity lines
+    it had."""
+    lines = (read(path) if text is None else text).splitlines()
     header, body, seen, severities = [], [], False, 0
     for n, line in enumerate(lines, 1):
         if "\t" in line[: len(line) - len(line.lstrip())]:
@@ -163,7 +164,54 @@ def groups_block(path):
     return header, shifted, severities
 
 
+def slo_rules():
+    """scripts/gen-slo-rules.py as a module: the SLO groups at any budget window."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gen_slo_rules", os.path.join(ROOT, "scripts/gen-slo-rules.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def chunks(block):
+    """A block of spec.groups lines cut before each group (`- name:` at the item indent)."""
+    out = []
+    for line in block:
+        if line.startswith(" " * ITEM_INDENT + "- name: ") or not out:
+            out.append([])
+        out[-1].append(line)
+    return out
+
+
+def windowed_block(path, slo):
+    """The file's block with each group that differs between the chart's budget windows
+    (slo.window) as one variant per window, chosen by `$sloWindow`; the severity lines of
+    the default window's."""
+    rel = os.path.join(ROOT, path)
+    variants = {}
+    for window in slo.CHART_WINDOWS:
+        texts = {str(p): t for p, t in slo.render(window).items()}
+        variants[window] = groups_block(path, texts.get(rel))
+    header, block, severities = variants[slo.DEFAULT_WINDOW]
+    if all(v[1] == block for v in variants.values()):
+        return header, block, severities
+    cut = {w: chunks(v[1]) for w, v in variants.items()}
+    if len({len(c) for c in cut.values()}) != 1:
+        raise SourceError(f"{path}: the budget windows give different groups")
+    out = []
+    for i, chunk in enumerate(cut[slo.DEFAULT_WINDOW]):
+        if all(c[i] == chunk for c in cut.values()):
+            out.extend(chunk)
+            continue
+        for n, window in enumerate(slo.CHART_WINDOWS):
+            out.append(f'{{{{- {"if" if n == 0 else "else if"} eq $sloWindow {quoted(window)} }}}}')
+            out.extend(l for l in cut[window][i] if l.strip())
+        out.append("{{- end }}")
+    return header, out, severities
+
+
 def prometheusrule(files):
+    slo = slo_rules()
     parts = [
         "{{- if .Values.prometheusRule.enabled }}",
         f"{{{{- /* {GENERATED} from {', '.join(files)}: do not edit. */}}}}",
@@ -172,6 +220,11 @@ def prometheusrule(files):
         "{{- $runbook := .Values.prometheusRule.runbookBaseUrl }}",
         "{{- $alertLabels := include \"inferprobe.alertLabels\" . | trim }}",
         "{{- $alertAnnotations := include \"inferprobe.alertAnnotations\" . | trim }}",
+        "{{- /* The budget window (slo.window): the groups that read it have a variant each. */}}",
+        "{{- $sloWindow := .Values.slo.window }}",
+        f"{{{{- if not (has $sloWindow (list {' '.join(quoted(w) for w in slo.CHART_WINDOWS)})) }}}}",
+        f"{{{{- fail (printf \"slo.window %q: one of {', '.join(slo.CHART_WINDOWS)}\" $sloWindow) }}}}",
+        "{{- end }}",
         "# The alerting and recording rules of config/prometheus/*.yml (docs/alerts.md).",
         "apiVersion: monitoring.coreos.com/v1",
         "kind: PrometheusRule",
@@ -186,7 +239,7 @@ def prometheusrule(files):
     ]
     alerts = 0
     for path in files:
-        header, block, severities = groups_block(path)
+        header, block, severities = windowed_block(path, slo)
         alerts += severities
         parts.append(f"    # ---- from {path} ----")
         parts.extend(("    " + h).rstrip() for h in header)
@@ -453,6 +506,14 @@ def outputs():
     if not re.search(r"^  prometheusAddress: " + re.escape(address) + r"$", values_text, re.M):
         raise SourceError(f"{CHART}/values.yaml: rollouts.prometheusAddress must default to "
                           f"config/rollouts/'s {address}")
+    slo = slo_rules()
+    if not re.search(r"^slo:\n(?:  [ #].*\n)*  window: " + re.escape(slo.DEFAULT_WINDOW) + r"$", values_text, re.M):
+        raise SourceError(f"{CHART}/values.yaml: slo.window must default to scripts/gen-slo-rules.py's "
+                          f"{slo.DEFAULT_WINDOW} (config/prometheus/'s window)")
+    schema = json.loads(read(f"{CHART}/values.schema.json"))
+    if schema["properties"]["slo"]["properties"]["window"].get("enum") != slo.CHART_WINDOWS:
+        raise SourceError(f"{CHART}/values.schema.json: slo.window's enum must be {slo.CHART_WINDOWS} "
+                          "(scripts/gen-slo-rules.py CHART_WINDOWS: the template's variants)")
     for src, (dst, key) in ROLLOUTS.items():
         out[f"{CHART}/{dst}"] = rollout_template(src, key, address)
     readme_path = f"{CHART}/README.md"

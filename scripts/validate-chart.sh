@@ -116,6 +116,8 @@ refuse standard-label "invalid propertyName 'helm.sh/chart'" - \
   'podMonitor: {labels: {helm.sh/chart: other}}'
 refuse checksum-annotation "invalid propertyName 'checksum/config'" - \
   'podAnnotations: {checksum/config: "0"}'
+refuse slo-window "value must be one of '7d', '14d', '28d', '30d'" 'slo.window "10d": one of 7d, 14d, 28d, 30d' \
+  'slo: {window: 10d}'
 refuse alertlabel-slo "invalid propertyName 'slo'" "alertLabels.slo: set by the rules" \
   'prometheusRule: {alertLabels: {slo: x}}'
 refuse alertlabel-severity "invalid propertyName 'severity'" "alertLabels.severity: set by the rules" \

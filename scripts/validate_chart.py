@@ -28,6 +28,7 @@ import copy
 import glob
 import json
 import os
+import pathlib
 import re
 import sys
 import tomllib
@@ -646,10 +647,20 @@ def source_groups(values, namespace):
     """config/prometheus/*.yml's groups under the alert-label contract, as these values write it."""
     pr = values["prometheusRule"]
     base = pr["runbookBaseUrl"]
+    # The SLO groups at the chart's budget window (slo.window), as scripts/gen-slo-rules.py
+    # writes them; the shipped files hold its default.
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gen_slo_rules", os.path.join(ROOT, "scripts/gen-slo-rules.py"))
+    slo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(slo)
+    windowed = {str(p): text for p, text in slo.render(values["slo"]["window"]).items()}
     want = []
     for path in sorted(glob.glob(os.path.join(ROOT, "config/prometheus/*.yml"))
                        + glob.glob(os.path.join(ROOT, "config/prometheus/*.yaml"))):
-        for g in load_all(path)[0]["groups"]:
+        docs = ([d for d in yaml.load_all(windowed[str(pathlib.Path(path).resolve())],
+                                          Loader=UniqueKeyLoader) if d is not None]
+                if str(pathlib.Path(path).resolve()) in windowed else load_all(path))
+        for g in docs[0]["groups"]:
             for r in g["rules"]:
                 if "alert" not in r:
                     continue

@@ -17,6 +17,10 @@
 #   --runbook-base URL        where docs/alerts.md is served, absolute, no fragment (default:
 #                             Cargo.toml's repository + /blob/main/docs/alerts.md); every
 #                             runbook_url is URL#<alert name in lower case>
+# and the SLO's:
+#   --slo-window W            the error budget's window, whole days (default: the shipped
+#                             rules', 7d; 30d where the Prometheus keeps 31 days): the SLO
+#                             groups as scripts/gen-slo-rules.py --window W writes them
 #
 # spec.groups is the groups of every file, in file-name order. Needs only bash and python3's
 # standard library: each file's `groups:` list is copied as text, re-indented under
@@ -30,14 +34,15 @@ namespace=inferprobe
 namespace_label=1
 severity=
 runbook_base=
+slo_window=
 alert_labels=()
 usage() {
-  echo "usage: $0 [-o FILE|-] [--namespace NS] [--no-namespace-label] [--severity critical=X,warning=Y,info=Z] [--alert-label KEY=VALUE]... [--runbook-base URL]" >&2
+  echo "usage: $0 [-o FILE|-] [--namespace NS] [--no-namespace-label] [--severity critical=X,warning=Y,info=Z] [--alert-label KEY=VALUE]... [--runbook-base URL] [--slo-window W]" >&2
   exit 64
 }
 while [ $# -gt 0 ]; do
   case "$1" in
-    -o | --output | --namespace | --severity | --alert-label | --runbook-base)
+    -o | --output | --namespace | --severity | --alert-label | --runbook-base | --slo-window)
       [ $# -ge 2 ] || usage
       case "$1" in
         -o | --output) out="$2" ;;
@@ -45,6 +50,7 @@ while [ $# -gt 0 ]; do
         --severity) severity="$2" ;;
         --alert-label) alert_labels+=("$2") ;;
         --runbook-base) runbook_base="$2" ;;
+        --slo-window) slo_window="$2" ;;
       esac
       shift 2
       ;;
@@ -71,6 +77,15 @@ if [ ${#files[@]} -eq 0 ]; then
   exit 1
 fi
 mapfile -t files < <(printf '%s\n' "${files[@]}" | LC_ALL=C sort)
+if [ -n "$slo_window" ]; then
+  # The SLO groups at another window: the rule files as scripts/gen-slo-rules.py writes them
+  # there, in place of the shipped ones (the manifest's header names the shipped paths).
+  windowed=$(mktemp -d)
+  trap 'rm -rf "$windowed"' EXIT
+  python3 scripts/gen-slo-rules.py --window "$slo_window" --out "$windowed/config/prometheus" >&2 ||
+    exit 64
+  export GEN_WINDOWED="$windowed"
+fi
 
 export GEN_NAMESPACE="$namespace" GEN_NAMESPACE_LABEL="$namespace_label" GEN_SEVERITY="$severity" \
   GEN_RUNBOOK_BASE="$runbook_base" GEN_ALERT_LABELS="$(printf '%s\n' "${alert_labels[@]+"${alert_labels[@]}"}")"
@@ -164,10 +179,16 @@ def fail(path, lineno, why):
     sys.exit(f"gen-prometheusrule: {path}:{lineno}: {why}")
 
 
+def source(path):
+    """The rule file, or its copy at --slo-window's budget window."""
+    windowed = os.path.join(os.environ.get("GEN_WINDOWED", ""), path)
+    return windowed if os.environ.get("GEN_WINDOWED") and os.path.exists(windowed) else path
+
+
 def groups_block(path):
     """The lines of the file's `groups:` list, re-indented for spec.groups, and the
     file's leading comment."""
-    with open(path, encoding="utf-8") as f:
+    with open(source(path), encoding="utf-8") as f:
         lines = f.read().splitlines()
     header, body, seen = [], [], False
     for n, line in enumerate(lines, 1):
@@ -244,7 +265,7 @@ except ImportError:
 if yaml is not None:
     want = []
     for path in files:
-        with open(path, encoding="utf-8") as f:
+        with open(source(path), encoding="utf-8") as f:
             want.extend(yaml.safe_load(f)["groups"])
     for group in want:
         for rule in group["rules"]:

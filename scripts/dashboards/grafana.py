@@ -60,7 +60,7 @@ GREEN = thresholds("green")
 SUCCESS = thresholds("red", (0.95, "orange"), (0.99, "green"))
 STALENESS = thresholds("green", (60, "orange"), (300, "red"))
 BUDGET_LEFT = thresholds("red", (0, "orange"), (0.25, "green"))
-# 1 spends a 30-day budget in 30 days; 6 and 14.4 are the usual slow and fast burn alerts.
+# 1 spends a budget in its window; 6 and 14.4 are the usual slow and fast burn alerts.
 BURN_RATE = thresholds("green", (1, "orange"), (6, "red"), (14.4, "dark-red"))
 
 
@@ -296,6 +296,17 @@ def variables(one_target=False):
             "gateway.",
         ),
     ]
+    # The budget window the rules record (their label slo_window: scripts/gen-slo-rules.py
+    # --window, the chart's slo.window), for the budget panels' titles: the dashboards follow
+    # whatever window the rules were written for.
+    window = _query_variable(
+        "slo_window", "Budget window",
+        f"label_values(inferprobe:sli_window_coverage:ratio{{{sites}}}, slo_window)", all_=False,
+        description="The error budget's window, from the recording rules' label slo_window "
+        "(7d by default, 30d where the Prometheus keeps 31 days).",
+    )
+    window["hide"] = 2
+    out.append(window)
     return {"list": out}
 
 

@@ -85,11 +85,12 @@ PANELS = [
          "down; compare it with the target's probe interval (1 / rate).",
          "s", (since_last_success(), "{{target}}"), STALENESS, decimals=0, links=True),
     panel(
-        "bargauge", "Error budget remaining (30d)", (16, 1, 8, 6),
-        "What is left of each target's 30-day error budget (recording rule "
-        "inferprobe:error_budget_remaining:ratio, over the share of 30 days the SLO compliance "
-        "table's Budget window covered says): 100% untouched, 0% spent, negative "
-        "overspent. Aggregated over all nodes; the model and node filters do not apply.",
+        "bargauge", "Error budget remaining ($slo_window)", (16, 1, 8, 6),
+        "What is left of each target's error budget over its window, $slo_window (recording "
+        "rule inferprobe:error_budget_remaining:ratio, over the share of the window the SLO "
+        "compliance table's Budget window covered says; none under 90% that no longer grows): "
+        "100% untouched, 0% spent, negative overspent. Aggregated over all nodes; the model and "
+        "node filters do not apply.",
         queries((recorded("inferprobe:error_budget_remaining:ratio"), "{{target}}")),
         {"unit": "percentunit", "color": {"mode": "thresholds"}, "thresholds": BUDGET_LEFT,
          "min": 0, "max": 1, "links": [TARGET_LINK]},
@@ -155,20 +156,21 @@ PANELS = [
         "Per target, from the recording rules (aggregated over all nodes): the objective, the "
         "fraction of probes that succeeded in the last hour, the fraction of successful probes "
         "within the TTFT and TPOT thresholds in the last hour (empty when the target has no such "
-        "threshold), what is left of the 30-day error budget and how much of the 30 days the "
-        "data it is computed from covers (under 100%: the budget is over that share alone, "
-        "a Prometheus keeping less than 30 days or a new target), and how fast the last hour "
-        "burned it (1 = exactly on budget, 14.4 = a 30-day budget gone in about 2 days).",
+        "threshold), what is left of the error budget over its window ($slo_window) and how "
+        "much of the window the data it is computed from covers (under 100%: the budget is "
+        "over that share alone, a new target; under 90% and no longer growing: no budget, a "
+        "Prometheus keeping less than the window), and how fast the last hour burned it (1 = "
+        "exactly on budget, 14.4 = a budget gone in a 14.4th of its window: 2 days of 30).",
         "percentunit",
         recorded("inferprobe:slo_objective"),
         "1 - " + recorded("inferprobe:sli_errors:ratio_rate1h"),
         "1 - " + recorded("inferprobe:sli_ttft_slow:ratio_rate1h"),
         "1 - " + recorded("inferprobe:sli_tpot_slow:ratio_rate1h"),
         recorded("inferprobe:error_budget_remaining:ratio"),
-        recorded("inferprobe:sli_window_coverage:ratio30d"),
+        recorded("inferprobe:sli_window_coverage:ratio"),
         burn_rate("errors", "1h"),
         overrides=[
-            override("Error budget left (30d)", ("unit", "percentunit"),
+            override("Error budget left", ("unit", "percentunit"),
                      ("custom.cellOptions", {"type": "color-text"}), ("thresholds", BUDGET_LEFT)),
             override("Error burn rate (1h)", ("unit", "short"), ("decimals", 2),
                      ("custom.cellOptions", {"type": "color-text"}), ("thresholds", BURN_RATE)),
@@ -176,7 +178,7 @@ PANELS = [
         ],
         transformations=merged(["target"], [
             "Objective", "Availability (1h)", "TTFT within SLO (1h)", "TPOT within SLO (1h)",
-            "Error budget left (30d)", "Budget window covered", "Error burn rate (1h)",
+            "Error budget left", "Budget window covered", "Error burn rate (1h)",
         ]),
     ),
 

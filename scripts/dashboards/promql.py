@@ -111,7 +111,7 @@ def recorded(rule, *extra):
 
 
 def burn_rate(sli, window):
-    """How fast the SLI `sli` spent the error budget over `window` (1: in exactly 30 days)."""
+    """How fast the SLI `sli` spent the error budget over `window` (1: in exactly its window)."""
     return (f"{recorded(f'inferprobe:sli_{sli}:ratio_rate{window}')}\n/ on ({SITE}, target)\n"
             f"{recorded('inferprobe:error_budget:ratio')}")
 

@@ -75,8 +75,8 @@ def burn(name, sli, x):
         f"{name} burn rate", (x, 69, 8, 8),
         f"How fast the {name} SLI spends the error budget: the SLI ratio "
         f"(inferprobe:sli_{sli}:ratio_rate<window>) divided by the budget "
-        "(inferprobe:error_budget:ratio) at 5m, 1h, 6h, 3d. 1 spends exactly the 30-day budget "
-        "in 30 days; the lines at 6 and 14.4 are the usual slow and fast burn alert thresholds.",
+        "(inferprobe:error_budget:ratio) at 5m, 1h, 6h, 3d. 1 spends exactly the budget in its "
+        "window; the lines at 6 and 14.4 are the usual slow and fast burn alert thresholds.",
         series("short", steps=BURN_RATE, lines=True),
         *((burn_rate(sli, w), w) for w in ["5m", "1h", "6h", "3d"]),
     )
@@ -134,10 +134,12 @@ PANELS = [
          "99th percentile of end-to-end latency over the last rate interval, from the histogram "
          "buckets.",
          "s", (quantile(0.99, E2EL_SECONDS, "target"), "{{target}} {{histograms}}")),
-    stat("Error budget remaining (30d)", (16, 1, 4, 5),
-         "What is left of the 30-day error budget (inferprobe:error_budget_remaining:ratio, all "
-         "nodes): 100% untouched, 0% spent, negative overspent. Over the share of 30 days the "
-         "SLO row's budget panel says is covered.",
+    stat("Error budget remaining ($slo_window)", (16, 1, 4, 5),
+         "What is left of the error budget over its window, $slo_window "
+         "(inferprobe:error_budget_remaining:ratio, all nodes): 100% untouched, 0% spent, "
+         "negative overspent. No value while the data covers less than 90% of the window and no "
+         "longer grows (a Prometheus keeping less than the window): the SLO row's budget panel "
+         "shows the share covered.",
          "percentunit", (recorded("inferprobe:error_budget_remaining:ratio"), "{{target}}"),
          BUDGET_LEFT, decimals=1),
     stat("Time since last success", (20, 1, 4, 5),
@@ -198,15 +200,16 @@ PANELS = [
          "The target's SLO objective (inferprobe:slo_objective: the configured one, else 99%).",
          "percentunit", (recorded("inferprobe:slo_objective"), "{{target}}"), decimals=2),
     timeseries(
-        "Error budget remaining (30d)", (4, 61, 8, 8),
-        "inferprobe:error_budget_remaining:ratio over time: 1 - (30-day error ratio / error "
-        "budget). Below 0 the budget is overspent. 'window covered' is the share of the 30 "
-        "days the data behind it covers (inferprobe:sli_window_coverage:ratio30d): under 100% "
-        "the budget is over that share alone (a Prometheus keeping less than 30 days, a new "
-        "target; InferprobeSLOWindowShort).",
+        "Error budget remaining ($slo_window)", (4, 61, 8, 8),
+        "inferprobe:error_budget_remaining:ratio over time: 1 - (error ratio over the budget "
+        "window, $slo_window, / error budget). Below 0 the budget is overspent. 'window "
+        "covered' is the share of the window the data behind it covers "
+        "(inferprobe:sli_window_coverage:ratio): under 100% the budget is over that share alone "
+        "(a new target), and under 90% without growing it has no value (a Prometheus keeping "
+        "less than the window, days of data lost; InferprobeSLOWindowShort).",
         series("percentunit", min=None, steps=BUDGET_LEFT, lines=True),
         (recorded("inferprobe:error_budget_remaining:ratio"), "{{target}}"),
-        (recorded("inferprobe:sli_window_coverage:ratio30d"), "{{target}} window covered"),
+        (recorded("inferprobe:sli_window_coverage:ratio"), "{{target}} window covered"),
     ),
     timeseries(
         "SLIs (1h)", (12, 61, 12, 8),

@@ -42,4 +42,6 @@ USER 65532:65532
 # leak alert on this pod less noisy. The daemon's few threads do not contend at probe rates.
 ENV GLIBC_TUNABLES=glibc.malloc.arena_max=1
 EXPOSE 9464
-ENTRYPOINT ["/usr/local/bin/inferprobe", "run", "--config", "/etc/inferprobe/config.toml"]
+# The configuration's directory: Kubernetes mounts a ConfigMap there (a directory mount, which
+# the kubelet updates in place, so a reload reads an edited ConfigMap; a subPath never changes).
+ENTRYPOINT ["/usr/local/bin/inferprobe", "run", "--config", "/etc/inferprobe/config/config.toml"]

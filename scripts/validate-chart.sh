@@ -69,11 +69,21 @@ check() { "$py" scripts/validate_chart.py "$@"; }
 step "scripts/gen-chart.py --check (generated parts of the chart up to date)"
 "$py" scripts/gen-chart.py --check
 
-step "helm lint --strict (default values; $FULL)"
-"$helm" lint --strict "$CHART" | tail -1
+# The chart ships no configuration (it refuses to install without one): each render gives it
+# config/kubernetes/inferprobe.toml with the release's fleet_selector, as a user would.
+cfg_for() {
+  local out="$work/config-$1.toml"
+  sed "s|app.kubernetes.io/instance=inferprobe\"|app.kubernetes.io/instance=$1\"|" \
+    config/kubernetes/inferprobe.toml >"$out"
+  printf '%s' "$out"
+}
+
+step "helm lint --strict (default values and config/kubernetes/inferprobe.toml; $FULL)"
+# helm lint renders as release "test-release".
+"$helm" lint --strict "$CHART" --set-file config="$(cfg_for test-release)" 2>&1 | tail -1
 "$helm" lint --strict "$CHART" -f "$FULL" | tail -1
 # values.schema.json refuses a typo (additionalProperties: false).
-if "$helm" template x "$CHART" --set podMonitor.enable=true >/dev/null 2>"$work/typo.err"; then
+if "$helm" template x "$CHART" --set-file config="$(cfg_for x)" --set podMonitor.enable=true >/dev/null 2>"$work/typo.err"; then
   fail "a mistyped value (podMonitor.enable) was accepted"
 fi
 echo "a mistyped value is refused: $(grep -o "additional properties 'enable' not allowed" "$work/typo.err" | head -1)"
@@ -85,13 +95,13 @@ step "values the API server, Prometheus or the chart's own objects would not sur
 refuse() {
   local name=$1 schema_err=$2 template_err=$3
   printf '%s\n' "$4" >"$work/refuse-$name.values"
-  if "$helm" template x "$CHART" -f "$work/refuse-$name.values" >/dev/null 2>"$work/refuse.err"; then
+  if "$helm" template x "$CHART" --set-file config="$(cfg_for x)" -f "$work/refuse-$name.values" >/dev/null 2>"$work/refuse.err"; then
     fail "$name: accepted: $4"
   fi
   grep -qF -- "$schema_err" "$work/refuse.err" ||
     fail "$name: refused, but not for '$schema_err': $(head -c 400 "$work/refuse.err")"
   if [ "$template_err" != - ]; then
-    if "$helm" template x "$CHART" --skip-schema-validation -f "$work/refuse-$name.values" >/dev/null 2>"$work/refuse.err"; then
+    if "$helm" template x "$CHART" --set-file config="$(cfg_for x)" --skip-schema-validation -f "$work/refuse-$name.values" >/dev/null 2>"$work/refuse.err"; then
       fail "$name: accepted by the templates (--skip-schema-validation): $4"
     fi
     grep -qF -- "$template_err" "$work/refuse.err" ||
@@ -138,19 +148,54 @@ refuse serviceaccount-unnamed "at '/serviceAccount/name'" "set serviceAccount.na
 # 13: the same Role twice.
 refuse rbac-duplicates "items at 0 and 1 are equal" - \
   'rbac: {mode: namespaced, namespaces: [inference, inference]}'
+refuse pdb-percent "at '/podDisruptionBudget/maxUnavailable'" - \
+  'podDisruptionBudget: {enabled: true, maxUnavailable: 150%}'
+refuse resources-typo "at '/resources'" - \
+  'resources: {limits: {cpu: 500m}, request: {cpu: 20m}}'
+refuse resources-quantity "at '/resources/limits/memory'" - \
+  'resources: {limits: {memory: 128 MB}}'
+refuse rbac-mode "at '/rbac/mode'" - 'rbac: {mode: clusterwide}'
+refuse amconfig-groupby "at '/alertmanagerConfig/groupBy" - \
+  'alertmanagerConfig: {groupBy: [alert-name]}'
+# What only the templates can see: the configuration itself, and two values against each other.
+refuse_template() {
+  local name=$1 err=$2
+  shift 2
+  if "$helm" template x "$CHART" "$@" >/dev/null 2>"$work/refuse.err"; then
+    fail "$name: accepted: $*"
+  fi
+  grep -qF -- "$err" "$work/refuse.err" ||
+    fail "$name: refused, but not for '$err': $(head -c 400 "$work/refuse.err")"
+  printf '  %-24s refused: %s\n' "$name" "$err"
+}
+refuse_template no-config "no configuration: inferprobe installs no example endpoints"
+printf 'listen = "0.0.0.0:9464\n' >"$work/not-toml.toml"
+refuse_template config-not-toml "config: not TOML" --set-file config="$work/not-toml.toml"
+refuse_template config-selector "does not select this release's pods" \
+  --set-file config="$(cfg_for inferprobe)"
+refuse_template config-grace "is not below terminationGracePeriodSeconds" \
+  --set-file config="$(cfg_for x)" --set terminationGracePeriodSeconds=25
+printf 'listen = "0.0.0.0:8080"\n' >"$work/port.toml"
+refuse_template config-port "the chart's container port" --set-file config="$work/port.toml"
+refuse_template scrape-timeout "is longer than its interval" \
+  --set-file config="$(cfg_for x)" --set podMonitor.scrapeTimeout=45s
+refuse_template amconfig-receiver "is not a name in alertmanagerConfig.receivers" \
+  --set-file config="$(cfg_for x)" --set alertmanagerConfig.enabled=true \
+  --set alertmanagerConfig.critical.receiver=pager
 check schema "$CHART/values.schema.json" "$CHART/values.yaml"
 
 # render NAME RELEASE NAMESPACE [helm args]: $work/NAME.yaml
 render() {
   local name=$1 release=$2 ns=$3
   shift 3
-  "$helm" template "$release" "$CHART" -n "$ns" "$@" >"$work/$name.yaml"
+  "$helm" template "$release" "$CHART" -n "$ns" --set-file config="$(cfg_for "$release")" "$@" >"$work/$name.yaml"
 }
 step "helm template"
 render default inferprobe inferprobe
-render namespaced inferprobe inferprobe --set rbac.mode=namespaced
+render namespaced inferprobe inferprobe --set rbac.mode=namespaced --set 'rbac.namespaces={inference}'
 render full probe observability -f "$FULL"
 render renamed probe-eu probes
+render cluster inferprobe inferprobe --set rbac.mode=cluster
 # Other combinations of options, each checked like the others below.
 printf '%s\n' 'rbac: {mode: none}' 'existingConfigSecret: inferprobe-config' 'tolerations: []' \
   'updateStrategy: {type: OnDelete}' >"$work/v-none.values"
@@ -171,9 +216,9 @@ printf '%s\n' 'kind: Deployment' 'updateStrategy: {type: Recreate}' 'podLabels: 
   >"$work/v-collide.values"
 render none inferprobe inferprobe -f "$work/v-none.values"
 render bare inferprobe inferprobe -f "$work/v-bare.values"
-render long "$long_release" inferprobe --set rbac.mode=namespaced
+render long "$long_release" inferprobe --set rbac.mode=namespaced --set 'rbac.namespaces={inference}'
 render collide inferprobe inferprobe -f "$work/v-collide.values"
-renders=(default namespaced full renamed none bare long collide)
+renders=(default namespaced full renamed cluster none bare long collide)
 for r in "${renders[@]}"; do
   printf '%-10s ' "$r:"
   check split "$work/$r.yaml" "$work/$r-core.yaml" "$work/$r-custom.yaml"
@@ -198,12 +243,13 @@ done
 step "objects: labels, selectors, RBAC against the config, monitors, dashboards"
 values=$CHART/values.yaml
 check objects "$work/default.yaml" inferprobe inferprobe "$values"
-check objects "$work/namespaced.yaml" inferprobe inferprobe "$values" <(echo 'rbac: {mode: namespaced}')
+check objects "$work/namespaced.yaml" inferprobe inferprobe "$values" <(echo 'rbac: {mode: namespaced, namespaces: [inference]}')
 check objects "$work/full.yaml" probe observability "$values" "$FULL"
 check objects "$work/renamed.yaml" probe-eu probes "$values"
+check objects "$work/cluster.yaml" inferprobe inferprobe "$values" <(echo 'rbac: {mode: cluster}')
 check objects "$work/none.yaml" inferprobe inferprobe "$values" "$work/v-none.values"
 check objects "$work/bare.yaml" inferprobe inferprobe "$values" "$work/v-bare.values"
-check objects "$work/long.yaml" "$long_release" inferprobe "$values" <(echo 'rbac: {mode: namespaced}')
+check objects "$work/long.yaml" "$long_release" inferprobe "$values" <(echo 'rbac: {mode: namespaced, namespaces: [inference]}')
 check objects "$work/collide.yaml" inferprobe inferprobe "$values" "$work/v-collide.values"
 
 step "NOTES.txt (helm install --dry-run=client) for every combination of the monitors and rules"
@@ -215,7 +261,7 @@ for combo in "true false true" "true false false" "false true true" "false true 
   read -r pm sm pr <<<"$combo"
   for extra in "kind=DaemonSet" "kind=Deployment,monitoring.release="; do
     set_args="podMonitor.enabled=$pm,serviceMonitor.enabled=$sm,prometheusRule.enabled=$pr,$extra"
-    "$helm" install notes "$CHART" -n probes --dry-run=client --set "$set_args" >"$work/notes.out" ||
+    "$helm" install notes "$CHART" -n probes --dry-run=client --set-file config="$(cfg_for notes)" --set "$set_args" >"$work/notes.out" ||
       fail "helm install --dry-run=client --set $set_args"
     check notes "$work/notes.out" "$values" "$set_args" >/dev/null
     n=$((n + 1))
@@ -238,11 +284,14 @@ kustomize() {
 }
 kustomize config/kubernetes "$work/base.yaml" ||
   { echo "kustomize unavailable: validate_deploy.py render"; "$py" scripts/validate_deploy.py render config/kubernetes >"$work/base.yaml"; }
-check base "$work/default.yaml" "$work/base.yaml"
+# The base grants a ClusterRole (cluster); its namespaced/ Component is what `auto` derives
+# from the same configuration (Roles in inference and for the fleet).
+check base "$work/cluster.yaml" "$work/base.yaml"
 "$py" scripts/validate_deploy.py overlay "$work/overlay" config/kubernetes config/kubernetes/namespaced
 kustomize "$work/overlay" "$work/base-namespaced.yaml" ||
   { echo "kustomize unavailable: validate_deploy.py render"; "$py" scripts/validate_deploy.py render config/kubernetes config/kubernetes/namespaced >"$work/base-namespaced.yaml"; }
 check base "$work/namespaced.yaml" "$work/base-namespaced.yaml"
+check base "$work/default.yaml" "$work/base-namespaced.yaml"
 
 step "PrometheusRule = config/prometheus/*.yml under the alert-label contract"
 check rules "$work/default.yaml" inferprobe "$values"

@@ -935,7 +935,7 @@ def cmd_notes(output, values_path, set_args):
     elif "3. Prometheus" in notes:
         error(f"{set_args}: NOTES speak of Prometheus objects, and none is installed")
     default_node_local = re.search(r"(?m)^\s*node_local\s*=\s*true",
-                                   open(os.path.join(ROOT, "charts/inferprobe/files/inferprobe.toml")).read())
+                                   open(os.path.join(ROOT, "config/kubernetes/inferprobe.toml")).read())
     says = "node_local = true" in flat
     if says != bool(values["kind"] == "Deployment" and default_node_local):
         error(f"{set_args}: NOTES {'speak' if says else 'do not speak'} of node_local under kind {values['kind']}")

@@ -31,7 +31,10 @@ LABELS = {
     "app.kubernetes.io/instance": "inferprobe",
 }
 NAMESPACE = "inferprobe"
-CONFIG_PATH = "/etc/inferprobe/config.toml"
+CONFIG_PATH = "/etc/inferprobe/config/config.toml"
+# The directory the configuration's volume is mounted at (no subPath: the kubelet updates a
+# directory mount in place, so a reload reads a changed ConfigMap).
+CONFIG_DIR = "/etc/inferprobe/config"
 SECRETS_DIR = "/etc/inferprobe/secrets"
 SECRET_NAME = "inferprobe-api-keys"
 PORT_NAME = "metrics"
@@ -522,10 +525,13 @@ def check_daemonset(ds, objs):
             error(f"{n}: env {var} must come from fieldRef {field}")
     volumes = {v.get("name"): v for v in pod.get("volumes") or []}
     mounts = {m.get("mountPath"): m for m in c.get("volumeMounts") or []}
-    cm_mount = mounts.get(CONFIG_PATH)
+    cm_mount = mounts.get(CONFIG_DIR)
     config_text = None
     if not cm_mount:
-        error(f"{n}: nothing mounted at {CONFIG_PATH}")
+        error(f"{n}: nothing mounted at {CONFIG_DIR}")
+    elif cm_mount.get("subPath"):
+        error(f"{n}: the configuration is mounted with subPath, which the kubelet never "
+              f"updates: a reload would read the old file")
     else:
         cm_ref = (volumes.get(cm_mount.get("name")) or {}).get("configMap") or {}
         cms = {o["metadata"]["name"]: o for o in objs if o.get("kind") == "ConfigMap"}
@@ -534,7 +540,7 @@ def check_daemonset(ds, objs):
             error(f"{n}: the config volume references ConfigMap {cm_ref.get('name')}, which the "
                   f"base does not contain ({sorted(cms)})")
         else:
-            key = cm_mount.get("subPath") or "config.toml"
+            key = "config.toml"
             config_text = (cm.get("data") or {}).get(key)
             if config_text is None:
                 error(f"{name_of(cm)}: no key {key}")

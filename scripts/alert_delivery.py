@@ -17,17 +17,15 @@ Everything on 127.0.0.1, bounded by --wait, stopped on exit.
 """
 
 import argparse
-import http.server
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from alert_routing import die, dump, free_port, load_yaml  # noqa: E402
+from alert_routing import die, dump, load_yaml, recorder, start_alertmanager, stop  # noqa: E402
 
 NAMESPACE = "inferprobe"
 OPENER = {"alertname": "InferprobeErrorBudgetBurnFast", "severity": "critical",
@@ -45,38 +43,16 @@ def main():
     p.add_argument("--out", required=True)
     a = p.parse_args()
 
-    seen = {}  # alertname -> seconds since start when first delivered
+    seen = {}  # alertname -> when it was first delivered (time.time())
     lock = threading.Lock()
 
-    class Hook(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            with lock:
-                for al in body.get("alerts", []):
-                    seen.setdefault(al["labels"].get("alertname"), time.time())
-            self.send_response(200)
-            self.end_headers()
+    def on_body(body):
+        with lock:
+            for al in body.get("alerts", []):
+                seen.setdefault(al["labels"].get("alertname"), time.time())
 
-        def log_message(self, *args):
-            pass
-
-    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=hook.serve_forever, daemon=True).start()
-    cfg = load_yaml(a.config)
-    for rcv in cfg.get("receivers") or []:
-        for w in rcv.get("webhook_configs") or []:
-            w["url"] = f"http://127.0.0.1:{hook.server_address[1]}/"
-    cfg.pop("templates", None)
-    os.makedirs(a.workdir, exist_ok=True)
-    test_cfg = os.path.join(a.workdir, "alertmanager.yml")
-    dump(test_cfg, cfg)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = open(os.path.join(a.workdir, "alertmanager.log"), "w")
-    am = subprocess.Popen(
-        [a.alertmanager, f"--config.file={test_cfg}", f"--storage.path={a.workdir}/data",
-         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=", "--log.level=warn"],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    hook, hook_url = recorder(on_body)
+    am, base = start_alertmanager(a.alertmanager, load_yaml(a.config), hook_url, a.workdir)
 
     def post(labels):
         # startsAt now and no endsAt: Alertmanager holds it for resolve_timeout (kps: 5m), as it
@@ -96,16 +72,6 @@ def main():
         return None
 
     try:
-        deadline = time.time() + 15
-        while True:
-            try:
-                urllib.request.urlopen(base + "/-/ready", timeout=2).read()
-                break
-            except Exception:
-                if am.poll() is not None or time.time() > deadline:
-                    log.flush()
-                    die("alertmanager did not start:\n" + open(log.name).read()[-2000:])
-                time.sleep(0.2)
         t0 = time.time()
         post(OPENER)
         opener = delivered(OPENER["alertname"], t0, 90)
@@ -119,13 +85,7 @@ def main():
         dump(a.out, out)
         print(json.dumps(out), flush=True)
     finally:
-        am.terminate()
-        try:
-            am.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            am.kill()
-            am.wait()
-        hook.shutdown()
+        stop(am, hook)
 
 
 if __name__ == "__main__":

@@ -75,7 +75,8 @@ echo "  every critical and warning firing label set routes to $team (amtool)"
 chart_args=()
 if [ -d charts/inferprobe ] && [ -x target/helm/helm ]; then
   echo "== the chart's default PrometheusRule (helm template charts/inferprobe --namespace inferprobe)"
-  if target/helm/helm template inferprobe charts/inferprobe --namespace inferprobe >"$tmp/chart.yaml" 2>"$tmp/chart.err"; then
+  if target/helm/helm template inferprobe charts/inferprobe --namespace inferprobe \
+    --set-file config=config/kubernetes/inferprobe.toml >"$tmp/chart.yaml" 2>"$tmp/chart.err"; then
     "$python" - "$tmp/chart.yaml" "$tmp/chart-rule.yaml" <<'PY'
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d.get("kind") == "PrometheusRule"]
@@ -97,6 +98,31 @@ else
   echo "== NOTE: charts/inferprobe or target/helm/helm absent: the chart's PrometheusRule is not checked"
 fi
 
+amc_args=()
+if [ -d charts/inferprobe ] && [ -x target/helm/helm ]; then
+  echo "== the chart's AlertmanagerConfig (alertmanagerConfig.enabled, critical and warning to one webhook receiver)"
+  cat >"$tmp/amc.values" <<'YAML'
+alertmanagerConfig:
+  enabled: true
+  receivers:
+    - name: oncall
+      webhookConfigs:
+        - url: https://oncall.example.com/hooks/alertmanager
+          sendResolved: true
+  critical: {receiver: oncall}
+  warning: {receiver: oncall}
+YAML
+  target/helm/helm template inferprobe charts/inferprobe --namespace inferprobe \
+    --set-file config=config/kubernetes/inferprobe.toml -f "$tmp/amc.values" \
+    --show-only templates/alertmanagerconfig.yaml >"$tmp/chart-amc.yaml"
+  ar merge "$fx/kps-default.yaml" "$tmp/chart-amc.yaml" --out "$tmp/merged-chart.yml"
+  amtool check-config "$tmp/merged-chart.yml" | sed 's/^/  /'
+  ar route "$tmp/merged-chart.yml" "$tmp/contract-cases.json" --mode contract \
+    --team inferprobe/inferprobe/oncall --out "$tmp/chart-amc-routed.json"
+  echo "  every critical and warning firing label set routes to inferprobe/inferprobe/oncall (amtool)"
+  amc_args=(yes)
+fi
+
 echo "== negative control: the old contract (severity page|ticket, no namespace label)"
 bash scripts/gen-prometheusrule.sh -o "$tmp/old.yaml" --no-namespace-label --severity critical=page,warning=ticket
 ar cases "$tmp/old.yaml" --tests 'config/prometheus/tests/*.test.yml' --out "$tmp/old-cases.json"
@@ -106,6 +132,40 @@ echo "  every page routes to null under the old contract: the proof can fail"
 echo "== a real Alertmanager ($alertmanager), the merged configuration, every firing label set posted"
 ar live "$tmp/merged.yml" "$tmp/contract-routed.json" --team "$team" --alertmanager "$alertmanager" \
   --workdir "$tmp" --out "$tmp/live.json"
+
+if [ ${#amc_args[@]} -gt 0 ]; then
+  mkdir -p "$tmp/live-chart"
+  ar live "$tmp/merged-chart.yml" "$tmp/chart-amc-routed.json" --team inferprobe/inferprobe/oncall \
+    --alertmanager "$alertmanager" --workdir "$tmp/live-chart" --out "$tmp/live-chart.json"
+
+  # Delivery at the real timings: kps's root route (group_by [namespace], group_interval 5m)
+  # under an AlertmanagerConfig without a groupBy of its own (the team's, less its groupBy),
+  # and under the chart's. A fast burn of target vllm fires first; then its TargetDown.
+  wait=${ALERT_DELIVERY_WAIT:-60}
+  echo "== delivery of a page while another inferprobe alert is open (real timings; the default route waited on for $wait s)"
+  "$python" -c 'import sys, yaml
+d = yaml.safe_load(open(sys.argv[1])); d["spec"]["route"].pop("groupBy")
+yaml.safe_dump(d, open(sys.argv[2], "w"), sort_keys=False)' "$fx/team-amconfig.yaml" "$tmp/plain-amc.yaml"
+  ar merge "$fx/kps-default.yaml" "$tmp/plain-amc.yaml" --out "$tmp/merged-plain.yml"
+  "$python" scripts/alert_delivery.py "$tmp/merged-plain.yml" --alertmanager "$alertmanager" \
+    --workdir "$tmp/delivery-plain" --wait "$wait" --out "$tmp/delivery-plain.json" >/dev/null &
+  plain_pid=$!
+  "$python" scripts/alert_delivery.py "$tmp/merged-chart.yml" --alertmanager "$alertmanager" \
+    --workdir "$tmp/delivery-chart" --wait 60 --out "$tmp/delivery-chart.json" >/dev/null
+  wait "$plain_pid"
+  "$python" - "$tmp/delivery-plain.json" "$tmp/delivery-chart.json" "$wait" <<'PY'
+import json, sys
+plain, chart, wait = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), float(sys.argv[3])
+print(f"  default route (group_by namespace): first alert delivered after {plain['opener_s']} s; "
+      f"InferprobeTargetDown {'not delivered within %.0f s' % wait if plain['page_s'] is None else 'delivered %s s after it fired' % plain['page_s']}")
+print(f"  chart's AlertmanagerConfig: first alert after {chart['opener_s']} s; "
+      f"InferprobeTargetDown {chart['page_s']} s after it fired")
+if chart["page_s"] is None or chart["page_s"] > 20:
+    sys.exit("FAIL: under the chart's AlertmanagerConfig the page took more than 20 s (groupWait 10s)")
+if plain["page_s"] is not None and plain["page_s"] < 30:
+    sys.exit("FAIL: under the default route the page was not held by the open group: the proof cannot tell them apart")
+PY
+fi
 
 echo
 ar table "$tmp/contract-routed.json" --live "$tmp/live.json" --control "$tmp/old-routed.json" ${chart_args[@]+"${chart_args[@]}"}

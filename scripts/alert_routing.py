@@ -296,17 +296,12 @@ def fp(labels):
     return tuple(sorted(labels.items()))
 
 
-def cmd_live(a):
-    cases = load_yaml(a.routed)
-    deliveries = []  # (receiver, labels) per delivered alert
-    lock = threading.Lock()
-
+def recorder(on_body):
+    """A webhook receiver on 127.0.0.1 calling on_body(notification) for each POST: (server,
+    url)."""
     class Hook(http.server.BaseHTTPRequestHandler):
         def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            with lock:
-                for al in body.get("alerts", []):
-                    deliveries.append((body.get("receiver"), fp(al["labels"]), al["status"]))
+            on_body(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
             self.send_response(200)
             self.end_headers()
 
@@ -315,7 +310,61 @@ def cmd_live(a):
 
     hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
     threading.Thread(target=hook.serve_forever, daemon=True).start()
-    hook_url = f"http://127.0.0.1:{hook.server_address[1]}/"
+    return hook, f"http://127.0.0.1:{hook.server_address[1]}/"
+
+
+def start_alertmanager(binary, cfg, hook_url, workdir):
+    """A real Alertmanager (127.0.0.1, a free port, clustering off) running the configuration
+    cfg with every webhook pointed at hook_url, ready: (process, base URL)."""
+    for rcv in cfg.get("receivers") or []:
+        for w in rcv.get("webhook_configs") or []:
+            w["url"] = hook_url
+    cfg.pop("templates", None)  # /etc/alertmanager/config/*.tmpl: none exist here
+    os.makedirs(workdir, exist_ok=True)
+    test_cfg = os.path.join(workdir, "alertmanager-live.yml")
+    dump(test_cfg, cfg)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = open(os.path.join(workdir, "alertmanager.log"), "w")
+    am = subprocess.Popen(
+        [binary, f"--config.file={test_cfg}", f"--storage.path={workdir}/am-data",
+         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+         "--log.level=warn"],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    deadline = time.time() + 15
+    while True:
+        try:
+            urllib.request.urlopen(base + "/-/ready", timeout=2).read()
+            return am, base
+        except Exception:
+            if am.poll() is not None or time.time() > deadline:
+                am.kill()
+                log.flush()
+                die("alertmanager did not start:\n" + open(log.name).read()[-2000:])
+            time.sleep(0.2)
+
+
+def stop(am, hook):
+    am.terminate()
+    try:
+        am.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        am.kill()
+        am.wait()
+    hook.shutdown()
+
+
+def cmd_live(a):
+    cases = load_yaml(a.routed)
+    deliveries = []  # (receiver, labels) per delivered alert
+    lock = threading.Lock()
+
+    def on_body(body):
+        with lock:
+            for al in body.get("alerts", []):
+                deliveries.append((body.get("receiver"), fp(al["labels"]), al["status"]))
+
+    hook, hook_url = recorder(on_body)
 
     # The test copy: every webhook points at the recorder, and group_wait/group_interval are
     # 1s wherever set (kps's 30s/5m would outlast the run). Routing and inhibition unchanged.
@@ -327,21 +376,7 @@ def cmd_live(a):
         for c in r.get("routes") or []:
             quick(c)
     quick(cfg["route"], root=True)
-    for rcv in cfg.get("receivers") or []:
-        for w in rcv.get("webhook_configs") or []:
-            w["url"] = hook_url
-    cfg.pop("templates", None)  # /etc/alertmanager/config/*.tmpl: none exist here
-    work = a.workdir
-    test_cfg = os.path.join(work, "alertmanager-live.yml")
-    dump(test_cfg, cfg)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = open(os.path.join(work, "alertmanager.log"), "w")
-    am = subprocess.Popen(
-        [a.alertmanager, f"--config.file={test_cfg}", f"--storage.path={work}/am-data",
-         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
-         "--log.level=warn"],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    am, base = start_alertmanager(a.alertmanager, cfg, hook_url, a.workdir)
     print(f"alertmanager {a.alertmanager} on {base}, webhook {hook_url} (pid {am.pid})", flush=True)
 
     def api(path, data=None):
@@ -369,16 +404,6 @@ def cmd_live(a):
 
     failures = []
     try:
-        deadline = time.time() + 15
-        while True:
-            try:
-                api("/-/ready")
-                break
-            except Exception:
-                if am.poll() is not None or time.time() > deadline:
-                    log.flush()
-                    die("alertmanager did not start:\n" + open(log.name).read()[-2000:])
-                time.sleep(0.2)
         paged = [c for c in cases if c["labels"].get("severity") in ("critical", "warning")]
         # 1. A lone critical alert: delivered to the team's webhook, not inhibited.
         lone = next(c for c in paged if c["labels"]["severity"] == "critical")
@@ -415,13 +440,7 @@ def cmd_live(a):
         print(f"live: {n}/{len(paged)} critical and warning firing label sets delivered to "
               f"{a.team}; {sum(1 for c in live if c['live']['inhibitedBy'])} inhibited", flush=True)
     finally:
-        am.terminate()
-        try:
-            am.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            am.kill()
-            am.wait()
-        hook.shutdown()
+        stop(am, hook)
     if failures:
         die("live Alertmanager:\n  " + "\n  ".join(failures))
 

@@ -2,9 +2,9 @@
 """Writes the generated parts of the Helm chart charts/inferprobe/ from the repository's
 sources, so the chart cannot drift from them:
 
-  files/inferprobe.toml, files/canary-prompts.jsonl
-        copies of config/kubernetes/inferprobe.toml and canary-prompts.jsonl (the defaults of
-        `config` and `canaryPrompts`)
+  files/canary-prompts.jsonl
+        a copy of config/kubernetes/canary-prompts.jsonl (the default of `canaryPrompts`; the
+        chart ships no default `config`: example endpoints would page)
   files/dashboards/*.json
         dashboards/*.json minified (one ConfigMap each; the target dashboard is 277 kB
         pretty-printed, over the 262,144 bytes of kubectl's last-applied annotation)
@@ -490,7 +490,6 @@ def readme(current):
 def outputs():
     """{path under the repository: text} of every generated file."""
     out = {
-        f"{CHART}/files/inferprobe.toml": read("config/kubernetes/inferprobe.toml"),
         f"{CHART}/files/canary-prompts.jsonl": read("config/kubernetes/canary-prompts.jsonl"),
     }
     for path in sorted_glob("dashboards", (".json",)):

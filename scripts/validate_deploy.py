@@ -31,7 +31,10 @@ LABELS = {
     "app.kubernetes.io/instance": "inferprobe",
 }
 NAMESPACE = "inferprobe"
-CONFIG_PATH = "/etc/inferprobe/config.toml"
+CONFIG_PATH = "/etc/inferprobe/config/config.toml"
+# The directory the configuration's volume is mounted at (no subPath: the kubelet updates a
+# directory mount in place, so a reload reads a changed ConfigMap).
+CONFIG_DIR = "/etc/inferprobe/config"
 SECRETS_DIR = "/etc/inferprobe/secrets"
 SECRET_NAME = "inferprobe-api-keys"
 PORT_NAME = "metrics"
@@ -522,10 +525,13 @@ def check_daemonset(ds, objs):
             error(f"{n}: env {var} must come from fieldRef {field}")
     volumes = {v.get("name"): v for v in pod.get("volumes") or []}
     mounts = {m.get("mountPath"): m for m in c.get("volumeMounts") or []}
-    cm_mount = mounts.get(CONFIG_PATH)
+    cm_mount = mounts.get(CONFIG_DIR)
     config_text = None
     if not cm_mount:
-        error(f"{n}: nothing mounted at {CONFIG_PATH}")
+        error(f"{n}: nothing mounted at {CONFIG_DIR}")
+    elif cm_mount.get("subPath"):
+        error(f"{n}: the configuration is mounted with subPath, which the kubelet never "
+              f"updates: a reload would read the old file")
     else:
         cm_ref = (volumes.get(cm_mount.get("name")) or {}).get("configMap") or {}
         cms = {o["metadata"]["name"]: o for o in objs if o.get("kind") == "ConfigMap"}
@@ -534,7 +540,7 @@ def check_daemonset(ds, objs):
             error(f"{n}: the config volume references ConfigMap {cm_ref.get('name')}, which the "
                   f"base does not contain ({sorted(cms)})")
         else:
-            key = cm_mount.get("subPath") or "config.toml"
+            key = "config.toml"
             config_text = (cm.get("data") or {}).get(key)
             if config_text is None:
                 error(f"{name_of(cm)}: no key {key}")
@@ -880,19 +886,26 @@ def cmd_config(rendered, secrets_dir):
 def cmd_dockerfile(dockerfile, rendered):
     with open(dockerfile, encoding="utf-8") as f:
         text = f.read()
-    froms = re.findall(r"^FROM\s+(\S+)", text, re.M)
+    froms = re.findall(r"^FROM\s+(?:--platform=\S+\s+)?(\S+)", text, re.M)
     if len(froms) < 2:
         error(f"{dockerfile}: a multi-stage build expected")
     for image in froms:
         if ":" not in image.split("/")[-1] and "@" not in image:
             error(f"{dockerfile}: FROM {image} has no tag")
-    rust = re.search(r"^FROM\s+rust:(\d+)\.(\d+)(?:\.\d+)?-\S+", text, re.M)
+    rust = re.search(r"^FROM\s+(--platform=\S+\s+)?rust:(\d+)\.(\d+)(?:\.\d+)?-\S+", text, re.M)
+    # amd64 and arm64 nodes (GH200): the build stage runs on the builder's platform and
+    # cross-compiles for TARGETARCH, which emulation would make many times slower.
+    if rust and (rust.group(1) or "").strip() != "--platform=$BUILDPLATFORM":
+        error(f"{dockerfile}: the build stage must run FROM --platform=$BUILDPLATFORM (cross-compiling "
+              "for TARGETARCH; docker buildx --platform linux/amd64,linux/arm64)")
+    if not re.search(r"^ARG TARGETARCH", text, re.M) or '--target "${triple}"' not in text:
+        error(f"{dockerfile}: the build must cross-compile for ARG TARGETARCH (cargo build --target)")
     if not rust:
         error(f"{dockerfile}: the build stage must use an official rust:<version>-... image")
     else:
         with open("Cargo.toml", "rb") as f:
             msrv = tomllib.load(f)["package"].get("rust-version", "0.0")
-        have = (int(rust.group(1)), int(rust.group(2)))
+        have = (int(rust.group(2)), int(rust.group(3)))
         need = tuple(int(x) for x in msrv.split(".")[:2])
         if have < need:
             error(f"{dockerfile}: rust {have} is older than Cargo.toml's rust-version {msrv}")

@@ -77,11 +77,16 @@ fn at(steps: &[String], what: &str) -> usize {
         .unwrap_or_else(|| panic!("no step `{what}` in {steps:#?}"))
 }
 
-/// The image the README's first deploy step pushes.
+/// The image the README's first deploy step builds for both architectures the chart's
+/// default `architectures` selects, and pushes.
 fn pushed_image() -> String {
     let steps = steps("README.md", "## Deploying it");
-    let push = &steps[at(&steps, "docker push")];
-    push.rsplit(' ').next().unwrap().to_owned()
+    let push = &steps[at(&steps, "--push")];
+    assert!(
+        push.contains("docker buildx build --platform linux/amd64,linux/arm64"),
+        "{push}"
+    );
+    word_after(push, "-t").unwrap().to_owned()
 }
 
 /// The Secret the README's steps create, as (namespace, name, key), after asserting the

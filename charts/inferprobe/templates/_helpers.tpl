@@ -96,14 +96,11 @@ release: {{ . | quote }}
 {{- end }}
 {{- end }}
 
-{{/* The configuration text the chart ships (values or files/), when not an existing object. */}}
+{{/* The configuration text the chart mounts (not with an existing ConfigMap or Secret),
+checked first by inferprobe.config. */}}
 {{- define "inferprobe.configText" -}}
-{{- if .Values.config }}
+{{- $_ := include "inferprobe.config" . }}
 {{- .Values.config }}
-{{- else }}
-{{- $selector := printf "fleet_selector = %s" (include "inferprobe.selectorString" . | quote) }}
-{{- .Files.Get "files/inferprobe.toml" | replace "fleet_selector = \"app.kubernetes.io/name=inferprobe,app.kubernetes.io/instance=inferprobe\"" $selector }}
-{{- end }}
 {{- end }}
 
 {{- define "inferprobe.canaryText" -}}
@@ -116,4 +113,73 @@ release: {{ . | quote }}
 {{- end }}
 {{- define "inferprobe.ownCanary" -}}
 {{- if not .Values.existingCanaryConfigMap }}true{{ end }}
+{{- end }}
+
+{{/* A Prometheus-style duration ("1m30s", "25s", "500ms") in milliseconds, or "" when it is
+not one (the daemon's own check reads the others). */}}
+{{- define "inferprobe.millis" -}}
+{{- $d := toString . | trim }}
+{{- if regexMatch "^([0-9]+(ms|s|m|h|d|w|y))+$" $d }}
+{{- $units := dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000 "d" 86400000 "w" 604800000 "y" 31536000000 }}
+{{- $total := 0 }}
+{{- range regexFindAll "[0-9]+(ms|s|m|h|d|w|y)" $d -1 }}
+{{- $n := regexFind "^[0-9]+" . }}
+{{- $total = add $total (mul (int64 $n) (index $units (trimPrefix $n .))) }}
+{{- end }}
+{{- $total }}
+{{- end }}
+{{- end }}
+
+{{/* The chart's configuration parsed (a dict; empty with an existing ConfigMap or Secret).
+Refuses to install without one, a text that is not TOML, and what would break the pods:
+`listen` off port 9464, a shutdown_grace the kubelet would cut short, a fleet_selector that
+does not select this release's pods. */}}
+{{- define "inferprobe.config" -}}
+{{- if include "inferprobe.ownConfig" . }}
+{{- if not (trim .Values.config) }}
+{{- fail (printf "no configuration: inferprobe installs no example endpoints (their failing probes would page). Give yours: --set-file config=inferprobe.toml (start from config/kubernetes/inferprobe.toml and check it with `inferprobe check --no-secrets --config inferprobe.toml`), or existingConfigMap / existingConfigSecret naming an object with the key config.toml. Its kubernetes.fleet_selector, if any: %q" (include "inferprobe.selectorString" .)) }}
+{{- end }}
+{{- $cfg := fromToml .Values.config }}
+{{- if hasKey $cfg "Error" }}
+{{- fail (printf "config: not TOML: %s" $cfg.Error) }}
+{{- end }}
+{{- with $cfg.listen }}
+{{- if not (hasSuffix ":9464" (toString .)) }}
+{{- fail (printf "config: listen = %q: the chart's container port, probes and monitors use 9464" .) }}
+{{- end }}
+{{- end }}
+{{- /* 25s: the daemon's default shutdown_grace. */}}
+{{- with $cfg.shutdown_grace | default "25s" }}
+{{- $grace := include "inferprobe.millis" . }}
+{{- if and $grace (ge (int64 $grace) (mul (int64 $.Values.terminationGracePeriodSeconds) 1000)) }}
+{{- fail (printf "config: shutdown_grace = %q is not below terminationGracePeriodSeconds (%v s): the kubelet would kill the pods before their drain ends; raise terminationGracePeriodSeconds" . $.Values.terminationGracePeriodSeconds) }}
+{{- end }}
+{{- end }}
+{{- with (($cfg.kubernetes | default dict).fleet_selector) }}
+{{- if ne (toString .) (include "inferprobe.selectorString" $) }}
+{{- fail (printf "config: kubernetes.fleet_selector = %q does not select this release's pods: set it to %q" . (include "inferprobe.selectorString" $)) }}
+{{- end }}
+{{- end }}
+{{- toJson $cfg }}
+{{- else }}
+{{- "{}" }}
+{{- end }}
+{{- end }}
+
+{{/* What the configuration's discovery reads in the Kubernetes API: {"cluster": bool (a block
+that names no namespace), "namespaces": [...]}. */}}
+{{- define "inferprobe.discoveryNamespaces" -}}
+{{- $cfg := include "inferprobe.config" . | fromJson }}
+{{- $cluster := false }}
+{{- $namespaces := list }}
+{{- range $cfg.discovery | default list }}
+{{- if has (toString .source) (list "pods" "endpointslices" "inferencepool") }}
+{{- if .namespace }}
+{{- $namespaces = append $namespaces (toString .namespace) }}
+{{- else }}
+{{- $cluster = true }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toJson (dict "cluster" $cluster "namespaces" ($namespaces | uniq | sortAlpha)) }}
 {{- end }}

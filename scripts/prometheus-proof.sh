@@ -580,8 +580,9 @@ for line in asked_again:
     print(f"asked again after a scrape: {line}")
 print(f"prometheus-proof: {len(checks)} expressions checked against Prometheus, all returned "
       f"data: {panel_queries} dashboard panel queries, {variable_queries} variable queries, "
-      f"{len(rules)} recording rule expressions and their {len(rules)} recorded series; "
-      f"{healthy} rules healthy; {' and '.join(EXPECTED_ALERTS)} pick exactly what they should")
+      f"{len(rules) - len(QUIET)} recording rule expressions and their {len(rules) - len(QUIET)} "
+      f"recorded series; {len(QUIET)} rule(s) of a fault only ({', '.join(sorted(QUIET))}) "
+      f"evaluated, recording nothing; {healthy} rules healthy; {' and '.join(EXPECTED_ALERTS)} pick exactly what they should")
 EOF
 status=0
 "$python" "$tmp/check.py" "http://127.0.0.1:$prom_port" "$wait_seconds" \

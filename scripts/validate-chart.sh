@@ -170,6 +170,11 @@ refuse resources-quantity "at '/resources/limits/memory'" - \
 refuse rbac-mode "at '/rbac/mode'" - 'rbac: {mode: clusterwide}'
 refuse amconfig-groupby "at '/alertmanagerConfig/groupBy" - \
   'alertmanagerConfig: {groupBy: [alert-name]}'
+refuse amconfig-groupby-all "at '/alertmanagerConfig/groupBy" - \
+  'alertmanagerConfig: {groupBy: [alertname, "..."]}'
+refuse amconfig-duration "at '/alertmanagerConfig/critical/groupWait'" - \
+  'alertmanagerConfig: {critical: {groupWait: 30s1m}}'
+refuse interval-order "at '/podMonitor/interval'" - 'podMonitor: {interval: 30s1m}'
 # What only the templates can see: the configuration itself, and two values against each other.
 refuse_template() {
   local name=$1 err=$2
@@ -186,8 +191,22 @@ printf 'listen = "0.0.0.0:9464\n' >"$work/not-toml.toml"
 refuse_template config-not-toml "config: not TOML" --set-file config="$work/not-toml.toml"
 refuse_template config-selector "does not select this release's pods" \
   --set-file config="$(cfg_for inferprobe)"
-refuse_template config-grace "is not below terminationGracePeriodSeconds" \
-  --set-file config="$(cfg_for x)" --set terminationGracePeriodSeconds=25
+refuse_template config-grace "2 s to export the last spans are more than terminationGracePeriodSeconds" \
+  --set-file config="$(cfg_for x)" --set terminationGracePeriodSeconds=26
+sed 's|^shutdown_grace = .*|shutdown_grace = "1min"|' "$(cfg_for x)" >"$work/grace.toml"
+refuse_template config-grace-humantime "shutdown_grace = 1min and 2 s" --set-file config="$work/grace.toml"
+printf 'listen = "127.0.0.1:9464"\n' >"$work/loopback.toml"
+refuse_template config-loopback "a loopback address" --set-file config="$work/loopback.toml"
+sed 's|^fleet_selector = .*|&\nfleet_namespace = "monitoring"|' "$(cfg_for x)" >"$work/fleet-ns.toml"
+refuse_template config-fleet-namespace "kubernetes.fleet_namespace" --set-file config="$work/fleet-ns.toml"
+refuse_template extra-env "extraEnv: INFERPROBE_LISTEN" --set-file config="$(cfg_for x)" \
+  --set 'extraEnv[0].name=INFERPROBE_LISTEN' --set 'extraEnv[0].value=127.0.0.1:9464'
+refuse_template daemonset-zero-unavailable "maxUnavailable and maxSurge both 0" \
+  --set-file config="$(cfg_for x)" --set updateStrategy.rollingUpdate.maxUnavailable=0
+refuse_template amconfig-same-severity "for both critical and warning" --set-file config="$(cfg_for x)" \
+  --set alertmanagerConfig.enabled=true --set 'alertmanagerConfig.receivers[0].name=a' \
+  --set alertmanagerConfig.critical.receiver=a --set alertmanagerConfig.warning.receiver=a \
+  --set prometheusRule.severities.critical=high --set prometheusRule.severities.warning=high
 printf 'listen = "0.0.0.0:8080"\n' >"$work/port.toml"
 refuse_template config-port "the chart's container port" --set-file config="$work/port.toml"
 refuse_template scrape-timeout "is longer than its interval" \

@@ -10,6 +10,16 @@ use std::sync::Arc;
 use crate::config::{self, Config, EXIT_CONFIG, Overrides, Source};
 use crate::endpoint::Target;
 
+/// One line of the report on stdout. A reader that went away (`inferprobe check ... | head
+/// -1`) ends the report, not the process with a panic as `println!` would (Rust ignores
+/// SIGPIPE, so the write returns an error); the exit code still says valid or not.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 pub fn check(path: &Path, skip_secrets: bool) -> u8 {
     let overrides = Overrides {
         skip_secrets,
@@ -30,7 +40,7 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
         0 => String::new(),
         n => format!(", {n} discovery block(s)"),
     };
-    println!(
+    say!(
         "{}: ok, {} target(s){blocks}",
         path.display(),
         loaded.targets.len()
@@ -42,10 +52,10 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
     let configured = loaded.targets.iter().map(|t| (Arc::clone(t), None));
     for (target, block) in configured.chain(examples) {
         let source = block.map(|(kind, _)| kind);
-        println!("  {}: {}", target.name, slo(&target));
+        say!("  {}: {}", target.name, slo(&target));
         if let Some(spec) = &target.prefix_cache {
             let exact = target.prompts.tokenizer.is_some();
-            println!("  {}: {}", target.name, spec.describe(exact));
+            say!("  {}: {}", target.name, spec.describe(exact));
             for warning in spec.warnings() {
                 eprintln!("warning: {}: {warning}", target.name);
             }
@@ -57,7 +67,7 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
             }
         }
         if let Some(spec) = &target.session {
-            println!("  {}: {}", target.name, spec.describe());
+            say!("  {}: {}", target.name, spec.describe());
             for warning in spec.warnings() {
                 eprintln!("warning: {}: {warning}", target.name);
             }
@@ -69,7 +79,7 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
             }
         }
         if let Some(canary) = &target.canary {
-            println!(
+            say!(
                 "  {}: {}",
                 target.name,
                 crate::canary::describe(canary, target.backend, source)
@@ -78,14 +88,14 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
                 eprintln!("warning: {}: {warning}", target.name);
             }
             if let Some(path) = &canary.unread {
-                println!(
+                say!(
                     "  {}: canary file {path} is not here (--no-secrets: the cluster mounts it); the built-in prompts stand in above, and `inferprobe run` reads and checks it",
                     target.name
                 );
             }
         }
         if let Some(line) = cost(&target, block.map(|(_, max)| max)) {
-            println!("  {}: {line}", target.name);
+            say!("  {}: {line}", target.name);
         }
         for warning in skips_at_slo(&target)
             .into_iter()
@@ -96,7 +106,7 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
         }
     }
     if skip_secrets {
-        println!(
+        say!(
             "secrets were not read (--no-secrets): `inferprobe run` reads them and refuses to start without them"
         );
     }

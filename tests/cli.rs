@@ -523,3 +523,24 @@ fn check_warns_where_one_failure_pages_and_of_site_labels_in_the_config() {
     assert!(err.contains("external_labels"), "{err}");
     assert!(!stderr(config("[labels]\ntier = \"gold\"\n", "0.2", "0.99")).contains("site label"));
 }
+
+/// `inferprobe check ... | head -1`: the reader closes the pipe before the report ends. The
+/// report stops there and the exit code still says the file is valid (a panic in `println!`
+/// exited 101 with a backtrace).
+#[test]
+fn check_survives_a_reader_that_goes_away() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/example.toml");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(["check", "--config", example])
+        .env("HOSTED_API_KEY", "sk-test")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Closed before the child writes its first line: every write of the report fails.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -115,19 +115,40 @@ checked first by inferprobe.config. */}}
 {{- if not .Values.existingCanaryConfigMap }}true{{ end }}
 {{- end }}
 
-{{/* A Prometheus-style duration ("1m30s", "25s", "500ms") in milliseconds, or "" when it is
-not one (the daemon's own check reads the others). */}}
+{{/* A duration in milliseconds, or "" when it is not one: a number of seconds, or text in
+the forms the daemon (humantime) and Prometheus both read ("25s", "1m30s", "40 s", "1min",
+"1h 0m", "500ms"). */}}
 {{- define "inferprobe.millis" -}}
+{{- if or (kindIs "int" .) (kindIs "int64" .) (kindIs "float64" .) }}
+{{- mulf (float64 .) 1000 | int64 }}
+{{- else }}
 {{- $d := toString . | trim }}
-{{- if regexMatch "^([0-9]+(ms|s|m|h|d|w|y))+$" $d }}
-{{- $units := dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000 "d" 86400000 "w" 604800000 "y" 31536000000 }}
+{{- if regexMatch "^([0-9]+ *[a-zA-Z]+ *)+$" $d }}
+{{- $units := dict "ms" 1 "msec" 1 "s" 1000 "sec" 1000 "secs" 1000 "second" 1000 "seconds" 1000 "m" 60000 "min" 60000 "mins" 60000 "minute" 60000 "minutes" 60000 "h" 3600000 "hr" 3600000 "hrs" 3600000 "hour" 3600000 "hours" 3600000 "d" 86400000 "day" 86400000 "days" 86400000 "w" 604800000 "week" 604800000 "weeks" 604800000 "y" 31536000000 }}
 {{- $total := 0 }}
-{{- range regexFindAll "[0-9]+(ms|s|m|h|d|w|y)" $d -1 }}
+{{- $ok := true }}
+{{- range regexFindAll "[0-9]+ *[a-zA-Z]+" $d -1 }}
 {{- $n := regexFind "^[0-9]+" . }}
-{{- $total = add $total (mul (int64 $n) (index $units (trimPrefix $n .))) }}
+{{- $unit := trimPrefix $n . | trim }}
+{{- if hasKey $units $unit }}
+{{- $total = add $total (mul (int64 $n) (index $units $unit)) }}
+{{- else }}
+{{- $ok = false }}
 {{- end }}
-{{- $total }}
 {{- end }}
+{{- if $ok }}{{ $total }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* A label selector's requirements as a sorted list ("a=b,c==d" and "c=d, a=b" are the
+same selector). */}}
+{{- define "inferprobe.selectorTerms" -}}
+{{- $terms := list }}
+{{- range splitList "," (toString .) }}
+{{- $terms = append $terms (. | replace " " "" | replace "==" "=") }}
+{{- end }}
+{{- $terms | sortAlpha | toJson }}
 {{- end }}
 
 {{/* The chart's configuration parsed (a dict; empty with an existing ConfigMap or Secret).
@@ -144,20 +165,44 @@ does not select this release's pods. */}}
 {{- fail (printf "config: not TOML: %s" $cfg.Error) }}
 {{- end }}
 {{- with $cfg.listen }}
-{{- if not (hasSuffix ":9464" (toString .)) }}
-{{- fail (printf "config: listen = %q: the chart's container port, probes and monitors use 9464" .) }}
+{{- $listen := toString . }}
+{{- if not (hasSuffix ":9464" $listen) }}
+{{- fail (printf "config: listen = %v: the chart's container port, probes and monitors use 9464" $listen) }}
+{{- end }}
+{{- if regexMatch "^(127\\.|\\[::1\\]|localhost:)" $listen }}
+{{- fail (printf "config: listen = %v: a loopback address, which the kubelet's probes and Prometheus (on the pod IP) cannot reach; use 0.0.0.0:9464" $listen) }}
 {{- end }}
 {{- end }}
-{{- /* 25s: the daemon's default shutdown_grace. */}}
-{{- with $cfg.shutdown_grace | default "25s" }}
-{{- $grace := include "inferprobe.millis" . }}
-{{- if and $grace (ge (int64 $grace) (mul (int64 $.Values.terminationGracePeriodSeconds) 1000)) }}
-{{- fail (printf "config: shutdown_grace = %q is not below terminationGracePeriodSeconds (%v s): the kubelet would kill the pods before their drain ends; raise terminationGracePeriodSeconds" . $.Values.terminationGracePeriodSeconds) }}
+{{- /* The daemon's drain is shutdown_grace (25s by default) and up to 2 s more to export
+its last spans; the kubelet's SIGKILL comes terminationGracePeriodSeconds after SIGTERM. */}}
+{{- $graceText := ternary $cfg.shutdown_grace "25s" (hasKey $cfg "shutdown_grace") }}
+{{- $grace := include "inferprobe.millis" $graceText }}
+{{- if not $grace }}
+{{- fail (printf "config: shutdown_grace = %v: the chart cannot read it to hold it below terminationGracePeriodSeconds; write seconds (25) or a duration like \"25s\"" $graceText) }}
+{{- end }}
+{{- if gt (add (int64 $grace) 2000) (mul (int64 $.Values.terminationGracePeriodSeconds) 1000) }}
+{{- fail (printf "config: shutdown_grace = %v and 2 s to export the last spans are more than terminationGracePeriodSeconds (%v s): the kubelet would kill the pods before their drain ends; raise terminationGracePeriodSeconds" $graceText $.Values.terminationGracePeriodSeconds) }}
+{{- end }}
+{{- $kube := $cfg.kubernetes | default dict }}
+{{- with $kube.fleet_selector }}
+{{- if ne (include "inferprobe.selectorTerms" .) (include "inferprobe.selectorTerms" (include "inferprobe.selectorString" $)) }}
+{{- fail (printf "config: kubernetes.fleet_selector = %q does not select this release's pods: set it to %q" (toString .) (include "inferprobe.selectorString" $)) }}
 {{- end }}
 {{- end }}
-{{- with (($cfg.kubernetes | default dict).fleet_selector) }}
-{{- if ne (toString .) (include "inferprobe.selectorString" $) }}
-{{- fail (printf "config: kubernetes.fleet_selector = %q does not select this release's pods: set it to %q" . (include "inferprobe.selectorString" $)) }}
+{{- with $kube.fleet_namespace }}
+{{- if ne (toString .) $.Release.Namespace }}
+{{- fail (printf "config: kubernetes.fleet_namespace = %q: the release's pods are in %q (leave it unset: the pod's own namespace)" (toString .) $.Release.Namespace) }}
+{{- end }}
+{{- end }}
+{{- /* Environment and flags the daemon reads over the file would slip past these checks. */}}
+{{- range $.Values.extraEnv }}
+{{- if has .name (list "INFERPROBE_LISTEN" "INFERPROBE_SHUTDOWN_GRACE") }}
+{{- fail (printf "extraEnv: %s overrides the configuration's %s past the chart's checks: set it in the configuration" .name (lower (trimPrefix "INFERPROBE_" .name))) }}
+{{- end }}
+{{- end }}
+{{- range $.Values.extraArgs }}
+{{- if or (hasPrefix "--listen" .) (hasPrefix "--config" .) }}
+{{- fail (printf "extraArgs: %s: the chart sets the configuration and its listen address; set it in the configuration" .) }}
 {{- end }}
 {{- end }}
 {{- toJson $cfg }}

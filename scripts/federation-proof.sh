@@ -22,10 +22,10 @@
 #     order, out of bounds, from its /metrics, and rule results refused, from its log) or
 #     failed a rule evaluation, over the whole run: the counters are read at the end. An
 #     alert about one pod keeps the pod's `job`, so `match[]={job="inferprobe"}` alone
-#     federates it beside the global's own, and the two collide (issue 56: samples dropped
-#     under load, when InferprobeProbesSkipped went pending). To have one on every run, b's
-#     daemon is asked to reload a broken config early on: InferprobeConfigReloadFailed
-#     fires for b's pod in b and in the global, and nothing may be dropped;
+#     federates it beside the global's own, and the two collide (issue 56: 7 samples
+#     dropped in 60 s of a loaded run). To have such an alert on every run, b's daemon is
+#     asked to reload a broken config early on: InferprobeConfigReloadFailed fires for b's
+#     pod in b and in the global, and nothing may be dropped;
 #   - every dashboard query (scripts/proof_queries.py: the ones scripts/prometheus-proof.sh
 #     runs), with the cluster variable at a and at b, returns only that cluster's series, and
 #     data unless for a named reason (a feature the daemons do not use: discovery, canary,

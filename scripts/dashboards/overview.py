@@ -3,7 +3,7 @@ availability, errors, latency percentiles, SLOs, goodput and tokens, the health 
 discovery and the probe fleet, and the agent sessions' turns."""
 
 from .grafana import (BUDGET_LEFT, BURN_RATE, STALENESS, SUCCESS, TARGET_LINK, dashboard,
-                      merged, override, panel, queries, row, seconds, series, stat, table,
+                      merged, override, panel, queries, query, row, seconds, series, stat, table,
                       thresholds, timeseries)
 from .promql import (ERRORS, LATENCIES, REQUESTS, SITE, SITE_MATCH, burn_rate, per_probe,
                      quantile, recorded, sel, since_last_success, success_ratio, summed)
@@ -91,7 +91,11 @@ PANELS = [
         "compliance table's Budget window covered says; none under 90% that no longer grows): "
         "100% untouched, 0% spent, negative overspent. Aggregated over all nodes; the model and "
         "node filters do not apply.",
-        queries((recorded("inferprobe:error_budget_remaining:ratio"), "{{target}}")),
+        # Instant: the budget now, or no value where it has no sample (a window short for
+        # good); a range reduced to its last non-null value would show the last number the
+        # rules gave before they stopped (up to 3 hours old at the default range).
+        queries(query(recorded("inferprobe:error_budget_remaining:ratio"), "{{target}}",
+                      instant=True)),
         {"unit": "percentunit", "color": {"mode": "thresholds"}, "thresholds": BUDGET_LEFT,
          "min": 0, "max": 1, "links": [TARGET_LINK]},
         options={"displayMode": "gradient", "orientation": "horizontal",

@@ -140,7 +140,9 @@ PANELS = [
          "negative overspent. No value while the data covers less than 90% of the window and no "
          "longer grows (a Prometheus keeping less than the window): the SLO row's budget panel "
          "shows the share covered.",
-         "percentunit", (recorded("inferprobe:error_budget_remaining:ratio"), "{{target}}"),
+         "percentunit",
+         # Instant: no value where the rules give none (see the overview's budget panel).
+         query(recorded("inferprobe:error_budget_remaining:ratio"), "{{target}}", instant=True),
          BUDGET_LEFT, decimals=1),
     stat("Time since last success", (20, 1, 4, 5),
          "Seconds since the last successful probe on any selected node.",

@@ -98,7 +98,7 @@ else
   echo "== NOTE: charts/inferprobe or target/helm/helm absent: the chart's PrometheusRule is not checked"
 fi
 
-amc_args=()
+chart_amc=
 if [ -d charts/inferprobe ] && [ -x target/helm/helm ]; then
   echo "== the chart's AlertmanagerConfig (alertmanagerConfig.enabled, critical and warning to one webhook receiver)"
   cat >"$tmp/amc.values" <<'YAML'
@@ -120,7 +120,7 @@ YAML
   ar route "$tmp/merged-chart.yml" "$tmp/contract-cases.json" --mode contract \
     --team inferprobe/inferprobe/oncall --out "$tmp/chart-amc-routed.json"
   echo "  every critical and warning firing label set routes to inferprobe/inferprobe/oncall (amtool)"
-  amc_args=(yes)
+  chart_amc=1
 fi
 
 echo "== negative control: the old contract (severity page|ticket, no namespace label)"
@@ -133,7 +133,7 @@ echo "== a real Alertmanager ($alertmanager), the merged configuration, every fi
 ar live "$tmp/merged.yml" "$tmp/contract-routed.json" --team "$team" --alertmanager "$alertmanager" \
   --workdir "$tmp" --out "$tmp/live.json"
 
-if [ ${#amc_args[@]} -gt 0 ]; then
+if [ -n "$chart_amc" ]; then
   mkdir -p "$tmp/live-chart"
   ar live "$tmp/merged-chart.yml" "$tmp/chart-amc-routed.json" --team inferprobe/inferprobe/oncall \
     --alertmanager "$alertmanager" --workdir "$tmp/live-chart" --out "$tmp/live-chart.json"

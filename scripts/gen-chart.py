@@ -183,15 +183,12 @@ def chunks(block):
     return out
 
 
-def windowed_block(path, slo):
+def windowed_block(path, slo, rendered):
     """The file's block with each group that differs between the chart's budget windows
     (slo.window) as one variant per window, chosen by `$sloWindow`; the severity lines of
-    the default window's."""
+    the default window's. `rendered`: {window: {absolute path: text}}, slo.render's."""
     rel = os.path.join(ROOT, path)
-    variants = {}
-    for window in slo.CHART_WINDOWS:
-        texts = {str(p): t for p, t in slo.render(window).items()}
-        variants[window] = groups_block(path, texts.get(rel))
+    variants = {window: groups_block(path, texts.get(rel)) for window, texts in rendered.items()}
     header, block, severities = variants[slo.DEFAULT_WINDOW]
     if all(v[1] == block for v in variants.values()):
         return header, block, severities
@@ -212,6 +209,9 @@ def windowed_block(path, slo):
 
 def prometheusrule(files):
     slo = slo_rules()
+    # Each window's rule files once, for every file's variants.
+    rendered = {window: {str(p): t for p, t in slo.render(window).items()}
+                for window in slo.CHART_WINDOWS}
     parts = [
         "{{- if .Values.prometheusRule.enabled }}",
         f"{{{{- /* {GENERATED} from {', '.join(files)}: do not edit. */}}}}",
@@ -239,7 +239,7 @@ def prometheusrule(files):
     ]
     alerts = 0
     for path in files:
-        header, block, severities = windowed_block(path, slo)
+        header, block, severities = windowed_block(path, slo, rendered)
         alerts += severities
         parts.append(f"    # ---- from {path} ----")
         parts.extend(("    " + h).rstrip() for h in header)

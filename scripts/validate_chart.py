@@ -356,12 +356,12 @@ def cmd_objects(rendered, release, namespace, *value_files):
     mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
     if mounts.get("api-keys") != "/etc/inferprobe/secrets":
         error(f"{n}: the API keys must be mounted at /etc/inferprobe/secrets")
-    # The image runs `--config /etc/inferprobe/config/config.toml`; a subPath mount is never
-    # updated by the kubelet, so a reload of an edited existingConfigMap would read the old file.
+    # The image runs `--config` vd.CONFIG_PATH; a subPath mount is never updated by the
+    # kubelet, so a reload of an edited existingConfigMap would read the old file.
     config_mount = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "config"]
-    if not config_mount or config_mount[0]["mountPath"] != "/etc/inferprobe/config" \
+    if not config_mount or config_mount[0]["mountPath"] != vd.CONFIG_DIR \
             or config_mount[0].get("subPath"):
-        error(f"{n}: the configuration must be mounted as the directory /etc/inferprobe/config, "
+        error(f"{n}: the configuration must be mounted as the directory {vd.CONFIG_DIR}, "
               f"without subPath: {config_mount}")
     # Linux nodes of the image's architectures only (a DaemonSet tolerates every taint).
     node_selector = pod.get("nodeSelector") or {}
@@ -677,9 +677,9 @@ def source_groups(values, namespace):
     want = []
     for path in sorted(glob.glob(os.path.join(ROOT, "config/prometheus/*.yml"))
                        + glob.glob(os.path.join(ROOT, "config/prometheus/*.yaml"))):
-        docs = ([d for d in yaml.load_all(windowed[str(pathlib.Path(path).resolve())],
-                                          Loader=UniqueKeyLoader) if d is not None]
-                if str(pathlib.Path(path).resolve()) in windowed else load_all(path))
+        text = windowed.get(str(pathlib.Path(path).resolve()))
+        docs = ([d for d in yaml.load_all(text, Loader=UniqueKeyLoader) if d is not None]
+                if text is not None else load_all(path))
         for g in docs[0]["groups"]:
             for r in g["rules"]:
                 if "alert" not in r:

@@ -31,10 +31,12 @@ LABELS = {
     "app.kubernetes.io/instance": "inferprobe",
 }
 NAMESPACE = "inferprobe"
-CONFIG_PATH = "/etc/inferprobe/config/config.toml"
 # The directory the configuration's volume is mounted at (no subPath: the kubelet updates a
-# directory mount in place, so a reload reads a changed ConfigMap).
+# directory mount in place, so a reload reads a changed ConfigMap), and the file in it the
+# image's ENTRYPOINT reads, the ConfigMap's key.
 CONFIG_DIR = "/etc/inferprobe/config"
+CONFIG_KEY = "config.toml"
+CONFIG_PATH = f"{CONFIG_DIR}/{CONFIG_KEY}"
 SECRETS_DIR = "/etc/inferprobe/secrets"
 SECRET_NAME = "inferprobe-api-keys"
 PORT_NAME = "metrics"
@@ -540,10 +542,9 @@ def check_daemonset(ds, objs):
             error(f"{n}: the config volume references ConfigMap {cm_ref.get('name')}, which the "
                   f"base does not contain ({sorted(cms)})")
         else:
-            key = "config.toml"
-            config_text = (cm.get("data") or {}).get(key)
+            config_text = (cm.get("data") or {}).get(CONFIG_KEY)
             if config_text is None:
-                error(f"{name_of(cm)}: no key {key}")
+                error(f"{name_of(cm)}: no key {CONFIG_KEY}")
     sec_mount = mounts.get(SECRETS_DIR)
     if not sec_mount:
         error(f"{n}: nothing mounted at {SECRETS_DIR}")

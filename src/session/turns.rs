@@ -346,7 +346,9 @@ pub(super) async fn session(
             // What pages (a refused history, a window below the depth) is said louder.
             Some(reason @ (Reason::HistoryRejected | Reason::ContextLength)) => {
                 let note = verdict.note.as_deref().unwrap_or("");
-                tracing::warn!(target = %target.id, request_id, turn = turn.as_str(), result = reason.as_str(), note, "session turn refused");
+                // The previous turn's prompt and output: what the refused prompt was built on.
+                let history = previous.prompt_tokens.map(|p| p + previous.output_tokens);
+                tracing::warn!(target = %target.id, request_id, turn = turn.as_str(), result = reason.as_str(), history_tokens = ?history, note, "session turn refused");
             }
             Some(reason) => {
                 let note = verdict.note.as_deref().unwrap_or("");

@@ -148,13 +148,13 @@ impl SessionSeries {
             .set(0);
     }
 
-    /// A session passed where `refusal` stops sessions: counted only after such a refusal
-    /// (a target never refused has no series).
+    /// A session passed where `refusal` stops sessions.
     pub fn passed(&self, refusal: Refusal) {
         let key = (self.target.clone(), [("refusal", refusal.as_str())]);
-        if let Some(gauge) = self.families.passed.get(&key) {
-            gauge.inc();
-        }
+        self.families
+            .passed
+            .get_or_insert(key, Gauge::default)
+            .inc();
     }
 
     /// A later turn whose backend and the previous turn's were both named.
@@ -263,7 +263,7 @@ impl SessionFamilies {
         );
         r.register(
             "session_passed_since_refusal",
-            "Sessions that passed where the last refusal of this kind stopped one, since that refusal (refusal: tools, history, window, depth); no series before a first refusal: the session pages stop once it reaches 2 (depth: 1)",
+            "Sessions that passed where a refusal of this kind stops one (refusal: tools, history, window, depth), since the last such refusal or the daemon's start: the session pages stop once it reaches 2 (depth: 1)",
             self.passed.clone(),
         );
         r.register(
@@ -298,6 +298,14 @@ impl SessionFamilies {
                 );
                 self.turns.get_or_insert(key, Counter::default);
             }
+        }
+        // From the start: a daemon restarted after a fault was fixed counts its passes, so
+        // the refusals of the hour before the restart stop paging too.
+        for refusal in Refusal::ALL {
+            self.passed.get_or_insert(
+                (target.clone(), [("refusal", refusal.as_str())]),
+                Gauge::default,
+            );
         }
         for result in ["complete", "failed"] {
             self.sessions.get_or_insert(

@@ -1,5 +1,7 @@
 //! OTLP export: one client span per probe, with the trace and span ids its `traceparent`
-//! carried, so the server's own span of the request (vLLM's `llm_request`) is its child.
+//! carried, so the server's own span of the request (vLLM's `llm_request`) is its child. A
+//! session check's turns and a prefix-cache pair are one trace each, under a span of their
+//! own ([`CheckTrace`]).
 //!
 //! Probes never wait for the collector. A finished probe's span goes into a bounded queue
 //! with `try_send`; when the queue is full the span is dropped and counted
@@ -8,6 +10,7 @@
 //! or slow costs one log line per minute and the spans of that time, nothing else.
 //! No global tracer provider is installed: the ids are the probe's own.
 
+mod check;
 mod span;
 
 use std::time::Duration;
@@ -20,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::ExportMetrics;
 
+pub use check::CheckTrace;
 pub use span::probe_span;
 
 /// Spans exported per batch, and how long a batch waits to fill.
@@ -85,6 +89,19 @@ impl Spans {
     pub fn offer(&self, span: SpanData) {
         if self.queue.try_send(span).is_err() {
             self.metrics.dropped.inc();
+        }
+    }
+
+    /// Hand over a trace's spans all or none (a parent dropped from a full queue would
+    /// leave its children orphans); never waits.
+    pub fn offer_all(&self, spans: Vec<SpanData>) {
+        match self.queue.try_reserve_many(spans.len()) {
+            Ok(permits) => permits
+                .zip(spans)
+                .for_each(|(permit, span)| permit.send(span)),
+            Err(_) => {
+                self.metrics.dropped.inc_by(spans.len() as u64);
+            }
         }
     }
 }

@@ -282,4 +282,40 @@ mod tests {
             "{sampled} of 2000 at ratio 0.5"
         );
     }
+
+    #[test]
+    fn a_checks_spans_are_queued_all_or_none() {
+        let metrics = ExportMetrics::default();
+        let (queue, mut rx) = mpsc::channel(3);
+        let spans = Spans {
+            queue,
+            metrics: metrics.clone(),
+            sampling_ratio: 1.0,
+        };
+        let ids = crate::trace_context::TraceIds::random(true);
+        let span = |name: &'static str| SpanData {
+            span_context: opentelemetry::trace::SpanContext::empty_context(),
+            parent_span_id: opentelemetry::trace::SpanId::from_bytes(ids.span_id),
+            parent_span_is_remote: false,
+            span_kind: opentelemetry::trace::SpanKind::Client,
+            name: name.into(),
+            start_time: std::time::SystemTime::now(),
+            end_time: std::time::SystemTime::now(),
+            attributes: Vec::new(),
+            dropped_attributes_count: 0,
+            events: Default::default(),
+            links: Default::default(),
+            status: opentelemetry::trace::Status::Unset,
+            instrumentation_scope: Default::default(),
+        };
+        spans.offer(span("probe"));
+        // Two places left: a check of three spans is dropped whole, never its root alone.
+        spans.offer_all(vec![span("root"), span("a"), span("b")]);
+        assert_eq!(metrics.dropped.get(), 3);
+        spans.offer_all(vec![span("root"), span("a")]);
+        let names: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|s| s.name.into_owned())
+            .collect();
+        assert_eq!(names, ["probe", "root", "a"]);
+    }
 }

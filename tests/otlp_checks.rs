@@ -26,10 +26,10 @@ fn sim(faults: Vec<(Fault, f64)>) -> SimConfig {
     }
 }
 
-/// Two targets with both checks: one healthy, one whose server refuses every history (so
-/// each of its sessions sends a control request).
+/// Targets with both checks: one healthy, one whose server refuses every history (so each
+/// of its sessions sends a control request), one that opts out of trace context.
 fn config(healthy: &str, rejecting: &str, collector: &str, ratio: f64) -> String {
-    let target = |name: &str, url: &str| {
+    let target = |name: &str, url: &str, extra: &str| {
         format!(
             r#"
             [[targets]]
@@ -40,6 +40,7 @@ fn config(healthy: &str, rejecting: &str, collector: &str, ratio: f64) -> String
             rate = 0.001
             session = {{ {SESSION} }}
             prefix_cache = {{ interval = "100ms", prefix_tokens = 64 }}
+            {extra}
             "#
         )
     };
@@ -48,21 +49,31 @@ fn config(healthy: &str, rejecting: &str, collector: &str, ratio: f64) -> String
         [tracing]
         otlp_endpoint = "{collector}"
         sampling_ratio = {ratio:?}
-        {}{}"#,
-        target("healthy", healthy),
-        target("rejecting", rejecting),
+        {}{}{}"#,
+        target("healthy", healthy, ""),
+        target("rejecting", rejecting, ""),
+        target(
+            "quiet",
+            healthy,
+            "trace_context = false\nrequest_id_prefix = \"quiet-\"",
+        ),
     )
 }
 
-/// Every `traceparent` the simulator received: (trace id, span id, flags).
-async fn sent(sim: &common::Sim) -> Vec<(String, String, String)> {
-    let seen: Vec<serde_json::Value> = reqwest::get(format!("{}/sim/traces", sim.url()))
+async fn received(sim: &common::Sim) -> Vec<serde_json::Value> {
+    reqwest::get(format!("{}/sim/traces", sim.url()))
         .await
         .unwrap()
         .json()
         .await
-        .unwrap();
-    seen.iter()
+        .unwrap()
+}
+
+/// Every `traceparent` the simulator received: (trace id, span id, flags).
+async fn sent(sim: &common::Sim) -> Vec<(String, String, String)> {
+    received(sim)
+        .await
+        .iter()
         .filter_map(|t| t["traceparent"].as_str())
         .map(|p| {
             let parts: Vec<&str> = p.split('-').collect();
@@ -77,7 +88,7 @@ async fn sent(sim: &common::Sim) -> Vec<(String, String, String)> {
 }
 
 fn checks_done(s: &Scrape) -> bool {
-    ["healthy", "rejecting"].iter().all(|t| {
+    ["healthy", "rejecting", "quiet"].iter().all(|t| {
         s.sum("inferprobe_sessions_total", &[("target", t)]) >= 2.0
             && s.sum("inferprobe_prefix_cache_checks_total", &[("target", t)]) >= 2.0
     })
@@ -119,6 +130,27 @@ async fn every_sampled_request_of_a_check_has_its_span_under_the_checks_span() {
             .get(&key)
             .unwrap_or_else(|| panic!("{}: parent {key:?} never exported", s.name))
     };
+    // Opted out: no traceparent, and so no span.
+    let quiet: Vec<_> = received(&healthy)
+        .await
+        .into_iter()
+        .filter(|t| {
+            t["request_id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("quiet-"))
+        })
+        .collect();
+    assert!(!quiet.is_empty());
+    assert!(
+        quiet.iter().all(|t| t["traceparent"].is_null()),
+        "{quiet:?}"
+    );
+    assert!(
+        spans
+            .iter()
+            .all(|s| attribute(s, "inferprobe.target").as_deref() != Some("quiet")),
+        "a span of the target without trace context"
+    );
     let (mut turns, mut controls, mut pairs) = (0, 0, 0);
     let mut sessions = HashMap::new();
     for s in &spans {

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::depth::{depth_tokens, padding};
 use super::script::{Script, structure};
+use super::trace::SessionTrace;
 use super::{Expect, Reason, Seen, Turn, Verdict, judge};
 use crate::endpoint::session::SessionSpec;
 use crate::metrics::{Refusal, SessionSeries, TurnCache, TurnNumbers};
@@ -90,11 +91,13 @@ pub(super) async fn session(
     seen: &Seen,
     series: &SessionSeries,
     (stop, abort): (&CancellationToken, &CancellationToken),
+    mut trace: SessionTrace,
 ) {
     let target = &prober.target;
     let n = seen.started.fetch_add(1, Ordering::Relaxed);
     let mut rng = StdRng::seed_from_u64(rand::random());
     let script = Script::new(&mut rng);
+    trace.begin(&script.id);
     let affinity = !spec.affinity_headers.is_empty() && n % 2 == 0;
     let headers = match (affinity, HeaderValue::from_str(&script.id)) {
         (true, Ok(value)) => spec
@@ -234,7 +237,10 @@ pub(super) async fn session(
         if stop.is_cancelled() {
             return;
         }
-        let report = prober.probe(&request_id, &prompt, abort).await;
+        let report = prober
+            .probe_traced(&request_id, &prompt, abort, trace.next())
+            .await;
+        let span = trace.turn(target, &request_id, &report, turn);
         let Outcome::Finished(result) = &report.outcome else {
             return;
         };
@@ -264,7 +270,9 @@ pub(super) async fn session(
                 ..prompt.clone()
             };
             let id = format!("{request_id}-control");
-            match prober.probe(&id, &prompt, abort).await.outcome {
+            let asked = prober.probe_traced(&id, &prompt, abort, trace.next()).await;
+            trace.control(target, &id, &asked);
+            match asked.outcome {
                 Outcome::Cut => return,
                 Outcome::Finished(Ok(_)) => {}
                 Outcome::Finished(Err(control)) => {
@@ -278,6 +286,7 @@ pub(super) async fn session(
                 }
             }
         }
+        trace.judged(span, turn, verdict.result());
         let measured = result.as_ref().ok();
         if measured.is_some_and(|m| m.cached_prompt_tokens.is_some()) {
             seen.reported.store(true, Ordering::Relaxed);
@@ -420,6 +429,7 @@ pub(super) async fn session(
         series.passed(Refusal::Depth);
     }
     series.session(complete);
+    trace.finish(complete);
 }
 
 /// The reply's calls as the history sends them back, each with the id the server gave

@@ -20,11 +20,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
+use opentelemetry::KeyValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::Budget;
 use crate::endpoint::prefix_cache::PrefixCacheSpec;
 use crate::metrics::{PrefixSeries, SkipReason, TargetMetrics};
+use crate::otlp::CheckTrace;
 use crate::probe::{Outcome, Prober};
 use crate::prompt::{Prompt, synthetic};
 use crate::scheduler::Context;
@@ -80,9 +82,18 @@ pub async fn run(
             ctx.abort.clone(),
             stop.clone(),
         );
+        // One sampling decision per pair: its two requests are one trace.
+        let trace = CheckTrace::new(
+            ctx.spans.clone(),
+            ctx.sample(),
+            &prober.target,
+            format!("prefix_cache {}", prober.target.model),
+            "inferprobe.prefix_cache.result",
+        );
         ctx.probes.spawn(async move {
             let _permit = permit;
-            check(&prober, &spec, &seen, (&series, &status), (&stop, &abort)).await;
+            let sinks = (&series, &*status);
+            check(&prober, &spec, &seen, sinks, (&stop, &abort), trace).await;
         });
     }
 }
@@ -127,6 +138,7 @@ async fn check(
     seen: &Seen,
     (series, status): (&PrefixSeries, &TargetStatus),
     (stop, abort): (&CancellationToken, &CancellationToken),
+    mut trace: CheckTrace,
 ) {
     let target = &prober.target;
     let nonce: u64 = rand::random();
@@ -163,7 +175,11 @@ async fn check(
                 () = stop.cancelled() => return,
             }
         }
-        let report = prober.probe(&request_id, &prompt, abort).await;
+        let report = prober
+            .probe_traced(&request_id, &prompt, abort, trace.next())
+            .await;
+        let which = KeyValue::new("inferprobe.prefix_cache.request", ["cold", "warm"][i]);
+        trace.sent(target, &request_id, &report, vec![which]);
         match report.outcome {
             Outcome::Finished(Ok(m)) => {
                 if i == 0 {
@@ -224,6 +240,11 @@ async fn check(
     };
     tracing::debug!(target = %target.id, result = verdict.result(), rule = verdict.rule(), "prefix-cache check");
     series.record(verdict, set_aside, ttfts);
+    trace.set(KeyValue::new(
+        "inferprobe.prefix_cache.rule",
+        verdict.rule(),
+    ));
+    trace.finish(verdict.result(), None);
     status.push_prefix(PrefixCheck {
         at,
         request_id: format!("{}prefix-{nonce:016x}-1", target.request_id_prefix),

@@ -112,6 +112,31 @@ impl Prober {
         abort: &CancellationToken,
         sampled: bool,
     ) -> ProbeReport {
+        let trace = self.target.trace_context.then(|| TraceIds::random(sampled));
+        self.probe_with(request_id, prompt, abort, trace).await
+    }
+
+    /// [`Self::probe`] in a trace the caller began: a session's turns share its trace, each
+    /// under a span of its own, and the caller exports the spans. Without trace context
+    /// (`trace_context = false`) nothing is sent, and the report carries no trace.
+    pub async fn probe_traced(
+        &self,
+        request_id: &str,
+        prompt: &Prompt,
+        abort: &CancellationToken,
+        trace: TraceIds,
+    ) -> ProbeReport {
+        let trace = self.target.trace_context.then_some(trace);
+        self.probe_with(request_id, prompt, abort, trace).await
+    }
+
+    async fn probe_with(
+        &self,
+        request_id: &str,
+        prompt: &Prompt,
+        abort: &CancellationToken,
+        trace: Option<TraceIds>,
+    ) -> ProbeReport {
         // A reused keep-alive connection the server closed just as the request went out
         // (keep-alive timeouts; llama.cpp closes after every stream) is the pool's artefact,
         // not the endpoint's: retry once, timed from the retry's own t0, and count it. A
@@ -129,7 +154,6 @@ impl Prober {
         }
         let mut retried = false;
         // One trace per probe: a retry is the same probe, sent again.
-        let trace = self.target.trace_context.then(|| TraceIds::random(sampled));
         loop {
             let request = self.build_request(request_id, prompt, trace.as_ref());
             let mut record = RequestRecord::new(Instant::now());

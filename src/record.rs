@@ -154,6 +154,10 @@ pub struct RequestRecord {
     /// The trace this probe started (its `traceparent`), unless the target opted out.
     pub trace: Option<crate::trace_context::TraceIds>,
     first_token_at: Option<Instant>,
+    /// The first output was a tool call's delta, with no text, reasoning or refusal before
+    /// it: the TTFT is the time to the call (a server's tool parser holds the stream back
+    /// until it has the function's name).
+    first_is_call: bool,
     observations: Vec<Observation>,
     prompt_tokens: Option<u64>,
     cached_prompt_tokens: Option<u64>,
@@ -181,6 +185,7 @@ impl RequestRecord {
             whole: None,
             trace: None,
             first_token_at: None,
+            first_is_call: false,
             observations: Vec::new(),
             prompt_tokens: None,
             cached_prompt_tokens: None,
@@ -225,6 +230,12 @@ impl RequestRecord {
         // (a held-back byte, a usage rise), whose tokens arrive with the next visible one.
         if self.first_token_at.is_none() && chunk.has_output {
             self.first_token_at = Some(at);
+            let r = &self.response;
+            self.first_is_call = !r.tool_calls.is_empty()
+                && r.text.is_empty()
+                && r.refusal.is_empty()
+                && r.reasoning.as_ref().is_none_or(|(_, text)| text.is_empty())
+                && r.thinking.is_empty();
         }
     }
 
@@ -232,6 +243,11 @@ impl RequestRecord {
     /// after it. The measured TTFT itself comes from [`Self::measure`].
     pub fn has_token(&self) -> bool {
         self.first_token_at.is_some()
+    }
+
+    /// Whether the first output was a tool call (see `first_is_call`).
+    pub fn first_is_call(&self) -> bool {
+        self.first_is_call
     }
 
     /// Derive the measurement, or the failure the timeline shows (docs/measurement.md success rule,

@@ -1,4 +1,5 @@
-//! W3C Trace Context for probes: every probe starts a new trace, sends it to the server in
+//! W3C Trace Context for probes: every probe starts a new trace (a session check's turns
+//! and a prefix-cache pair share one, see docs/tracing.md), sends it to the server in
 //! `traceparent` (sampled), and carries the trace id everywhere its request id goes (log
 //! line, status page, exemplars, bench's detailed results, the exported span), so a slow
 //! probe leads to the server's own span of the same request (vLLM continues the trace).
@@ -25,6 +26,14 @@ impl TraceIds {
             trace_id,
             span_id,
             sampled,
+        }
+    }
+
+    /// A span of the same trace, as sampled: a session's turn under the session's span.
+    pub fn child(&self) -> Self {
+        Self {
+            span_id: Self::random(self.sampled).span_id,
+            ..*self
         }
     }
 
@@ -106,6 +115,9 @@ mod tests {
         assert_ne!(random.trace_id, [0; 16]);
         assert_ne!(random, TraceIds::random(true));
         assert_eq!(random.trace_hex().len(), 32);
+        let child = random.child();
+        assert_eq!((child.trace_id, child.sampled), (random.trace_id, true));
+        assert_ne!(child.span_id, random.span_id);
     }
 
     #[test]

@@ -80,6 +80,8 @@ mod operations;
 mod operator_scrape;
 #[path = "otlp.rs"]
 mod otlp;
+#[path = "otlp_checks.rs"]
+mod otlp_checks;
 #[path = "prefix_routing.rs"]
 mod prefix_routing;
 #[path = "prefix_servers.rs"]

@@ -282,7 +282,10 @@ PANELS = [
             "Session turns by target and kind (over the time range)", (0, 91, 24, 8),
             "The session check over the time range picked, per target and kind of turn (first, "
             "tool_result, follow_up, parallel, parallel_result, long_gap, depth): TTFT p50 and "
-            "p90 of the turns answered; the share of later turns that found the previous turn's "
+            "p90 of the turns whose answer began with text; for the turns whose answer began "
+            "with a tool call, the time to the call's first delta instead (p50, p90: a server "
+            "streams a call only once its tool parser has the function's name, so it is later "
+            "than a TTFT and kept apart); the share of later turns that found the previous turn's "
             "prompt in the prefix cache (hits over hits and misses), for the sessions that sent "
             "their affinity headers and for those that did not (hits without them too: "
             "prefix-aware routing; only with them: header affinity; neither, through a pool: "
@@ -291,6 +294,8 @@ PANELS = [
             "s",
             *(quantile(q, "inferprobe_session_turn_ttft_seconds", "target", "turn", row=True,
                        **SESSION_RANGE) for q in (0.5, 0.9)),
+            *(quantile(q, "inferprobe_session_turn_time_to_call_seconds", "target", "turn",
+                       row=True, **SESSION_RANGE) for q in (0.5, 0.9)),
             session_hit_share('affinity="header"'),
             session_hit_share('affinity="none"'),
             summed(SESSION_TURNS, "target", "turn", **SESSION_RANGE),
@@ -302,8 +307,8 @@ PANELS = [
                 override("target", ("links", [TARGET_CELL_LINK])),
             ],
             transformations=merged(["target", "turn"], [
-                "TTFT p50", "TTFT p90", "Hit share, affinity headers", "Hit share, none",
-                "Turns", "Failed",
+                "TTFT p50", "TTFT p90", "Time to call p50", "Time to call p90",
+                "Hit share, affinity headers", "Hit share, none", "Turns", "Failed",
             ]),
         ),
         timeseries(

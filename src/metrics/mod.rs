@@ -41,7 +41,7 @@ pub use family::{LabeledFamily, TargetLabels};
 pub use gate::{PairResult, Pairs};
 pub use prefix::{PrefixRule, PrefixSeries, PrefixSetAside, PrefixVerdict};
 pub use runtime::RuntimeCollector;
-pub use session::{SessionReason, SessionSeries, SessionTurn, TurnCache, TurnNumbers};
+pub use session::{Refusal, SessionReason, SessionSeries, SessionTurn, TurnCache, TurnNumbers};
 pub use target::{InFlight, ProbeId, TargetMetrics, is_good};
 use values::with_bound;
 pub use values::{
@@ -165,6 +165,7 @@ impl Metrics {
                 "inferprobe_prefix_cache_warm_ttft_seconds" => &self.prefix.warm,
                 "inferprobe_session_turn_ttft_seconds" => &self.session.ttft,
                 "inferprobe_session_turn_e2el_seconds" => &self.session.e2el,
+                "inferprobe_session_turn_time_to_call_seconds" => &self.session.time_to_call,
                 _ => return None,
             };
             family.get(labels).map(|h| (h.encoded(), h.created()))

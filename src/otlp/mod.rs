@@ -1,5 +1,7 @@
 //! OTLP export: one client span per probe, with the trace and span ids its `traceparent`
-//! carried, so the server's own span of the request (vLLM's `llm_request`) is its child.
+//! carried, so the server's own span of the request (vLLM's `llm_request`) is its child. A
+//! session check's turns and a prefix-cache pair are one trace each, under a span of their
+//! own ([`CheckTrace`]).
 //!
 //! Probes never wait for the collector. A finished probe's span goes into a bounded queue
 //! with `try_send`; when the queue is full the span is dropped and counted
@@ -8,6 +10,7 @@
 //! or slow costs one log line per minute and the spans of that time, nothing else.
 //! No global tracer provider is installed: the ids are the probe's own.
 
+mod check;
 mod span;
 
 use std::time::Duration;
@@ -20,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::ExportMetrics;
 
+pub use check::CheckTrace;
 pub use span::probe_span;
 
 /// Spans exported per batch, and how long a batch waits to fill.
@@ -85,6 +89,19 @@ impl Spans {
     pub fn offer(&self, span: SpanData) {
         if self.queue.try_send(span).is_err() {
             self.metrics.dropped.inc();
+        }
+    }
+
+    /// Hand over a trace's spans all or none (a parent dropped from a full queue would
+    /// leave its children orphans); never waits.
+    pub fn offer_all(&self, spans: Vec<SpanData>) {
+        match self.queue.try_reserve_many(spans.len()) {
+            Ok(permits) => permits
+                .zip(spans)
+                .for_each(|(permit, span)| permit.send(span)),
+            Err(_) => {
+                self.metrics.dropped.inc_by(spans.len() as u64);
+            }
         }
     }
 }
@@ -264,5 +281,41 @@ mod tests {
             (800..1200).contains(&sampled),
             "{sampled} of 2000 at ratio 0.5"
         );
+    }
+
+    #[test]
+    fn a_checks_spans_are_queued_all_or_none() {
+        let metrics = ExportMetrics::default();
+        let (queue, mut rx) = mpsc::channel(3);
+        let spans = Spans {
+            queue,
+            metrics: metrics.clone(),
+            sampling_ratio: 1.0,
+        };
+        let ids = crate::trace_context::TraceIds::random(true);
+        let span = |name: &'static str| SpanData {
+            span_context: opentelemetry::trace::SpanContext::empty_context(),
+            parent_span_id: opentelemetry::trace::SpanId::from_bytes(ids.span_id),
+            parent_span_is_remote: false,
+            span_kind: opentelemetry::trace::SpanKind::Client,
+            name: name.into(),
+            start_time: std::time::SystemTime::now(),
+            end_time: std::time::SystemTime::now(),
+            attributes: Vec::new(),
+            dropped_attributes_count: 0,
+            events: Default::default(),
+            links: Default::default(),
+            status: opentelemetry::trace::Status::Unset,
+            instrumentation_scope: Default::default(),
+        };
+        spans.offer(span("probe"));
+        // Two places left: a check of three spans is dropped whole, never its root alone.
+        spans.offer_all(vec![span("root"), span("a"), span("b")]);
+        assert_eq!(metrics.dropped.get(), 3);
+        spans.offer_all(vec![span("root"), span("a")]);
+        let names: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|s| s.name.into_owned())
+            .collect();
+        assert_eq!(names, ["probe", "root", "a"]);
     }
 }

@@ -11,6 +11,7 @@
 mod depth;
 mod judge;
 pub mod script;
+mod trace;
 mod turns;
 
 use std::sync::Arc;
@@ -75,9 +76,11 @@ pub async fn run(
             ctx.abort.clone(),
             stop.clone(),
         );
+        // One sampling decision per session: its turns are one trace.
+        let trace = trace::SessionTrace::new(&ctx, &prober.target);
         ctx.probes.spawn(async move {
             let _permit = permit;
-            turns::session(&prober, &spec, &seen, &series, (&stop, &abort)).await;
+            turns::session(&prober, &spec, &seen, &series, (&stop, &abort), trace).await;
         });
     }
 }

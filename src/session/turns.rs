@@ -11,9 +11,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::depth::{depth_tokens, padding};
 use super::script::{Script, structure};
+use super::trace::SessionTrace;
 use super::{Expect, Reason, Seen, Turn, Verdict, judge};
 use crate::endpoint::session::SessionSpec;
-use crate::metrics::{SessionSeries, TurnCache, TurnNumbers};
+use crate::metrics::{Refusal, SessionSeries, TurnCache, TurnNumbers};
 use crate::probe::{Outcome, Prober};
 use crate::prompt::Prompt;
 use crate::prompt::conversation::{Call, Conversation, Message, Reply, ToolResult};
@@ -22,9 +23,8 @@ use crate::prompt::conversation::{Call, Conversation, Message, Reply, ToolResult
 /// follows a fresh id: the count is not a cache's.
 const FRESH_TOKENS: u64 = 8;
 
-/// What judges a later turn's cached tokens: the previous turn's prompt, and what the
-/// session's first turn already found cached (the template before the session's id,
-/// cached for every request alike).
+/// What judges a later turn's cached tokens: the previous turn's prompt, and the most any
+/// other cache could hold of this turn's prompt (`floor`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CacheJudge {
     pub previous_prompt: u64,
@@ -33,15 +33,22 @@ pub struct CacheJudge {
     pub previous_written: Option<u64>,
     /// The API caches no prompt shorter than this (0: no minimum known).
     pub min_cacheable: u32,
-    pub base: u64,
+    /// The most of this turn's prompt a cache could hold that never saw the previous turn:
+    /// what every session shares (the template before the session's id), and each turn
+    /// before the previous one's prompt and output. A replica that served one of those
+    /// turns (round robin lands there as often as on the previous turn's) returns no more;
+    /// only the previous turn's replica returns more.
+    pub floor: u64,
     pub block: u32,
     pub hit_share: f64,
     pub reported_before: bool,
 }
 
-/// A later turn hit when what it found cached beyond the base is at least `hit_share` of
-/// the previous prompt's whole blocks beyond it; `None`: too short a history to judge, one
-/// below the API's minimum, or one the server said it wrote nothing of.
+/// A later turn hit when what it found cached beyond the floor is at least `hit_share` of
+/// the previous prompt's whole blocks beyond it (and more than none); `None`: a previous
+/// turn that added no whole block beyond the floor (a hit could not be told from a cache
+/// that never saw it), one below the API's minimum, or one the server said it wrote nothing
+/// of.
 pub fn judge_cache(j: CacheJudge, prompt: Option<u64>, cached: Option<u64>) -> Option<TurnCache> {
     if j.previous_prompt < u64::from(j.min_cacheable) || j.previous_written == Some(0) {
         return None;
@@ -51,11 +58,12 @@ pub fn judge_cache(j: CacheJudge, prompt: Option<u64>, cached: Option<u64>) -> O
     };
     let block = u64::from(j.block.max(1));
     let whole = j.previous_prompt / block * block;
-    let expected = whole.saturating_sub(j.base) as f64 * j.hit_share;
-    if expected < 1.0 {
+    if whole <= j.floor {
         return None;
     }
-    Some(match cached.saturating_sub(j.base) as f64 >= expected {
+    let expected = (whole - j.floor) as f64 * j.hit_share;
+    let beyond = cached.saturating_sub(j.floor);
+    Some(match beyond > 0 && beyond as f64 >= expected {
         true => TurnCache::Hit,
         false => TurnCache::Miss,
     })
@@ -69,6 +77,9 @@ struct Previous {
     prompt_tokens: Option<u64>,
     cache_written: Option<u64>,
     output_tokens: u64,
+    /// The most of a later prompt the replica that served this turn can hold: its prompt
+    /// and its output (`None`: no prompt count).
+    reach: Option<u64>,
     served_by: Option<String>,
     /// The reply's calls, awaiting their results.
     calls: Vec<Call>,
@@ -80,11 +91,13 @@ pub(super) async fn session(
     seen: &Seen,
     series: &SessionSeries,
     (stop, abort): (&CancellationToken, &CancellationToken),
+    mut trace: SessionTrace,
 ) {
     let target = &prober.target;
     let n = seen.started.fetch_add(1, Ordering::Relaxed);
     let mut rng = StdRng::seed_from_u64(rand::random());
     let script = Script::new(&mut rng);
+    trace.begin(&script.id);
     let affinity = !spec.affinity_headers.is_empty() && n % 2 == 0;
     let headers = match (affinity, HeaderValue::from_str(&script.id)) {
         (true, Ok(value)) => spec
@@ -122,8 +135,14 @@ pub(super) async fn session(
     plan.extend(depth.map(|_| Turn::Depth));
     let mut previous = Previous::default();
     let mut base = None;
+    // The most any cache but the previous turn's could hold of the next prompt
+    // (`CacheJudge::floor`); `None` until the first turn, or once a turn's prompt was not
+    // counted.
+    let mut earlier: Option<u64> = None;
     let mut set_aside = false;
     let mut complete = true;
+    let mut ended_by = None;
+    let mut depth_passed = false;
     for (index, turn) in plan.into_iter().enumerate() {
         // Calls left unanswered (a model that called again where it was to answer) get
         // their results first: a call without one is a history no API accepts.
@@ -218,7 +237,10 @@ pub(super) async fn session(
         if stop.is_cancelled() {
             return;
         }
-        let report = prober.probe(&request_id, &prompt, abort).await;
+        let report = prober
+            .probe_traced(&request_id, &prompt, abort, trace.next())
+            .await;
+        let span = trace.turn(target, &request_id, &report, turn);
         let Outcome::Finished(result) = &report.outcome else {
             return;
         };
@@ -248,7 +270,9 @@ pub(super) async fn session(
                 ..prompt.clone()
             };
             let id = format!("{request_id}-control");
-            match prober.probe(&id, &prompt, abort).await.outcome {
+            let asked = prober.probe_traced(&id, &prompt, abort, trace.next()).await;
+            trace.control(target, &id, &asked);
+            match asked.outcome {
                 Outcome::Cut => return,
                 Outcome::Finished(Ok(_)) => {}
                 Outcome::Finished(Err(control)) => {
@@ -262,6 +286,7 @@ pub(super) async fn session(
                 }
             }
         }
+        trace.judged(span, turn, verdict.result());
         let measured = result.as_ref().ok();
         if measured.is_some_and(|m| m.cached_prompt_tokens.is_some()) {
             seen.reported.store(true, Ordering::Relaxed);
@@ -271,6 +296,7 @@ pub(super) async fn session(
             verdict.result(),
             TurnNumbers {
                 ttft: measured.and_then(|m| m.ttft).map(|d| d.as_secs_f64()),
+                call_first: report.record.first_is_call(),
                 e2el: measured.map(|m| m.e2el.as_secs_f64()),
                 prompt_tokens: measured.and_then(|m| m.prompt_tokens),
                 cached_tokens: measured.and_then(|m| m.cached_prompt_tokens),
@@ -294,14 +320,14 @@ pub(super) async fn session(
                 }
                 base = Some(cached);
             }
-            let judged = match (turn.cached(), previous.prompt_tokens) {
-                (true, Some(_)) if set_aside => Some(TurnCache::Unreported),
-                (true, Some(previous_prompt)) => judge_cache(
+            let judged = match (turn.cached(), previous.prompt_tokens, earlier) {
+                (true, Some(_), _) if set_aside => Some(TurnCache::Unreported),
+                (true, Some(previous_prompt), Some(floor)) => judge_cache(
                     CacheJudge {
                         previous_prompt,
                         previous_written: previous.cache_written,
                         min_cacheable: spec.min_cacheable,
-                        base: base.unwrap_or(0),
+                        floor,
                         block: spec.block_tokens.unwrap_or(1),
                         hit_share: spec.hit_share,
                         reported_before: seen.reported.load(Ordering::Relaxed),
@@ -314,9 +340,12 @@ pub(super) async fn session(
             if let Some(cache) = judged {
                 series.cache(turn, cache, affinity);
             }
-            tracing::debug!(target = %target.id, request_id, turn = turn.as_str(), previous = ?previous.prompt_tokens, base = ?base, prompt = ?m.prompt_tokens, cached = ?m.cached_prompt_tokens, verdict = ?judged, "session turn's cache");
+            tracing::debug!(target = %target.id, request_id, turn = turn.as_str(), previous = ?previous.prompt_tokens, floor = ?earlier, prompt = ?m.prompt_tokens, cached = ?m.cached_prompt_tokens, verdict = ?judged, served_by = ?response.served_by, previous_served_by = ?previous.served_by, "session turn's cache");
             if let (Some(before), Some(now)) = (&previous.served_by, &response.served_by) {
                 series.routed(before != now);
+                if let Some(verdict @ (TurnCache::Hit | TurnCache::Miss)) = judged {
+                    series.routed_cache(verdict, before == now);
+                }
             }
         }
         match &verdict.reason {
@@ -326,15 +355,33 @@ pub(super) async fn session(
             // What pages (a refused history, a window below the depth) is said louder.
             Some(reason @ (Reason::HistoryRejected | Reason::ContextLength)) => {
                 let note = verdict.note.as_deref().unwrap_or("");
-                tracing::warn!(target = %target.id, request_id, turn = turn.as_str(), result = reason.as_str(), note, "session turn refused");
+                // The previous turn's prompt and output: what the refused prompt was built on.
+                let history = previous.prompt_tokens.map(|p| p + previous.output_tokens);
+                tracing::warn!(target = %target.id, request_id, turn = turn.as_str(), result = reason.as_str(), history_tokens = ?history, note, "session turn refused");
             }
             Some(reason) => {
                 let note = verdict.note.as_deref().unwrap_or("");
                 tracing::info!(target = %target.id, request_id, turn = turn.as_str(), result = reason.as_str(), note, "session turn failed");
             }
         }
+        match (turn, verdict.reason) {
+            (Turn::First, Some(Reason::Error(crate::error::ErrorCategory::Http4xx))) => {
+                series.refused(Refusal::Tools);
+            }
+            (Turn::First, Some(Reason::Error(_) | Reason::ContextLength)) => {}
+            (Turn::First, _) => series.passed(Refusal::Tools),
+            _ => {}
+        }
+        match (turn, verdict.reason) {
+            (_, Some(Reason::HistoryRejected)) => series.refused(Refusal::History),
+            (Turn::Depth, Some(Reason::ContextLength)) => series.refused(Refusal::Depth),
+            (_, Some(Reason::ContextLength)) => series.refused(Refusal::Window),
+            (Turn::Depth, reason) => depth_passed = !matches!(reason, Some(Reason::Error(_))),
+            _ => {}
+        }
         if verdict.ends_session() {
             complete = false;
+            ended_by = Some(turn);
             break;
         }
         let calls = reply_calls(response, &mut rng);
@@ -344,9 +391,26 @@ pub(super) async fn session(
             reasoning: response.reasoning.clone(),
             calls: calls.clone(),
         }));
+        let prompt_tokens = measured.and_then(|m| m.prompt_tokens);
+        earlier = match turn {
+            // Every session shares what comes before its id, which the first turn's
+            // question follows: at most its prompt less the question's fewest tokens.
+            Turn::First => {
+                prompt_tokens.map(|p| p.saturating_sub(FRESH_TOKENS).max(base.unwrap_or(0)))
+            }
+            _ => earlier.zip(previous.reach).map(|(a, b)| a.max(b)),
+        };
         previous = Previous {
             echo: response.echo.clone(),
-            prompt_tokens: measured.and_then(|m| m.prompt_tokens),
+            prompt_tokens,
+            // An output count that is not the server's may be short: the turn's limit
+            // bounds it.
+            reach: prompt_tokens.map(|p| {
+                p + measured
+                    .and_then(|m| m.output_tokens)
+                    .filter(|t| t.is_exact())
+                    .map_or(u64::from(spec.max_tokens), |t| t.value())
+            }),
             cache_written: response.cache_written,
             output_tokens: measured
                 .and_then(|m| m.output_tokens)
@@ -355,7 +419,17 @@ pub(super) async fn session(
             calls,
         };
     }
+    // Passed where a refusal stops sessions: every turn before the depth turn sent and
+    // accepted (the history and the window), the depth turn accepted.
+    if complete || ended_by == Some(Turn::Depth) {
+        series.passed(Refusal::History);
+        series.passed(Refusal::Window);
+    }
+    if depth_passed {
+        series.passed(Refusal::Depth);
+    }
     series.session(complete);
+    trace.finish(complete);
 }
 
 /// The reply's calls as the history sends them back, each with the id the server gave
@@ -416,7 +490,7 @@ mod tests {
 
     fn judge(
         previous_prompt: u64,
-        base: u64,
+        floor: u64,
         block: u32,
         cached: Option<u64>,
     ) -> Option<TurnCache> {
@@ -424,7 +498,7 @@ mod tests {
             previous_prompt,
             previous_written: None,
             min_cacheable: 0,
-            base,
+            floor,
             block,
             hit_share: 0.5,
             reported_before: false,
@@ -436,13 +510,13 @@ mod tests {
     fn a_later_turn_hits_when_the_previous_prompt_came_back() {
         assert_eq!(judge(400, 0, 16, Some(384)), Some(TurnCache::Hit));
         assert_eq!(judge(400, 0, 16, Some(0)), Some(TurnCache::Miss));
-        // What every request finds cached (the template) is no hit.
+        // What every session shares (the template) is no hit.
         assert_eq!(judge(400, 32, 16, Some(32)), Some(TurnCache::Miss));
         assert_eq!(judge(400, 32, 16, Some(400)), Some(TurnCache::Hit));
         // Whole blocks only: a 128-token block cache holds 384 of 400.
         assert_eq!(judge(400, 0, 128, Some(256)), Some(TurnCache::Hit));
         assert_eq!(judge(400, 0, 128, Some(128)), Some(TurnCache::Miss));
-        // A history shorter than one block beyond the base: nothing to judge.
+        // A history shorter than one block beyond the floor: nothing to judge.
         assert_eq!(judge(200, 128, 128, Some(128)), None);
         assert_eq!(judge(400, 0, 16, None), Some(TurnCache::Unreported));
         // A server that has reported before and sends no count now reports none.
@@ -450,7 +524,7 @@ mod tests {
             previous_prompt: 400,
             previous_written: None,
             min_cacheable: 0,
-            base: 0,
+            floor: 0,
             block: 16,
             hit_share: 0.5,
             reported_before: true,
@@ -477,5 +551,26 @@ mod tests {
             ..j
         };
         assert_eq!(judge_cache(unwritten, Some(450), Some(0)), None);
+    }
+
+    /// Issue 61's round robin over two vLLM replicas (128-token blocks): the
+    /// parallel_result turn (previous prompt 1,169) landing on the replica of the
+    /// follow_up turn (prompt 879, output at most 128) got back 768 tokens, half the
+    /// previous prompt's blocks, and was judged a hit. What turns before the previous one
+    /// could leave is the floor: only the previous turn's replica returns more.
+    #[test]
+    fn a_replica_that_served_an_earlier_turn_is_no_hit() {
+        let floor = 879 + 128;
+        assert_eq!(judge(1169, floor, 128, Some(768)), Some(TurnCache::Miss));
+        assert_eq!(judge(1169, floor, 128, Some(1024)), Some(TurnCache::Miss));
+        assert_eq!(judge(1169, floor, 128, Some(1152)), Some(TurnCache::Hit));
+        // The previous turn added no whole block beyond the floor: a hit would look like
+        // the earlier replica's answer, so the turn is not judged.
+        assert_eq!(judge(1000, floor, 128, Some(896)), None);
+        // Without blocks, a hit is more than the floor, by half of what the previous turn
+        // added.
+        assert_eq!(judge(1100, 1000, 1, Some(1000)), Some(TurnCache::Miss));
+        assert_eq!(judge(1100, 1000, 1, Some(1049)), Some(TurnCache::Miss));
+        assert_eq!(judge(1100, 1000, 1, Some(1050)), Some(TurnCache::Hit));
     }
 }

@@ -10,139 +10,16 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::{DualHistogram, E2EL_BUCKETS, LabeledFamily, TTFT_BUCKETS, TargetLabels, labels};
-use crate::error::ErrorCategory;
 
-/// A session's turn kinds (the `turn` label).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SessionTurn {
-    /// The system prompt, the tools and a question that needs one.
-    First,
-    /// The call's result: the answer must use it.
-    ToolResult,
-    /// A plain question after a human's think time.
-    FollowUp,
-    /// Two lookups asked at once.
-    Parallel,
-    /// Their results.
-    ParallelResult,
-    /// A question after the long gap.
-    LongGap,
-    /// A question padded to the configured depth.
-    Depth,
-}
+mod kinds;
 
-impl SessionTurn {
-    pub const ALL: [Self; 7] = [
-        Self::First,
-        Self::ToolResult,
-        Self::FollowUp,
-        Self::Parallel,
-        Self::ParallelResult,
-        Self::LongGap,
-        Self::Depth,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::First => "first",
-            Self::ToolResult => "tool_result",
-            Self::FollowUp => "follow_up",
-            Self::Parallel => "parallel",
-            Self::ParallelResult => "parallel_result",
-            Self::LongGap => "long_gap",
-            Self::Depth => "depth",
-        }
-    }
-
-    /// Turns judged for the cache: every turn that re-sends a history, but the depth
-    /// turn's padding is new.
-    pub const fn cached(self) -> bool {
-        !matches!(self, Self::First | Self::Depth)
-    }
-}
-
-/// Why a turn failed (the `result` label, beside `ok`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SessionReason {
-    HistoryRejected,
-    ContextLength,
-    ToolResultIgnored,
-    ParallelCallsMissing,
-    NoToolCall,
-    WrongTool,
-    BadArguments,
-    NotJson,
-    Refused,
-    Truncated,
-    /// Any other failure, by the probes' category.
-    Error(ErrorCategory),
-}
-
-impl SessionReason {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::HistoryRejected => "history_rejected",
-            Self::ContextLength => "context_length",
-            Self::ToolResultIgnored => "tool_result_ignored",
-            Self::ParallelCallsMissing => "parallel_calls_missing",
-            Self::NoToolCall => "no_tool_call",
-            Self::WrongTool => "wrong_tool",
-            Self::BadArguments => "bad_arguments",
-            Self::NotJson => "not_json",
-            Self::Refused => "refused",
-            Self::Truncated => "truncated",
-            // The category's own name; `context_length` never reaches here (its own
-            // reason), so the names never collide.
-            Self::Error(category) => category.as_str(),
-        }
-    }
-}
-
-/// The (turn, result) series made at 0 from the start, so an alert's `increase()` sees
-/// the first failure: `ok` of every turn, and the reasons the alerts read.
-fn preset(turn: SessionTurn) -> Vec<&'static str> {
-    use SessionReason as R;
-    use SessionTurn as T;
-    let mut results = vec!["ok"];
-    match turn {
-        // A first turn refused: the tools, not the history (InferprobeSessionToolsRejected).
-        T::First => results.push(R::Error(ErrorCategory::Http4xx).as_str()),
-        T::Depth => results.push(R::ContextLength.as_str()),
-        T::ToolResult | T::ParallelResult => {
-            results.extend([R::HistoryRejected.as_str(), R::ToolResultIgnored.as_str()]);
-        }
-        T::Parallel => results.extend([
-            R::HistoryRejected.as_str(),
-            R::ParallelCallsMissing.as_str(),
-        ]),
-        T::FollowUp | T::LongGap => results.push(R::HistoryRejected.as_str()),
-    }
-    results
-}
-
-/// A later turn's cache verdict (the `result` of `inferprobe_session_turn_cache_total`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TurnCache {
-    Hit,
-    Miss,
-    Unreported,
-}
-
-impl TurnCache {
-    pub const ALL: [Self; 3] = [Self::Hit, Self::Miss, Self::Unreported];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Hit => "hit",
-            Self::Miss => "miss",
-            Self::Unreported => "unreported",
-        }
-    }
-}
+use kinds::preset;
+pub use kinds::{Refusal, SessionReason, SessionTurn, TurnCache};
 
 type TurnLabels = (TargetLabels, [(&'static str, &'static str); 2]);
 type CacheLabels = (TargetLabels, [(&'static str, &'static str); 3]);
 type OneLabel = (TargetLabels, [(&'static str, &'static str); 1]);
+type TwoLabels = (TargetLabels, [(&'static str, &'static str); 2]);
 
 #[derive(Clone, Debug, Default)]
 pub(super) struct SessionFamilies {
@@ -152,7 +29,12 @@ pub(super) struct SessionFamilies {
     /// which the exposition looks them up by.
     pub(super) ttft: LabeledFamily<TargetLabels, DualHistogram>,
     pub(super) e2el: LabeledFamily<TargetLabels, DualHistogram>,
+    /// A turn whose reply began with a tool call: the time to that call's first delta,
+    /// which a server streams only once its tool parser has the function's name.
+    pub(super) time_to_call: LabeledFamily<TargetLabels, DualHistogram>,
     cache: LabeledFamily<CacheLabels, Counter>,
+    routed_cache: LabeledFamily<TwoLabels, Counter>,
+    passed: LabeledFamily<OneLabel, Gauge>,
     prompt_tokens: LabeledFamily<OneLabel, Counter>,
     cached_tokens: LabeledFamily<OneLabel, Counter>,
     output_tokens: LabeledFamily<OneLabel, Counter>,
@@ -173,6 +55,9 @@ pub struct SessionSeries {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TurnNumbers {
     pub ttft: Option<f64>,
+    /// The first output was a tool call's delta: `ttft` is the time to the call, not to a
+    /// token the user reads.
+    pub call_first: bool,
     pub e2el: Option<f64>,
     pub prompt_tokens: Option<u64>,
     pub cached_tokens: Option<u64>,
@@ -197,7 +82,12 @@ impl SessionSeries {
         f.turns.get_or_insert(key, Counter::default).inc();
         let one = || (t.clone(), [("turn", turn.as_str())]);
         if let Some(ttft) = numbers.ttft {
-            f.ttft
+            let family = if numbers.call_first {
+                &f.time_to_call
+            } else {
+                &f.ttft
+            };
+            family
                 .get_or_insert(with_turn(t, turn), ttft_histogram)
                 .observe(ttft, None);
         }
@@ -230,6 +120,40 @@ impl SessionSeries {
         self.families
             .cache
             .get_or_insert(key, Counter::default)
+            .inc();
+    }
+
+    /// A judged later turn whose backend and the previous turn's were both named: its
+    /// verdict by whether the same backend served both (what proves the verdict).
+    pub fn routed_cache(&self, verdict: TurnCache, same: bool) {
+        let key = (
+            self.target.clone(),
+            [
+                (labels::RESULT, verdict.as_str()),
+                ("replica", if same { "same" } else { "other" }),
+            ],
+        );
+        self.families
+            .routed_cache
+            .get_or_insert(key, Counter::default)
+            .inc();
+    }
+
+    /// A session refused for `refusal`: its count of sessions passed since starts again.
+    pub fn refused(&self, refusal: Refusal) {
+        let key = (self.target.clone(), [("refusal", refusal.as_str())]);
+        self.families
+            .passed
+            .get_or_insert(key, Gauge::default)
+            .set(0);
+    }
+
+    /// A session passed where `refusal` stops sessions.
+    pub fn passed(&self, refusal: Refusal) {
+        let key = (self.target.clone(), [("refusal", refusal.as_str())]);
+        self.families
+            .passed
+            .get_or_insert(key, Gauge::default)
             .inc();
     }
 
@@ -306,6 +230,12 @@ impl SessionFamilies {
             Unit::Seconds,
             self.e2el.clone(),
         );
+        r.register_with_unit(
+            "session_turn_time_to_call",
+            "Time to the first tool-call delta of a session turn whose reply began with a tool call, by turn kind: a server streams a call only once its tool parser has the function's name, so this is later than its first token (the turn is not in session_turn_ttft_seconds)",
+            Unit::Seconds,
+            self.time_to_call.clone(),
+        );
         r.register(
             "session_turn_cache",
             "Later turns of sessions by whether the previous turn's prompt came back from the prefix cache (hit, miss, unreported: no cached-token count), by turn kind and affinity: header (the session sent its affinity headers) or none",
@@ -325,6 +255,16 @@ impl SessionFamilies {
             "session_output_tokens",
             "Output tokens of session turns, by turn kind",
             self.output_tokens.clone(),
+        );
+        r.register(
+            "session_routed_cache",
+            "Of session_turn_cache_total's hits and misses, the turns whose backend and the previous turn's were both named (session.served_by), by whether the same backend served both (replica: same or other): with a cache per replica, hits are the same backend's",
+            self.routed_cache.clone(),
+        );
+        r.register(
+            "session_passed_since_refusal",
+            "Sessions that passed where a refusal of this kind stops one (refusal: tools, history, window, depth), since the last such refusal or the daemon's start: the session pages stop once it reaches 2 (depth: 1)",
+            self.passed.clone(),
         );
         r.register(
             "session_routed_turns",
@@ -359,6 +299,14 @@ impl SessionFamilies {
                 self.turns.get_or_insert(key, Counter::default);
             }
         }
+        // From the start: a daemon restarted after a fault was fixed counts its passes, so
+        // the refusals of the hour before the restart stop paging too.
+        for refusal in Refusal::ALL {
+            self.passed.get_or_insert(
+                (target.clone(), [("refusal", refusal.as_str())]),
+                Gauge::default,
+            );
+        }
         for result in ["complete", "failed"] {
             self.sessions.get_or_insert(
                 (target.clone(), [(labels::RESULT, result)]),
@@ -375,6 +323,8 @@ impl SessionFamilies {
         self.turns.retain(|(l, _)| l != target);
         self.sessions.retain(|(l, _)| l != target);
         self.cache.retain(|(l, _)| l != target);
+        self.routed_cache.retain(|(l, _)| l != target);
+        self.passed.retain(|(l, _)| l != target);
         for family in [
             &self.prompt_tokens,
             &self.cached_tokens,
@@ -385,6 +335,7 @@ impl SessionFamilies {
         for turn in SessionTurn::ALL {
             self.ttft.remove(&with_turn(target, turn));
             self.e2el.remove(&with_turn(target, turn));
+            self.time_to_call.remove(&with_turn(target, turn));
         }
         for family in [&self.switches, &self.routed] {
             family.remove(target);

@@ -201,7 +201,7 @@ fn documented_metrics() -> BTreeSet<String> {
 /// series until a discovered pool has them (Kubernetes, two versions); cached prompt
 /// tokens: none until a server reports them (the daemon here is scraped before a probe);
 /// a session's per-turn series: none until its turns ran.
-const ONLY_WHEN_USED: [(&str, &str); 13] = [
+const ONLY_WHEN_USED: [(&str, &str); 15] = [
     (
         "inferprobe_canary_baseline_checks",
         "tests/canary_groups.rs",
@@ -213,6 +213,11 @@ const ONLY_WHEN_USED: [(&str, &str); 13] = [
     ),
     ("inferprobe_session_turn_ttft_seconds", "tests/session.rs"),
     ("inferprobe_session_turn_e2el_seconds", "tests/session.rs"),
+    (
+        "inferprobe_session_turn_time_to_call_seconds",
+        "tests/session.rs",
+    ),
+    ("inferprobe_session_routed_cache", "tests/session.rs"),
     ("inferprobe_session_turn_cache", "tests/session.rs"),
     ("inferprobe_session_prompt_tokens", "tests/session.rs"),
     ("inferprobe_session_cached_tokens", "tests/session.rs"),

@@ -38,6 +38,8 @@ pub(super) const EXPORTED_SERIES: &[&str] = &[
     "inferprobe_session_output_tokens_total",
     "inferprobe_session_replica_switches_total",
     "inferprobe_session_routed_turns_total",
+    "inferprobe_session_routed_cache_total",
+    "inferprobe_session_passed_since_refusal",
     "inferprobe_session_served_window_tokens",
     "inferprobe_session_depth_tokens",
 ];
@@ -45,7 +47,7 @@ pub(super) const EXPORTED_SERIES: &[&str] = &[
 /// The histograms that carry native buckets beside their classic ones (a protobuf scrape):
 /// every per-target histogram, the four latency ones first, the prefix-cache check's and the
 /// session check's.
-pub(super) const NATIVE_HISTOGRAMS: [&str; 11] = [
+pub(super) const NATIVE_HISTOGRAMS: [&str; 12] = [
     "inferprobe_time_to_first_token_seconds",
     "inferprobe_time_per_output_token_seconds",
     "inferprobe_inter_token_latency_seconds",
@@ -57,6 +59,7 @@ pub(super) const NATIVE_HISTOGRAMS: [&str; 11] = [
     "inferprobe_prefix_cache_warm_ttft_seconds",
     "inferprobe_session_turn_ttft_seconds",
     "inferprobe_session_turn_e2el_seconds",
+    "inferprobe_session_turn_time_to_call_seconds",
 ];
 
 /// The four latency histograms every dashboard shows.

@@ -685,9 +685,13 @@ else:
         second = next((t for t, v in steps if v >= 2), None)
         if gauge == "none":
             fails.append("no inferprobe_session_passed_since_refusal series")
-        # Within two sessions: resolved by the first rule evaluation (30 s) after the second
-        # passed session showed in a scrape, plus the poller's 2 s.
-        if second is None or resolved > second + 30 + 5:
+        # Within two sessions: resolved once the second passed session showed in a scrape
+        # (5 s), the recording group (30 s) left the probe pod out, and the alert group (30 s)
+        # saw it; plus the poller's 2 s. Sooner than the second: not the sessions' doing.
+        if second is not None:
+            print(f"the second passed session scraped {second - fix_up:.0f} s after the fix; resolved {resolved - second:.0f} s "
+                  f"later (the two 30 s rule groups in a row, and a 5 s scrape: at most 67 s)")
+        if second is None or resolved > second + 67 or resolved < second:
             fails.append(f"not resolved within two passed sessions (second at {second and second - fix_up}, resolved {resolved - fix_up:.0f} s after the fix)")
         if errors != "none" and float(errors) > 0.05:
             fails.append(f"the single-turn error ratio {errors} (> 0.05) may have quieted it")

@@ -331,14 +331,22 @@ impl Metrics {
                     known,
                 )
             }),
-            prefix_cache: target
-                .prefix_cache
-                .as_ref()
-                .map(|spec| self.prefix.series(&labels, spec.objective)),
-            session: target
-                .session
-                .as_ref()
-                .map(|_| self.session.series(&labels)),
+            // A check taken off a target that keeps its labels (a reload) takes its series
+            // with it: frozen, they would page on what no check runs any more.
+            prefix_cache: match &target.prefix_cache {
+                Some(spec) => Some(self.prefix.series(&labels, spec.objective)),
+                None => {
+                    self.prefix.remove(&labels);
+                    None
+                }
+            },
+            session: match &target.session {
+                Some(_) => Some(self.session.series(&labels)),
+                None => {
+                    self.session.remove(&labels);
+                    None
+                }
+            },
             labels,
             snapshot: Arc::clone(&self.snapshot),
             registered: self.prompt_tokens_total.clone(),

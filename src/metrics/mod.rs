@@ -331,22 +331,14 @@ impl Metrics {
                     known,
                 )
             }),
-            // A check taken off a target that keeps its labels (a reload) takes its series
-            // with it: frozen, they would page on what no check runs any more.
-            prefix_cache: match &target.prefix_cache {
-                Some(spec) => Some(self.prefix.series(&labels, spec.objective)),
-                None => {
-                    self.prefix.remove(&labels);
-                    None
-                }
-            },
-            session: match &target.session {
-                Some(_) => Some(self.session.series(&labels)),
-                None => {
-                    self.session.remove(&labels);
-                    None
-                }
-            },
+            prefix_cache: target
+                .prefix_cache
+                .as_ref()
+                .map(|spec| self.prefix.series(&labels, spec.objective)),
+            session: target
+                .session
+                .as_ref()
+                .map(|_| self.session.series(&labels)),
             labels,
             snapshot: Arc::clone(&self.snapshot),
             registered: self.prompt_tokens_total.clone(),
@@ -403,6 +395,19 @@ impl Metrics {
     }
 
     /// Remove every series of a target (it was removed from the configuration).
+    /// A target restarted with its labels (a reload) and without a check it had: the
+    /// check's series go (frozen, they would page on what no check runs any more). Called
+    /// once the old target was stopped, so its last session counts nothing back.
+    pub fn remove_dropped_checks(&self, target: &Target) {
+        let labels = Self::labels_of(target);
+        if target.prefix_cache.is_none() {
+            self.prefix.remove(&labels);
+        }
+        if target.session.is_none() {
+            self.session.remove(&labels);
+        }
+    }
+
     pub fn remove_target(&self, labels: &TargetLabels) {
         self.slos
             .lock()

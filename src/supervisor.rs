@@ -166,6 +166,8 @@ impl Supervisor {
                 old.stop.cancel();
                 if old.labels != *metrics.labels() {
                     self.metrics.remove_target(&old.labels);
+                } else {
+                    self.metrics.remove_dropped_checks(&target);
                 }
             }
             let status = self.board.attach(&target, settings.status_page_probes);

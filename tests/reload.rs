@@ -223,3 +223,60 @@ async fn a_rotated_key_file_reloads_by_itself() {
     assert_eq!(reload_ok(&after), 1.0);
     daemon.stop().await;
 }
+
+/// Issue 61 review: a check taken off a target that keeps its labels takes its series
+/// with it. Frozen, a session refusal's count and state would page for an hour on a check
+/// no longer running (the tools page's own remedy is to take the session check off).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_taken_off_a_target_takes_its_series() {
+    let sim = start_sim(SimConfig {
+        ttft: Duration::from_millis(2),
+        itl: Duration::ZERO,
+        ..SimConfig::default()
+    })
+    .await;
+    let url = sim.url();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    let checks = r#"session = { interval = "200ms", human_gap = "5ms", tool_gap = "2ms" }
+prefix_cache = { interval = "200ms", objective = 0.9 }"#;
+    write(&path, &target("t", &url, checks));
+    let daemon = start_reloadable(&path).await;
+    daemon
+        .wait_for(Duration::from_secs(30), |s| {
+            s.sum("inferprobe_sessions_total", &[("target", "t")]) >= 1.0
+                && s.sum("inferprobe_prefix_cache_checks_total", &[("target", "t")]) >= 1.0
+        })
+        .await;
+    write(&path, &target("t", &url, ""));
+    let (status, _) = daemon.reload().await;
+    assert_eq!(status, 200);
+    let checks = [
+        "inferprobe_session_",
+        "inferprobe_sessions_",
+        "inferprobe_prefix_cache_",
+    ];
+    let after = daemon
+        .wait_for(Duration::from_secs(10), |s| {
+            s.requests("t") >= 1.0
+                && !s
+                    .samples
+                    .iter()
+                    .any(|x| checks.iter().any(|c| x.name.starts_with(c)))
+        })
+        .await;
+    for name in [
+        "inferprobe_session_",
+        "inferprobe_sessions_",
+        "inferprobe_prefix_cache_",
+    ] {
+        let left: Vec<String> = after
+            .samples
+            .iter()
+            .filter(|x| x.name.starts_with(name))
+            .map(|x| format!("{} {:?}", x.name, x.labels))
+            .collect();
+        assert!(left.is_empty(), "{name} series left: {left:?}");
+    }
+    daemon.stop().await;
+}

@@ -40,6 +40,14 @@ fn sessions(scrape: &Scrape, target: &str) -> f64 {
     scrape.sum("inferprobe_sessions_total", &[("target", target)])
 }
 
+/// Whether a refusal of a kind holds for the target (what its page reads): 1 or 0.
+fn open(scrape: &Scrape, target: &str, refusal: &str) -> f64 {
+    scrape.sum(
+        "inferprobe_session_refusal_open",
+        &[("target", target), ("refusal", refusal)],
+    )
+}
+
 fn cache(scrape: &Scrape, target: &str, labels: &[(&str, &str)]) -> f64 {
     let mut all = vec![("target", target)];
     all.extend_from_slice(labels);
@@ -163,24 +171,10 @@ async fn every_dialect_holds_whole_sessions_grounded_and_cached() {
                 "{t} {turn}"
             );
         }
-        // Nothing refused: each refusal's count of passes is the sessions' (the depth
-        // turn's, every other session).
-        let passed = |refusal: &str| {
-            scrape.sum(
-                "inferprobe_session_passed_since_refusal",
-                &[("target", t), ("refusal", refusal)],
-            )
-        };
-        // (A scrape can fall between a session's passes and its count: one apart.)
-        let complete = sessions(&scrape, t);
-        for refusal in ["history", "window", "tools"] {
-            let n = passed(refusal);
-            assert!(
-                (complete..=complete + 1.0).contains(&n),
-                "{t} {refusal}: {n} of {complete}"
-            );
+        // Nothing refused: no refusal holds.
+        for refusal in ["tools", "history", "window", "depth"] {
+            assert_eq!(open(&scrape, t, refusal), 0.0, "{t} {refusal}");
         }
-        assert!(passed("depth") >= 2.0, "{t}");
         for tokens in [
             "inferprobe_session_cached_tokens_total",
             "inferprobe_session_output_tokens_total",
@@ -280,23 +274,16 @@ async fn each_replica_has_its_own_failure_counted_and_the_healthy_one_none() {
         "{:?}",
         results(&scrape, "rejecting")
     );
-    // No session of the rejecting replica passed since its last refusal; every healthy
-    // one did (the page's clearing gauge), and each first turn passed the tools.
-    let passed = |t: &str, refusal: &str| {
-        scrape.sum(
-            "inferprobe_session_passed_since_refusal",
-            &[("target", t), ("refusal", refusal)],
-        )
-    };
-    assert_eq!(passed("rejecting", "history"), 0.0);
-    let tools = passed("rejecting", "tools");
-    assert!((ended..=ended + 1.0).contains(&tools), "{tools} of {ended}");
-    let healthy = passed("healthy", "history");
-    let complete = sessions(&scrape, "healthy");
-    assert!(
-        (complete..=complete + 1.0).contains(&healthy),
-        "{healthy} of {complete}"
-    );
+    // The rejecting replica's refusal holds (what its page reads); nothing else does.
+    assert_eq!(open(&scrape, "rejecting", "history"), 1.0);
+    for (t, refusal) in [
+        ("rejecting", "tools"),
+        ("rejecting", "window"),
+        ("healthy", "history"),
+        ("ignoring", "history"),
+    ] {
+        assert_eq!(open(&scrape, t, refusal), 0.0, "{t} {refusal}");
+    }
     // Ignoring: both grounded turns ignored in every session, everything else ok.
     let ignored = turns(&scrape, "ignoring", &[("result", "tool_result_ignored")]);
     let grounded = turns(&scrape, "ignoring", &[("turn", "tool_result")])
@@ -642,14 +629,10 @@ async fn a_window_shorter_than_the_conversation_refuses_every_session() {
         results(&scrape, "narrow")
     );
     assert!(refused >= ended, "{refused} refusals, {ended} sessions");
-    let passed = |refusal: &str| {
-        scrape.sum(
-            "inferprobe_session_passed_since_refusal",
-            &[("target", "narrow"), ("refusal", refusal)],
-        )
-    };
-    assert_eq!(passed("window"), 0.0);
-    assert_eq!(passed("history"), 0.0);
-    assert!(passed("tools") >= ended, "every first turn fit");
+    // The window's refusal holds, and it is the only one.
+    assert_eq!(open(&scrape, "narrow", "window"), 1.0);
+    for refusal in ["tools", "history", "depth"] {
+        assert_eq!(open(&scrape, "narrow", refusal), 0.0, "{refusal}");
+    }
     assert_eq!(scrape.all_errors("narrow"), 0.0, "single-turn probes fit");
 }

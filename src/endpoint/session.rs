@@ -143,7 +143,7 @@ impl SessionSpec {
     pub fn warnings(&self) -> Vec<String> {
         match self.block_tokens {
             None => vec![
-                "session: block_tokens is unset, so a later turn is expected to find every token of the previous prompt cached; a server that caches whole blocks (vLLM: 16 tokens on GPU, 128 on CPU, 512 or more for hybrid models) returns less, and short histories are judged misses on a healthy cache: set block_tokens to the server's".to_owned(),
+                "session: block_tokens is unset, so the cache's block is inferred from the cached-token counts the server reports (their greatest common divisor: a whole-block cache such as vLLM's, 16 tokens on GPU, 128 on CPU, 512 or more for hybrid models, reports multiples of its block); until a few counts came, it is a multiple of the block and fewer turns are judged: set block_tokens to the server's".to_owned(),
             ],
             Some(_) => Vec::new(),
         }

@@ -395,6 +395,19 @@ impl Metrics {
     }
 
     /// Remove every series of a target (it was removed from the configuration).
+    /// A target restarted with its labels (a reload) and without a check it had: the
+    /// check's series go (frozen, they would page on what no check runs any more). Called
+    /// once the old target was stopped, so its last session counts nothing back.
+    pub fn remove_dropped_checks(&self, target: &Target) {
+        let labels = Self::labels_of(target);
+        if target.prefix_cache.is_none() {
+            self.prefix.remove(&labels);
+        }
+        if target.session.is_none() {
+            self.session.remove(&labels);
+        }
+    }
+
     pub fn remove_target(&self, labels: &TargetLabels) {
         self.slos
             .lock()

@@ -10,12 +10,13 @@
 
 mod depth;
 mod judge;
+mod pages;
 pub mod script;
 mod trace;
 mod turns;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio_util::sync::CancellationToken;
 
@@ -46,6 +47,39 @@ pub struct Seen {
     pub started: AtomicU64,
     /// A session's counts were set aside (said once in the log).
     pub set_aside: AtomicBool,
+    /// Whether each refusal the pages are about still holds.
+    pub pages: pages::Pages,
+    /// The greatest common divisor of the cached-token counts seen (0: none yet): the
+    /// cache's block, or a multiple of it, where `block_tokens` is unset.
+    pub block: AtomicU64,
+}
+
+impl Seen {
+    /// A cached-token count, for the block a cache serves in: a cache of whole blocks
+    /// reports multiples of its block, so their greatest common divisor is the block or a
+    /// multiple of it. A larger block judges fewer turns, never a healthy one a miss; the
+    /// unset `block_tokens` (1) judged them misses on a block cache.
+    pub fn saw_cached(&self, cached: u64) {
+        if cached > 0 {
+            let _ = self
+                .block
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                    Some(gcd(b, cached))
+                });
+        }
+    }
+
+    /// The block inferred so far (1 before any count).
+    pub fn inferred_block(&self) -> u32 {
+        u32::try_from(self.block.load(Ordering::Relaxed).max(1)).unwrap_or(u32::MAX)
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    match b {
+        0 => a,
+        _ => gcd(b, a % b),
+    }
 }
 
 /// Run a session every interval until `stop`; a session still running when the next is
@@ -59,6 +93,10 @@ pub async fn run(
 ) {
     let mut ticker = Ticker::new(spec.interval);
     let seen = Arc::new(Seen::default());
+    // A target started again (a reload) starts with nothing refused, as its state does.
+    for refusal in crate::metrics::Refusal::ALL {
+        sinks.series.refusal_open(refusal, false);
+    }
     let series = sinks.series;
     while let Some((now, permit)) = ticker.tick(&stop).await {
         if let Some(budget) = &sinks.budget {
@@ -82,5 +120,29 @@ pub async fn run(
             let _permit = permit;
             turns::session(&prober, &spec, &seen, &series, (&stop, &abort), trace).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_block_is_inferred_from_the_cached_counts() {
+        let seen = Seen::default();
+        assert_eq!(seen.inferred_block(), 1);
+        seen.saw_cached(0);
+        assert_eq!(seen.inferred_block(), 1);
+        // One count: its multiple of the block.
+        seen.saw_cached(768);
+        assert_eq!(seen.inferred_block(), 768);
+        seen.saw_cached(384);
+        seen.saw_cached(1152);
+        assert_eq!(seen.inferred_block(), 384);
+        seen.saw_cached(640);
+        assert_eq!(seen.inferred_block(), 128);
+        // Exact counts (llama.cpp's cache_n) bring it down to what they share.
+        seen.saw_cached(129);
+        assert_eq!(seen.inferred_block(), 1);
     }
 }

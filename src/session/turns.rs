@@ -10,6 +10,7 @@ use rand::{RngExt, SeedableRng, rngs::StdRng};
 use tokio_util::sync::CancellationToken;
 
 use super::depth::{depth_tokens, padding};
+use super::pages::Shown;
 use super::script::{Script, structure};
 use super::trace::SessionTrace;
 use super::{Expect, Reason, Seen, Turn, Verdict, judge};
@@ -143,6 +144,10 @@ pub(super) async fn session(
     let mut complete = true;
     let mut ended_by = None;
     let mut depth_passed = false;
+    // What a pass of the history and of the window asks: a turn with tool results in its
+    // history accepted, and the longest prompt accepted.
+    let mut results_accepted = false;
+    let mut longest = 0;
     for (index, turn) in plan.into_iter().enumerate() {
         // Calls left unanswered (a model that called again where it was to answer) get
         // their results first: a call without one is a history no API accepts.
@@ -288,8 +293,11 @@ pub(super) async fn session(
         }
         trace.judged(span, turn, verdict.result());
         let measured = result.as_ref().ok();
-        if measured.is_some_and(|m| m.cached_prompt_tokens.is_some()) {
+        if let Some(cached) = measured.and_then(|m| m.cached_prompt_tokens) {
             seen.reported.store(true, Ordering::Relaxed);
+            if !set_aside {
+                seen.saw_cached(cached);
+            }
         }
         series.turn(
             turn,
@@ -328,7 +336,7 @@ pub(super) async fn session(
                         previous_written: previous.cache_written,
                         min_cacheable: spec.min_cacheable,
                         floor,
-                        block: spec.block_tokens.unwrap_or(1),
+                        block: spec.block_tokens.unwrap_or_else(|| seen.inferred_block()),
                         hit_share: spec.hit_share,
                         reported_before: seen.reported.load(Ordering::Relaxed),
                     },
@@ -364,20 +372,30 @@ pub(super) async fn session(
                 tracing::info!(target = %target.id, request_id, turn = turn.as_str(), result = reason.as_str(), note, "session turn failed");
             }
         }
+        let history = previous.prompt_tokens.map(|p| p + previous.output_tokens);
+        let refused = Shown::Refused { tokens: history };
         match (turn, verdict.reason) {
             (Turn::First, Some(Reason::Error(crate::error::ErrorCategory::Http4xx))) => {
-                series.refused(Refusal::Tools);
+                page(seen, series, Refusal::Tools, refused);
             }
             (Turn::First, Some(Reason::Error(_) | Reason::ContextLength)) => {}
-            (Turn::First, _) => series.passed(Refusal::Tools),
+            (Turn::First, _) => page(seen, series, Refusal::Tools, Shown::Passed { tokens: 0 }),
             _ => {}
         }
         match (turn, verdict.reason) {
-            (_, Some(Reason::HistoryRejected)) => series.refused(Refusal::History),
-            (Turn::Depth, Some(Reason::ContextLength)) => series.refused(Refusal::Depth),
-            (_, Some(Reason::ContextLength)) => series.refused(Refusal::Window),
+            (_, Some(Reason::HistoryRejected)) => page(seen, series, Refusal::History, refused),
+            (Turn::Depth, Some(Reason::ContextLength)) => {
+                page(seen, series, Refusal::Depth, refused);
+            }
+            (_, Some(Reason::ContextLength)) => page(seen, series, Refusal::Window, refused),
             (Turn::Depth, reason) => depth_passed = !matches!(reason, Some(Reason::Error(_))),
+            (Turn::ToolResult | Turn::ParallelResult, reason) => {
+                results_accepted |= !matches!(reason, Some(Reason::Error(_)));
+            }
             _ => {}
+        }
+        if !verdict.ends_session() {
+            longest = longest.max(measured.and_then(|m| m.prompt_tokens).unwrap_or(0));
         }
         if verdict.ends_session() {
             complete = false;
@@ -422,14 +440,25 @@ pub(super) async fn session(
     // Passed where a refusal stops sessions: every turn before the depth turn sent and
     // accepted (the history and the window), the depth turn accepted.
     if complete || ended_by == Some(Turn::Depth) {
-        series.passed(Refusal::History);
-        series.passed(Refusal::Window);
+        let passed = Shown::Passed { tokens: longest };
+        if results_accepted {
+            page(seen, series, Refusal::History, passed);
+        }
+        page(seen, series, Refusal::Window, passed);
     }
     if depth_passed {
-        series.passed(Refusal::Depth);
+        page(seen, series, Refusal::Depth, Shown::Passed { tokens: 0 });
     }
     series.session(complete);
     trace.finish(complete);
+}
+
+/// What a session showed of `refusal`, to its page's state and series.
+fn page(seen: &Seen, series: &SessionSeries, refusal: Refusal, shown: Shown) {
+    let open = seen
+        .pages
+        .record(refusal, shown, tokio::time::Instant::now());
+    series.refusal_open(refusal, open);
 }
 
 /// The reply's calls as the history sends them back, each with the id the server gave

@@ -39,7 +39,7 @@ pub(super) const EXPORTED_SERIES: &[&str] = &[
     "inferprobe_session_replica_switches_total",
     "inferprobe_session_routed_turns_total",
     "inferprobe_session_routed_cache_total",
-    "inferprobe_session_passed_since_refusal",
+    "inferprobe_session_refusal_open",
     "inferprobe_session_served_window_tokens",
     "inferprobe_session_depth_tokens",
 ];

@@ -115,7 +115,7 @@ pub(super) fn preset(turn: SessionTurn) -> Vec<&'static str> {
 }
 
 /// What the session pages are about (the `refusal` label of
-/// `inferprobe_session_passed_since_refusal`): a refusal that stops agents, and what
+/// `inferprobe_session_refusal_open`): a refusal that stops agents, and what
 /// passing it again means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Refusal {

@@ -34,7 +34,7 @@ pub(super) struct SessionFamilies {
     pub(super) time_to_call: LabeledFamily<TargetLabels, DualHistogram>,
     cache: LabeledFamily<CacheLabels, Counter>,
     routed_cache: LabeledFamily<TwoLabels, Counter>,
-    passed: LabeledFamily<OneLabel, Gauge>,
+    open: LabeledFamily<OneLabel, Gauge>,
     prompt_tokens: LabeledFamily<OneLabel, Counter>,
     cached_tokens: LabeledFamily<OneLabel, Counter>,
     output_tokens: LabeledFamily<OneLabel, Counter>,
@@ -139,22 +139,14 @@ impl SessionSeries {
             .inc();
     }
 
-    /// A session refused for `refusal`: its count of sessions passed since starts again.
-    pub fn refused(&self, refusal: Refusal) {
+    /// Whether a refusal of this kind holds (`session::pages`): what the session pages
+    /// read.
+    pub fn refusal_open(&self, refusal: Refusal, open: bool) {
         let key = (self.target.clone(), [("refusal", refusal.as_str())]);
         self.families
-            .passed
+            .open
             .get_or_insert(key, Gauge::default)
-            .set(0);
-    }
-
-    /// A session passed where `refusal` stops sessions.
-    pub fn passed(&self, refusal: Refusal) {
-        let key = (self.target.clone(), [("refusal", refusal.as_str())]);
-        self.families
-            .passed
-            .get_or_insert(key, Gauge::default)
-            .inc();
+            .set(i64::from(open));
     }
 
     /// A later turn whose backend and the previous turn's were both named.
@@ -262,9 +254,9 @@ impl SessionFamilies {
             self.routed_cache.clone(),
         );
         r.register(
-            "session_passed_since_refusal",
-            "Sessions that passed where a refusal of this kind stops one (refusal: tools, history, window, depth), since the last such refusal or the daemon's start: the session pages stop once it reaches 2 (depth: 1)",
-            self.passed.clone(),
+            "session_refusal_open",
+            "1 while a refusal of this kind holds (refusal: tools, history, window, depth): from a refusal until two sessions passed where it stopped one (a depth turn: one accepted; twice as many when it came back within an hour of clearing); the session pages fire only while it is 1",
+            self.open.clone(),
         );
         r.register(
             "session_routed_turns",
@@ -299,10 +291,10 @@ impl SessionFamilies {
                 self.turns.get_or_insert(key, Counter::default);
             }
         }
-        // From the start: a daemon restarted after a fault was fixed counts its passes, so
-        // the refusals of the hour before the restart stop paging too.
+        // From the start, at 0: a daemon restarted after a fault was fixed does not page on
+        // the refusals of the hour before the restart.
         for refusal in Refusal::ALL {
-            self.passed.get_or_insert(
+            self.open.get_or_insert(
                 (target.clone(), [("refusal", refusal.as_str())]),
                 Gauge::default,
             );
@@ -324,7 +316,7 @@ impl SessionFamilies {
         self.sessions.retain(|(l, _)| l != target);
         self.cache.retain(|(l, _)| l != target);
         self.routed_cache.retain(|(l, _)| l != target);
-        self.passed.retain(|(l, _)| l != target);
+        self.open.retain(|(l, _)| l != target);
         for family in [
             &self.prompt_tokens,
             &self.cached_tokens,

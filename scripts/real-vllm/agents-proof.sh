@@ -639,12 +639,14 @@ phase_history() {
     done
     if [ -n "$resolved" ]; then
       at_resolution=$(curl -sf "http://127.0.0.1:$PROBE_PORT/metrics" | awk '/^inferprobe_sessions_total\{/ && /result="complete"/ {s+=$2} END {print s+0}')
-      gauge=$(promq "$PROM_PORT" 'inferprobe_session_passed_since_refusal{refusal="history"}')
+      gauge=$(promq "$PROM_PORT" '{__name__=~"inferprobe_session_passed_since_refusal|inferprobe_session_refusal_open", refusal="history"}')
       errors=$(promq "$PROM_PORT" 'inferprobe:replica_errors:ratio_rate1h')
     fi
   fi
-  # The gauge over the run, as Prometheus scraped it (every 5 s).
-  curl -sf "http://127.0.0.1:$PROM_PORT/api/v1/query_range" --data-urlencode 'query=inferprobe_session_passed_since_refusal{refusal="history"}' \
+  # The gauge over the run, as Prometheus scraped it (every 5 s): sessions passed since the
+  # refusal (inferprobe_session_passed_since_refusal), or, since the review of issue 61,
+  # whether the refusal still holds (inferprobe_session_refusal_open, 0 once two passed).
+  curl -sf "http://127.0.0.1:$PROM_PORT/api/v1/query_range" --data-urlencode 'query={__name__=~"inferprobe_session_passed_since_refusal|inferprobe_session_refusal_open", refusal="history"}' \
     --data-urlencode "start=${PROBE_T0%.*}" --data-urlencode "end=$(date +%s)" --data-urlencode step=5 > "$WORK/history-gauge.json" || true
   stop_probe history; stop "$PROM_PID" "$ALERT_POLLER" "$vpid"
   "$PY" - "$WORK/history.metrics" "$WORK/history-gauge.json" "$PROBE_T0" "${fired:-}" "${fix_start:-}" "${fix_up:-}" \
@@ -667,16 +669,18 @@ else:
     print(f"fired {fired - t0:.0f} s after the daemon started; fix began {fix_start - t0:.0f} s, replica up {fix_up - t0:.0f} s")
     # Sessions that passed after the fix, each with its end, from the gauge's steps.
     try:
-        values = json.load(open(sys.argv[2]))["data"]["result"][0]["values"]
+        result = json.load(open(sys.argv[2]))["data"]["result"][0]
+        values, gauge_name = result["values"], result["metric"]["__name__"]
     except Exception:
-        values = []
+        values, gauge_name = [], "inferprobe_session_passed_since_refusal"
+    open_gauge = gauge_name == "inferprobe_session_refusal_open"
     steps, last = [], None
     for t, v in values:
         v = float(v)
         if float(t) > fix_start and v != last:
             steps.append((float(t), v))
         last = v
-    print("inferprobe_session_passed_since_refusal{refusal=\"history\"} after the fix (first scrape showing each value): "
+    print(gauge_name + "{refusal=\"history\"} after the fix (first scrape showing each value): "
           + (", ".join(f"{v:.0f} at +{t - fix_up:.0f} s" for t, v in steps) or "no series"))
     if resolved is None:
         fails.append("the alert did not resolve within 15 minutes of the fix")
@@ -685,9 +689,10 @@ else:
         print(f"resolved {resolved - fix_up:.0f} s after the fixed replica was up ({resolved - fix_start:.0f} s after the restart began), "
               f"{passed:.0f} complete sessions after the fix by then (the alert poller's reading); gauge {gauge}; "
               f"inferprobe:replica_errors:ratio_rate1h {errors} (above 0.05 the `unless` would quiet it, not the fix)")
-        second = next((t for t, v in steps if v >= 2), None)
+        # When two sessions had passed: the gauge at 2, or the refusal closed (0).
+        second = next((t for t, v in steps if (v == 0 if open_gauge else v >= 2)), None)
         if gauge == "none":
-            fails.append("no inferprobe_session_passed_since_refusal series")
+            fails.append(f"no {gauge_name} series")
         # Within two sessions: resolved once the second passed session showed in a scrape
         # (5 s), the recording group (30 s) left the probe pod out, and the alert group (30 s)
         # saw it; plus the poller's 2 s. Sooner than the second: not the sessions' doing.

@@ -158,6 +158,22 @@ async fn every_sampled_request_of_a_check_has_its_span_under_the_checks_span() {
         let control = attribute(s, "inferprobe.session.control");
         if kind.is_some() || control.is_some() {
             assert_eq!(s.kind, 3, "a turn is SPAN_KIND_CLIENT");
+            // A call turn (its reply began with a tool call: the simulator's model calls on
+            // `first` and `parallel`, and the control request's question) is timed to the
+            // call, never as a TTFT.
+            let calls = matches!(kind.as_deref(), Some("first" | "parallel")) || control.is_some();
+            let refused = attribute(s, "error.type").is_some();
+            if !refused {
+                let (ttft, call) = (
+                    attribute(s, "gen_ai.response.time_to_first_chunk"),
+                    attribute(s, "inferprobe.time_to_call"),
+                );
+                assert_eq!(
+                    (ttft.is_some(), call.is_some()),
+                    (!calls, calls),
+                    "{kind:?}"
+                );
+            }
             assert_eq!(s.name, "chat m");
             let session = parent_of(s);
             assert_eq!(session.name, "session m");

@@ -93,15 +93,19 @@ pub fn probe_span(
     let mut events = Vec::new();
     let status = match result {
         Ok(m) => {
-            measured(&mut attributes, m);
+            // A reply that began with a tool call: the time to the call's first delta (the
+            // server's tool parser holds the stream back until it has the name), which a
+            // trace backend must not read as a TTFT.
+            let (event, attribute) = match record.first_is_call() {
+                true => ("inferprobe.first_tool_call", "inferprobe.time_to_call"),
+                false => ("gen_ai.first_token", "gen_ai.response.time_to_first_chunk"),
+            };
+            measured(&mut attributes, m, attribute);
             if let Some(ttft) = m.ttft {
                 events.push(opentelemetry::trace::Event::new(
-                    "gen_ai.first_token",
+                    event,
                     start + ttft,
-                    vec![KeyValue::new(
-                        "gen_ai.response.time_to_first_chunk",
-                        seconds(ttft),
-                    )],
+                    vec![KeyValue::new(attribute, seconds(ttft))],
                     0,
                 ));
             }
@@ -148,12 +152,9 @@ fn seconds(d: Duration) -> f64 {
 }
 
 /// What the probe measured, as attributes.
-fn measured(attributes: &mut Vec<KeyValue>, m: &Measurement) {
+fn measured(attributes: &mut Vec<KeyValue>, m: &Measurement, first: &'static str) {
     if let Some(ttft) = m.ttft {
-        attributes.push(KeyValue::new(
-            "gen_ai.response.time_to_first_chunk",
-            seconds(ttft),
-        ));
+        attributes.push(KeyValue::new(first, seconds(ttft)));
     }
     if let Some(tpot) = m.tpot {
         attributes.push(KeyValue::new("inferprobe.tpot", seconds(tpot)));

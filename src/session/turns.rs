@@ -356,6 +356,9 @@ pub(super) async fn session(
                 }
             }
         }
+        // The previous turn's prompt and output: what a refused prompt was built on (the log
+        // line says it; a window refusal's page closes only on sessions as long).
+        let history = previous.prompt_tokens.map(|p| p + previous.output_tokens);
         match &verdict.reason {
             None => {
                 tracing::debug!(target = %target.id, request_id, turn = turn.as_str(), "session turn")
@@ -363,8 +366,6 @@ pub(super) async fn session(
             // What pages (a refused history, a window below the depth) is said louder.
             Some(reason @ (Reason::HistoryRejected | Reason::ContextLength)) => {
                 let note = verdict.note.as_deref().unwrap_or("");
-                // The previous turn's prompt and output: what the refused prompt was built on.
-                let history = previous.prompt_tokens.map(|p| p + previous.output_tokens);
                 tracing::warn!(target = %target.id, request_id, turn = turn.as_str(), result = reason.as_str(), history_tokens = ?history, note, "session turn refused");
             }
             Some(reason) => {
@@ -372,7 +373,6 @@ pub(super) async fn session(
                 tracing::info!(target = %target.id, request_id, turn = turn.as_str(), result = reason.as_str(), note, "session turn failed");
             }
         }
-        let history = previous.prompt_tokens.map(|p| p + previous.output_tokens);
         let refused = Shown::Refused { tokens: history };
         match (turn, verdict.reason) {
             (Turn::First, Some(Reason::Error(crate::error::ErrorCategory::Http4xx))) => {

@@ -56,6 +56,7 @@ pub mod probe;
 pub mod prompt;
 pub mod record;
 pub mod report;
+pub mod sampling;
 pub mod scheduler;
 pub mod server;
 pub mod session;

@@ -297,7 +297,27 @@ fn chat_token(value: &Value) -> Result<(Token, Option<f64>), Unreadable> {
         ),
         Some(other) => return Err(format!("`bytes` is {}", kind(other)).into()),
     };
-    Ok((Token::new(text, bytes), logprob(value.get("logprob"))?))
+    let lp = match (value.get("logprob"), value.get("prob")) {
+        (None, Some(p)) => probability(p)?,
+        (lp, _) => logprob(lp)?,
+    };
+    Ok((Token::new(text, bytes), lp))
+}
+
+/// llama.cpp's `prob` (with `post_sampling_probs`: the distribution it drew from), as a
+/// logprob; 0, which it lists for no token it kept, is vLLM's `-9999` for "no chance".
+fn probability(value: &Value) -> Result<Option<f64>, Unreadable> {
+    match value {
+        Value::Null => Ok(Some(f64::NAN)),
+        Value::Number(n) => match n.as_f64() {
+            Some(p) if p == 0.0 => Ok(Some(-9999.0)),
+            Some(p) if p > 0.0 && p <= 1.0 + 1e-6 => Ok(Some(p.ln().min(0.0))),
+            _ => Err(Unreadable::Impossible(format!(
+                "prob {n} is no probability"
+            ))),
+        },
+        other => Err(format!("prob is {}", kind(other)).into()),
+    }
 }
 
 fn chat(content: Option<&Value>, out: &mut Vec<Position>) -> Result<(), Unreadable> {
@@ -309,7 +329,9 @@ fn chat(content: Option<&Value>, out: &mut Vec<Position>) -> Result<(), Unreadab
     for item in items {
         let (token, lp) = chat_token(item)?;
         let mut top = Vec::new();
-        if let Some(Value::Array(alternatives)) = item.get("top_logprobs") {
+        // llama.cpp lists `top_probs` instead with `post_sampling_probs`.
+        let listed = item.get("top_logprobs").or_else(|| item.get("top_probs"));
+        if let Some(Value::Array(alternatives)) = listed {
             for alternative in alternatives.iter().take(MAX_ALTERNATIVES) {
                 // An alternative's `null` may be `-inf`: a token of no chance, not listed.
                 if let (t, Some(lp)) = chat_token(alternative)? {

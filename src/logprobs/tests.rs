@@ -178,3 +178,28 @@ fn impossible_logprobs_are_told_from_malformed_ones() {
     read(&value, &mut out).unwrap();
     assert_eq!(out[0].top.len(), 1);
 }
+
+/// llama.cpp with `post_sampling_probs`: `prob` and `top_probs`, probabilities of the
+/// distribution it drew from (llama-server b1-0c1e570, captured); a `prob` of 0 is no
+/// chance, read as vLLM's -9999.
+#[test]
+fn post_sampling_probabilities_are_read_as_logprobs() {
+    let value = json!({"content": [{"id": 273, "token": " it", "bytes": [32, 105, 116],
+        "prob": 0.17411212623119354, "top_probs": [
+            {"id": 373, "token": " way", "bytes": [32, 119, 97, 121], "prob": 0.2646332383155823},
+            {"id": 273, "token": " it", "bytes": [32, 105, 116], "prob": 0.17411212623119354}]},
+        {"token": " x", "prob": 0.0, "top_probs": []}]});
+    let mut out = Vec::new();
+    read(&value, &mut out).unwrap();
+    assert!((out[0].logprob.unwrap() - 0.17411212623119354f64.ln()).abs() < 1e-12);
+    assert_eq!(out[0].top.len(), 2);
+    assert!((out[0].top[0].1 - 0.2646332383155823f64.ln()).abs() < 1e-12);
+    assert_eq!(out[1].logprob, Some(-9999.0));
+    assert!(matches!(
+        read(
+            &json!({"content": [{"token": "a", "prob": 1.5}]}),
+            &mut Vec::new()
+        ),
+        Err(Unreadable::Impossible(_))
+    ));
+}

@@ -21,6 +21,7 @@ mod prefix_cache;
 mod render;
 mod request;
 mod respond;
+pub mod sampler;
 mod server_metrics;
 mod structured;
 mod timeline;

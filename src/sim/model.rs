@@ -35,6 +35,18 @@ pub struct ModelFlags {
     /// Answer with random characters of other scripts.
     #[arg(long)]
     pub garble: bool,
+    /// What the sampler gets wrong, for sampled requests asking for random words
+    /// ([`super::sampler`]).
+    #[arg(long, value_enum, default_value_t)]
+    pub sampler_fault: super::sampler::SamplerFault,
+    /// With `--sampler-fault outside-nucleus`: the share of tokens drawn from outside the
+    /// allowed set.
+    #[arg(long, default_value_t = 0.05)]
+    pub outside_rate: f64,
+    /// What a sampled request's logprobs are: `raw` (vLLM's default) or `processed`
+    /// (llama.cpp's `post_sampling_probs`).
+    #[arg(long, value_enum, default_value_t)]
+    pub logprobs_mode: super::sampler::LogprobsMode,
 }
 
 const VOCAB: &[&str] = &[

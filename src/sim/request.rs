@@ -78,6 +78,9 @@ pub struct SimRequest {
     /// Greedy decoding was asked for (`temperature` 0, TGI `do_sample` false, or
     /// logprobs): answered by the toy model ([`super::model`]) rather than filler words.
     pub greedy: bool,
+    /// A sampled request for random words (the sampling check's): answered by the
+    /// sampler ([`super::sampler`]), not greedily.
+    pub sampling: Option<super::sampler::Sampling>,
     /// Logprobs asked for, with this many alternatives per token (completions
     /// `logprobs: k`; chat `logprobs: true` with `top_logprobs: k`).
     pub logprobs: Option<u32>,
@@ -127,6 +130,23 @@ fn greedy(body: Option<&Value>) -> bool {
         .and_then(Value::as_bool)
         == Some(false);
     zero || no_sampling
+}
+
+/// `temperature` above 0, with the truncations asked (top-level, or in TGI's
+/// `parameters`); a top-k of 0 or below and a top-p of 1 are off.
+fn sampling(body: &Value) -> Option<super::sampler::Sampling> {
+    let at = |key: &str| {
+        body.get(key)
+            .or_else(|| body.get("parameters").and_then(|p| p.get(key)))
+            .and_then(Value::as_f64)
+    };
+    let temperature = at("temperature").filter(|t| *t > 0.0)?;
+    Some(super::sampler::Sampling {
+        temperature,
+        top_k: at("top_k").filter(|k| *k > 0.0).map_or(0, |k| k as u32),
+        top_p: at("top_p").filter(|p| *p > 0.0 && *p < 1.0).unwrap_or(1.0),
+        min_p: at("min_p").filter(|p| *p > 0.0 && *p <= 1.0).unwrap_or(0.0),
+    })
 }
 
 /// Completions' `logprobs: k`, or chat's `logprobs: true` with `top_logprobs: k`.
@@ -181,6 +201,7 @@ pub fn parse(
         image_pixels: 0,
         prompt: String::new(),
         greedy: greedy(Some(&json)),
+        sampling: sampling(&json),
         logprobs: logprobs(&json),
         structure: super::structured::parse(format_at(dialect), &json),
         cached_tokens: None,
@@ -207,6 +228,10 @@ pub fn parse(
         Dialect::Audio => "",
     };
     request.prompt = prompt_text(json.get(prompt_key));
+    if !super::sampler::asks_for_random_words(&request.prompt) {
+        request.sampling = None;
+    }
+    request.greedy &= request.sampling.is_none();
     let mut media = Vec::new();
     match dialect {
         Dialect::Completions => {
@@ -291,6 +316,7 @@ fn parse_audio(content_type: &str, body: &[u8]) -> Result<SimRequest, String> {
         image_pixels: 0,
         prompt: String::new(),
         greedy: false,
+        sampling: None,
         logprobs: None,
         structure: None,
         cached_tokens: None,

@@ -23,6 +23,7 @@ fn request(chat: bool, max_tokens: u64, continuous: bool) -> SimRequest {
         image_pixels: 0,
         prompt: String::new(),
         greedy: false,
+        sampling: None,
         logprobs: None,
         structure: None,
         cached_tokens: None,

@@ -1,0 +1,4 @@
+//! The sampling check (docs/sampling.md).
+
+pub mod calibration;
+pub mod support;

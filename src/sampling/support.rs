@@ -1,0 +1,315 @@
+//! One sampled token judged against the distribution its request asked for
+//! (docs/sampling.md, "The support check" and "Calibration"): whether a correct sampler
+//! could have drawn it at all, and, where the processed distribution is known exactly, its
+//! randomized probability integral transform (PIT).
+//!
+//! Two readings of what a server lists:
+//! - **raw** (vLLM's default `logprobs_mode = raw_logprobs`): log-softmax of the model's
+//!   logits before temperature and truncation. The processed distribution is rebuilt here
+//!   in vLLM's order: temperature, then min-p (relative to the likeliest token), then
+//!   top-k, then top-p over what is left, renormalized. Exact when what the truncation
+//!   keeps lies within the listed top-N; otherwise bounded by the mass the list leaves.
+//! - **processed** (llama.cpp's `post_sampling_probs`): the listed values are the
+//!   distribution the sampler drew from; a kept token has a probability above 0.
+//!
+//! Nothing here compares tokens by spelling: every rule reads logprob values, so a token
+//! spelled opaquely (part of a character) is judged like any other. Values are compared
+//! with a tolerance that covers float32 and bfloat16 rounding, and a boundary closer than
+//! the tolerance is a tie, which a correct sampler may break either way: never outside.
+
+use crate::logprobs::Position;
+
+/// What the request asked of the sampler.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Params {
+    /// Above 0: a sampled request.
+    pub temperature: f64,
+    /// 0: off.
+    pub top_k: u32,
+    /// 1: off.
+    pub top_p: f64,
+    /// 0: off.
+    pub min_p: f64,
+}
+
+/// What the listed logprobs are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Semantics {
+    Raw,
+    Processed,
+}
+
+/// Whether the sampled token could have been drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Support {
+    Inside,
+    /// Outside the set the request allows: no correct sampler draws it.
+    Outside,
+    /// The list does not say (no logprob for the token, a truncation whose boundary lies
+    /// beyond what is listed).
+    Unknown,
+}
+
+/// One position's judgement.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Judged {
+    pub support: Support,
+    /// The processed probability of the tokens ordered before the sampled one (by
+    /// probability, highest first) and of the sampled token's own value: the PIT is
+    /// `below + v · own` for `v` uniform. `None` where the distribution is not known
+    /// exactly.
+    pub pit: Option<(f64, f64)>,
+}
+
+impl Judged {
+    const UNKNOWN: Judged = Judged {
+        support: Support::Unknown,
+        pit: None,
+    };
+}
+
+/// A logprob's rounding: float32 serialisation, or bfloat16 logits (8 bits of mantissa:
+/// 0.4% of the value).
+fn tolerance(logprob: f64) -> f64 {
+    0.005 + 0.004 * logprob.abs()
+}
+
+/// How close a cumulative probability may come to `top_p` and still be a tie (float32
+/// cumulative sums, and the logprobs' own rounding carried into them).
+const MASS_TOLERANCE: f64 = 2e-3;
+
+/// Values below this are no probability: vLLM sends -9999 for a token of no chance.
+const IMPOSSIBLE: f64 = -1e3;
+
+/// The largest vocabulary a model is assumed to have, where the unlisted mass must be
+/// bounded at a temperature above 1 (Gemma's is 262,144).
+pub const VOCAB_BOUND: f64 = 1_048_576.0;
+
+/// Judge the sampled token at `position`, asked with `params`, listed as `semantics`.
+pub fn judge(position: &Position, params: &Params, semantics: Semantics) -> Judged {
+    let Some(own) = position.logprob.filter(|lp| lp.is_finite()) else {
+        return Judged::UNKNOWN;
+    };
+    let listed: Vec<f64> = position
+        .top
+        .iter()
+        .map(|&(_, lp)| lp)
+        .filter(|lp| lp.is_finite() && *lp > IMPOSSIBLE)
+        .collect();
+    if listed.is_empty() {
+        return Judged::UNKNOWN;
+    }
+    match semantics {
+        Semantics::Raw => raw(own, &listed, params),
+        Semantics::Processed => processed(own, &listed),
+    }
+}
+
+/// The listed values are the sampler's own distribution: a token it kept has a
+/// probability above 0, and the list is the whole distribution when it sums to 1.
+fn processed(own: f64, listed: &[f64]) -> Judged {
+    if own <= IMPOSSIBLE {
+        return Judged {
+            support: Support::Outside,
+            pit: None,
+        };
+    }
+    let total: f64 = listed.iter().map(|lp| lp.exp()).sum();
+    let whole = (total - 1.0).abs() <= MASS_TOLERANCE * 5.0;
+    let pit = whole
+        .then(|| pit(own, listed, |lp| lp.exp() / total))
+        .flatten();
+    Judged {
+        support: Support::Inside,
+        pit,
+    }
+}
+
+/// Rebuild the processed distribution from raw logprobs, in vLLM's order.
+///
+/// The sampled token's own entry is set apart from the list first: servers list the top N
+/// (OpenAI, llama.cpp) or the sampled token and the top N − 1 others (vLLM's chat), and
+/// either way every token not listed, other than the sampled one, is at most the least of
+/// the others.
+fn raw(own: f64, listed: &[f64], p: &Params) -> Judged {
+    let mut others = listed.to_vec();
+    if let Some(i) = others.iter().position(|&lp| same_value(lp, own)) {
+        others.remove(i);
+    }
+    let mut known = others.clone();
+    known.push(own);
+    known.sort_by(|a, b| b.total_cmp(a));
+    let t = p.temperature;
+    let best = known[0];
+    // What no unlisted token exceeds (the sampled token's value when nothing else is listed).
+    let least_other = others.last().copied().unwrap_or(own);
+    // Truncation by min-p and top-k keeps the tokens at or above a threshold.
+    let mut threshold = f64::NEG_INFINITY;
+    if p.min_p > 0.0 {
+        threshold = threshold.max(best + t * p.min_p.ln());
+    }
+    // The k-th value is known when the known values reach it: no unlisted token is above
+    // the least other, so the top `others + 1` are known when the sampled token is among
+    // them.
+    let reach = others.len() + usize::from(own >= least_other);
+    let kth = (p.top_k > 0 && p.top_k as usize <= reach).then(|| known[p.top_k as usize - 1]);
+    if let Some(kth) = kth {
+        threshold = threshold.max(kth);
+    }
+    if threshold.is_finite() && own < threshold - tolerance(threshold) {
+        return Judged {
+            support: Support::Outside,
+            pit: None,
+        };
+    }
+    let kept_known: Vec<f64> = known
+        .iter()
+        .copied()
+        .filter(|&lp| lp >= threshold - tolerance(threshold))
+        .collect();
+    // Nothing unlisted is kept when top-k keeps no more than the known, or the threshold
+    // lies clearly above every unlisted token.
+    let top_k_unknown = p.top_k > 0 && kth.is_none();
+    let bounded_by_list =
+        kth.is_some() || (threshold > least_other + tolerance(least_other) && !top_k_unknown);
+    // A value within the tolerance of the threshold (besides the k-th itself, which is
+    // the threshold) may have been kept or not: the kept set is not known exactly.
+    let near = known
+        .iter()
+        .filter(|&&lp| (lp - threshold).abs() < tolerance(threshold))
+        .count();
+    let kth_is_threshold = kth == Some(threshold);
+    let ambiguous = threshold.is_finite() && near > usize::from(kth_is_threshold);
+    // Weights at temperature t, relative to the likeliest token.
+    let w = |lp: f64| ((lp - best) / t).exp();
+    let kept_weight: f64 = kept_known.iter().map(|&lp| w(lp)).sum();
+    let rest_bound = match bounded_by_list {
+        true => 0.0,
+        false => unlisted_bound(&known, least_other, best, p, others.len()),
+    };
+    if p.top_p < 1.0 {
+        // Kept iff the mass strictly above it is below top_p: the least that mass can
+        // be is the known tokens clearly above it over the most the total can be.
+        let above: f64 = kept_known
+            .iter()
+            .filter(|&&lp| lp > own + tolerance(own))
+            .map(|&lp| w(lp))
+            .sum();
+        if above / (kept_weight + rest_bound) >= p.top_p + MASS_TOLERANCE {
+            return Judged {
+                support: Support::Outside,
+                pit: None,
+            };
+        }
+    }
+    let inside = Judged {
+        support: Support::Inside,
+        pit: None,
+    };
+    if ambiguous {
+        return inside;
+    }
+    // The kept set is exact where nothing unlisted can be in it: the truncation ends in
+    // the list, or top-p's nucleus does whatever the unlisted tokens weigh.
+    let weights: Vec<f64> = kept_known.iter().map(|&lp| w(lp)).collect();
+    let Some(kept) = nucleus(&weights, p.top_p, kept_weight) else {
+        return inside;
+    };
+    if rest_bound > 0.0 {
+        let widest = nucleus(&weights, p.top_p, kept_weight + rest_bound);
+        // The first token the nucleus drops must be at least every unlisted one, so that
+        // they are dropped too.
+        let ends_in_list = kept < weights.len() && kept_known[kept] >= least_other - 1e-9;
+        if widest != Some(kept) || !ends_in_list {
+            return inside;
+        }
+    }
+    let allowed = &kept_known[..kept];
+    let total: f64 = weights[..kept].iter().sum();
+    Judged {
+        support: Support::Inside,
+        pit: pit(own, allowed, |lp| w(lp) / total),
+    }
+}
+
+/// How many of `weights` (highest first) top-p keeps: each whose mass strictly above is
+/// below `top_p`, out of `total`. `None` when a token's mass above is within the tolerance of `top_p`
+/// (a correct sampler may keep it or not).
+fn nucleus(weights: &[f64], top_p: f64, total: f64) -> Option<usize> {
+    if top_p >= 1.0 {
+        return Some(weights.len());
+    }
+    let mut above = 0.0;
+    for (i, w) in weights.iter().enumerate() {
+        let share = above / total;
+        if (share - top_p).abs() < MASS_TOLERANCE {
+            return None;
+        }
+        if share >= top_p {
+            return Some(i);
+        }
+        above += w;
+    }
+    Some(weights.len())
+}
+
+/// The most the unlisted tokens can weigh at temperature `t` (relative to the likeliest
+/// token): their raw mass is what the known values leave, and each is at most
+/// `least_other`.
+fn unlisted_bound(known: &[f64], least_other: f64, best: f64, p: &Params, others: usize) -> f64 {
+    let known_mass: f64 = known.iter().map(|lp| lp.exp()).sum();
+    let rest = (1.0 - known_mass).max(0.0) + 1e-6;
+    let (x_max, x_c) = (best.exp(), least_other.exp());
+    let t = p.temperature;
+    let mut count = VOCAB_BOUND;
+    if p.top_k > 0 {
+        count = count.min(f64::from(p.top_k) - others as f64);
+    }
+    if count <= 0.0 {
+        return 0.0;
+    }
+    let bound = if t <= 1.0 {
+        // x^(1/t) ≤ x · x_c^(1/t − 1) for x ≤ x_c.
+        (rest / x_c).min(count) * (x_c / x_max).powf(1.0 / t)
+    } else {
+        // Concave: the most when spread evenly over as many tokens as can exist.
+        count * ((rest / count).min(x_c) / x_max).powf(1.0 / t)
+    };
+    bound.max(0.0)
+}
+
+/// Values this close are one: the same float printed twice.
+fn same_value(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-6 + 1e-6 * a.abs().max(b.abs())
+}
+
+/// The randomized PIT's pieces for a sampled value `own` among the `allowed` values
+/// (highest first), each weighing `prob(lp)`. Tied values are one atom (a correct sampler
+/// may order a tie either way), and atoms are ordered by value: the order is the
+/// distribution's alone, so the PIT is uniform under a correct sampler. `None` when `own`
+/// is none of the allowed values.
+fn pit(own: f64, allowed: &[f64], prob: impl Fn(f64) -> f64) -> Option<(f64, f64)> {
+    let mut below = 0.0;
+    let mut atom = None;
+    let mut i = 0;
+    while i < allowed.len() {
+        // An atom: a run of values each the same as the one before (single linkage).
+        let mut j = i + 1;
+        while j < allowed.len() && same_value(allowed[j - 1], allowed[j]) {
+            j += 1;
+        }
+        let mass: f64 = allowed[i..j].iter().map(|&lp| prob(lp)).sum();
+        if allowed[i..j].iter().any(|&lp| same_value(lp, own)) {
+            atom = Some(mass);
+            break;
+        }
+        below += mass;
+        i = j;
+    }
+    let below = below.clamp(0.0, 1.0);
+    atom.map(|mass| (below, mass.clamp(0.0, 1.0 - below)))
+}
+
+#[cfg(test)]
+#[path = "support/tests.rs"]
+mod tests;

@@ -1,0 +1,248 @@
+use rand::{RngExt, SeedableRng};
+
+use super::*;
+use crate::logprobs::{Position, Token};
+use crate::sampling::calibration::{BINS, statistic, tail};
+use crate::sim::model::ModelFlags;
+use crate::sim::sampler::{LogprobsMode, SamplerFault, Sampling};
+
+fn params(temperature: f64, top_k: u32, top_p: f64, min_p: f64) -> Params {
+    Params {
+        temperature,
+        top_k,
+        top_p,
+        min_p,
+    }
+}
+
+fn sampling(p: &Params) -> Sampling {
+    Sampling {
+        temperature: p.temperature,
+        top_k: p.top_k,
+        top_p: p.top_p,
+        min_p: p.min_p,
+    }
+}
+
+/// The simulator's sampled tokens, as the logprobs reader would hand them over.
+fn positions(flags: &ModelFlags, p: &Params, n: usize, top_n: usize, seed: u64) -> Vec<Position> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    flags
+        .sample(&sampling(p), n, top_n, &mut rng)
+        .into_iter()
+        .map(|t| {
+            let mut top: Vec<(Token, f64)> = t
+                .top
+                .iter()
+                .map(|(text, lp)| (Token::new(text, None), *lp))
+                .collect();
+            top.sort_by(|a, b| b.1.total_cmp(&a.1));
+            Position {
+                token: Token::new(&t.text, None),
+                logprob: Some(t.logprob),
+                top,
+            }
+        })
+        .collect()
+}
+
+/// What a run of positions reads: outside tokens, and the χ² tail of its PITs.
+fn run(positions: &[Position], p: &Params, semantics: Semantics, seed: u64) -> (usize, f64, usize) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut counts = [0u32; BINS];
+    let (mut outside, mut scored) = (0, 0);
+    for position in positions {
+        let judged = judge(position, p, semantics);
+        outside += usize::from(judged.support == Support::Outside);
+        if let Some((below, own)) = judged.pit {
+            let u = below + rng.random::<f64>() * own;
+            counts[((u * BINS as f64) as usize).min(BINS - 1)] += 1;
+            scored += 1;
+        }
+    }
+    (outside, tail(statistic(&counts), (BINS - 1) as f64), scored)
+}
+
+const GRID: [(f64, u32, f64, f64); 6] = [
+    (0.5, 5, 0.9, 0.0),
+    (1.0, 20, 1.0, 0.0),
+    (1.5, 20, 0.5, 0.1),
+    (1.0, 1, 1.0, 0.0),
+    (1.0, 0, 0.9, 0.0),
+    (0.7, 0, 1.0, 0.1),
+];
+
+#[test]
+fn a_correct_sampler_is_never_outside_and_its_pits_are_uniform() {
+    for mode in [LogprobsMode::Raw, LogprobsMode::Processed] {
+        let flags = ModelFlags {
+            logprobs_mode: mode,
+            ..ModelFlags::default()
+        };
+        let semantics = match mode {
+            LogprobsMode::Raw => Semantics::Raw,
+            LogprobsMode::Processed => Semantics::Processed,
+        };
+        for (i, &(t, k, top_p, min_p)) in GRID.iter().enumerate() {
+            let p = params(t, k, top_p, min_p);
+            let positions = positions(&flags, &p, 4000, 20, i as u64);
+            let (outside, p_value, scored) = run(&positions, &p, semantics, 99);
+            assert_eq!(outside, 0, "{mode:?} {p:?}");
+            assert!(p_value > 1e-4, "{mode:?} {p:?}: p {p_value}");
+            // top-k within the list, or min-p cutting inside it: nearly every position
+            // scored (a near-tie at a boundary is not).
+            if k > 0 || min_p > 0.0 {
+                assert!(scored >= 3000, "{mode:?} {p:?}: {scored}");
+            }
+        }
+    }
+}
+
+#[test]
+fn each_fault_is_outside_or_miscalibrated() {
+    let cases = [
+        (SamplerFault::TopKIgnored, params(1.0, 5, 1.0, 0.0), true),
+        (SamplerFault::TopPIgnored, params(1.0, 0, 0.5, 0.0), true),
+        (SamplerFault::MinPIgnored, params(1.0, 0, 1.0, 0.2), true),
+        (
+            SamplerFault::OutsideNucleus,
+            params(1.0, 20, 0.9, 0.0),
+            true,
+        ),
+        (SamplerFault::Temperature, params(0.5, 20, 1.0, 0.0), false),
+        (SamplerFault::Greedy, params(1.0, 20, 1.0, 0.0), false),
+        (SamplerFault::StuckRng, params(1.0, 20, 1.0, 0.0), false),
+    ];
+    for (fault, p, outside_expected) in cases {
+        let flags = ModelFlags {
+            sampler_fault: fault,
+            outside_rate: 0.05,
+            ..ModelFlags::default()
+        };
+        // About a default window: 256 tokens.
+        let positions = positions(&flags, &p, 256, 20, 5);
+        let (outside, p_value, _) = run(&positions, &p, Semantics::Raw, 6);
+        if outside_expected {
+            assert!(outside > 0, "{fault:?}: none outside");
+        } else {
+            assert_eq!(outside, 0, "{fault:?}");
+            assert!(p_value < 1e-4, "{fault:?}: p {p_value}");
+        }
+    }
+}
+
+fn position(own: f64, listed: &[f64]) -> Position {
+    Position {
+        token: Token::new("x", None),
+        logprob: Some(own),
+        top: listed
+            .iter()
+            .enumerate()
+            .map(|(i, &lp)| (Token::new(&format!("t{i}"), None), lp))
+            .collect(),
+    }
+}
+
+#[test]
+fn ties_and_rounding_at_a_boundary_are_never_outside() {
+    // The sampled token ties the k-th (vLLM keeps every tie), or is the k+1-th within a
+    // bfloat16 rounding of it.
+    let listed = [-1.0, -1.2, -1.5, -1.5, -2.0];
+    let p = params(1.0, 3, 1.0, 0.0);
+    assert_eq!(
+        judge(&position(-1.5, &listed), &p, Semantics::Raw).support,
+        Support::Inside
+    );
+    let rounded = [-1.0, -1.2, -1.5, -1.504, -2.0];
+    assert_eq!(
+        judge(&position(-1.504, &rounded), &p, Semantics::Raw).support,
+        Support::Inside
+    );
+    assert!(
+        judge(&position(-1.504, &rounded), &p, Semantics::Raw)
+            .pit
+            .is_none()
+    );
+    // Clearly below the k-th: outside.
+    assert_eq!(
+        judge(&position(-2.0, &listed), &p, Semantics::Raw).support,
+        Support::Outside
+    );
+    // top-p at its boundary: 0.5 of the mass above the token, asked 0.5.
+    let half = [0.5f64.ln(), 0.25f64.ln(), 0.25f64.ln()];
+    let p = params(1.0, 0, 0.5, 0.0);
+    let at = judge(&position(0.25f64.ln(), &half), &p, Semantics::Raw);
+    assert_eq!(at.support, Support::Inside, "{at:?}");
+}
+
+#[test]
+fn vllm_chat_lists_the_sampled_token_first_and_drops_the_nth() {
+    // The sampled token is the 30th; vLLM's chat lists it and the 19 best others. A top-p
+    // of 0.9 over a flat distribution keeps far more than 20 tokens: nothing says it is
+    // outside, and no PIT is made of a distribution not known.
+    let mut listed: Vec<f64> = (0..19).map(|i| -3.5 - 0.01 * f64::from(i)).collect();
+    let own = -3.8;
+    listed.push(own);
+    let p = params(1.0, 0, 0.9, 0.0);
+    let judged = judge(&position(own, &listed), &p, Semantics::Raw);
+    assert_eq!(
+        judged,
+        Judged {
+            support: Support::Inside,
+            pit: None
+        }
+    );
+    // With top-k 20, the 20th is not listed: the sampled token cannot be judged outside.
+    let p = params(1.0, 20, 1.0, 0.0);
+    assert_eq!(
+        judge(&position(own, &listed), &p, Semantics::Raw).support,
+        Support::Inside
+    );
+    // With top-k 5, it is clearly outside.
+    let p = params(1.0, 5, 1.0, 0.0);
+    assert_eq!(
+        judge(&position(own, &listed), &p, Semantics::Raw).support,
+        Support::Outside
+    );
+}
+
+#[test]
+fn processed_lists_read_as_drawn() {
+    let listed = [0.5f64.ln(), 0.3f64.ln(), 0.2f64.ln()];
+    let p = params(1.0, 3, 1.0, 0.0);
+    let j = judge(&position(0.3f64.ln(), &listed), &p, Semantics::Processed);
+    assert_eq!(j.support, Support::Inside);
+    let (below, own) = j.pit.unwrap();
+    assert!((below - 0.5).abs() < 1e-9 && (own - 0.3).abs() < 1e-9);
+    // A token the sampler gave no chance (llama.cpp's prob 0, vLLM's -9999).
+    let j = judge(&position(-9999.0, &listed), &p, Semantics::Processed);
+    assert_eq!(j.support, Support::Outside);
+    // A list cut short (n_probs below what was kept): inside, no PIT.
+    let j = judge(
+        &position(0.3f64.ln(), &listed[..2]),
+        &p,
+        Semantics::Processed,
+    );
+    assert_eq!(
+        j,
+        Judged {
+            support: Support::Inside,
+            pit: None
+        }
+    );
+}
+
+#[test]
+fn nothing_to_judge_is_unknown() {
+    let p = params(1.0, 5, 1.0, 0.0);
+    let mut no_logprob = position(-1.0, &[-1.0]);
+    no_logprob.logprob = None;
+    assert_eq!(
+        judge(&no_logprob, &p, Semantics::Raw).support,
+        Support::Unknown
+    );
+    assert_eq!(
+        judge(&position(-1.0, &[]), &p, Semantics::Raw).support,
+        Support::Unknown
+    );
+}

@@ -1,0 +1,233 @@
+//! The simulator's sampler: how a request with `temperature > 0` that asks for random words
+//! (the sampling check's prompt, docs/sampling.md) is answered. Each position has a
+//! high-entropy distribution over a vocabulary larger than any top-20 list, drawn as vLLM
+//! draws: temperature, then min-p, then top-k, then top-p, renormalized, and a token drawn
+//! from what is left. Logprobs are reported raw (vLLM's default: before temperature and
+//! truncation) or processed (llama.cpp's `post_sampling_probs`), as `--logprobs-mode`
+//! says.
+//!
+//! The faults (`--sampler-fault`) are the ones real samplers have had: truncations
+//! ignored, a temperature other than the one asked (applied ×2), greedy decoding forced,
+//! a random generator stuck at one draw, and a share of tokens drawn from outside the
+//! nucleus (`--outside-rate`).
+
+use rand::{Rng, RngExt};
+
+use super::model::ToyToken;
+
+/// What the sampler gets wrong.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SamplerFault {
+    #[default]
+    None,
+    TopKIgnored,
+    TopPIgnored,
+    MinPIgnored,
+    /// The temperature applied is twice the one asked.
+    Temperature,
+    /// Every token the likeliest, whatever the temperature.
+    Greedy,
+    /// Every draw the same uniform number.
+    StuckRng,
+    /// `--outside-rate` of the tokens drawn from outside the allowed set.
+    OutsideNucleus,
+}
+
+/// What the listed logprobs are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogprobsMode {
+    #[default]
+    Raw,
+    Processed,
+}
+
+/// A sampled request's settings (0 and 1 for a truncation that is off).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sampling {
+    pub temperature: f64,
+    pub top_k: u32,
+    pub top_p: f64,
+    pub min_p: f64,
+}
+
+impl Eq for Sampling {}
+
+/// The vocabulary sampled from: more tokens than any top-20 list shows.
+const WORDS: usize = 96;
+
+fn word(i: usize) -> String {
+    const STEMS: &[&str] = &[
+        " amber", " basil", " cedar", " delta", " ember", " fjord", " gale", " heron", " indigo",
+        " juniper", " kelp", " lumen", " maple", " nectar", " onyx", " pebble",
+    ];
+    let stem = STEMS[i % STEMS.len()];
+    match i / STEMS.len() {
+        0 => stem.to_owned(),
+        n => format!("{stem}{n}"),
+    }
+}
+
+/// One position's raw logprobs over the vocabulary, best first: a slow decline (many
+/// plausible next words), the least likely far below.
+fn raw_logprobs(rng: &mut impl Rng) -> Vec<(usize, f64)> {
+    let mut order: Vec<usize> = (0..WORDS).collect();
+    for i in (1..WORDS).rev() {
+        order.swap(i, rng.random_range(0..=i));
+    }
+    let mut logit: f64 = 0.0;
+    let mut out: Vec<(usize, f64)> = Vec::with_capacity(WORDS);
+    for &token in &order {
+        out.push((token, logit));
+        logit -= rng.random_range(0.02..0.35);
+    }
+    let max = out[0].1;
+    let lse = max + out.iter().map(|&(_, l)| (l - max).exp()).sum::<f64>().ln();
+    out.iter_mut().for_each(|(_, l)| *l -= lse);
+    out
+}
+
+/// The processed probabilities of `raw` (best first) under `s`, in vLLM's order; 0 for a
+/// token the truncation drops.
+pub fn processed(raw: &[f64], s: &Sampling) -> Vec<f64> {
+    let t = s.temperature.max(1e-6);
+    let best = raw.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mut keep: Vec<bool> = raw.iter().map(|_| true).collect();
+    if s.min_p > 0.0 {
+        let floor = best + t * s.min_p.ln();
+        keep.iter_mut()
+            .zip(raw)
+            .for_each(|(k, &l)| *k &= l >= floor);
+    }
+    if s.top_k > 0 {
+        keep.iter_mut()
+            .enumerate()
+            .for_each(|(i, k)| *k &= i < s.top_k as usize);
+    }
+    let weight = |i: usize| match keep[i] {
+        true => ((raw[i] - best) / t).exp(),
+        false => 0.0,
+    };
+    let mut w: Vec<f64> = (0..raw.len()).map(weight).collect();
+    if s.top_p < 1.0 {
+        let total: f64 = w.iter().sum();
+        let mut above = 0.0;
+        for x in &mut w {
+            let mine = *x;
+            if above / total >= s.top_p {
+                *x = 0.0;
+            }
+            above += mine;
+        }
+    }
+    let total: f64 = w.iter().sum();
+    w.iter().map(|x| x / total).collect()
+}
+
+/// The index drawn from `probs` (best first) by inverse CDF at `u`.
+fn inverse(probs: &[f64], u: f64) -> usize {
+    let mut acc = 0.0;
+    for (i, p) in probs.iter().enumerate() {
+        acc += p;
+        if u < acc && *p > 0.0 {
+            return i;
+        }
+    }
+    probs.iter().rposition(|p| *p > 0.0).unwrap_or(0)
+}
+
+impl super::model::ModelFlags {
+    /// `n` sampled tokens with `top_k` alternatives each, as `--sampler-fault` and
+    /// `--logprobs-mode` say.
+    pub fn sample(
+        &self,
+        s: &Sampling,
+        n: usize,
+        top_n: usize,
+        rng: &mut impl Rng,
+    ) -> Vec<ToyToken> {
+        let applied = match self.sampler_fault {
+            SamplerFault::TopKIgnored => Sampling { top_k: 0, ..*s },
+            SamplerFault::TopPIgnored => Sampling { top_p: 1.0, ..*s },
+            SamplerFault::MinPIgnored => Sampling { min_p: 0.0, ..*s },
+            SamplerFault::Temperature => Sampling {
+                temperature: s.temperature * 2.0,
+                ..*s
+            },
+            _ => *s,
+        };
+        let stuck: f64 = 0.37;
+        (0..n)
+            .map(|_| {
+                let ranked = raw_logprobs(rng);
+                let raw: Vec<f64> = ranked.iter().map(|&(_, l)| l).collect();
+                let asked = processed(&raw, s);
+                let drawn = processed(&raw, &applied);
+                let pick = match self.sampler_fault {
+                    SamplerFault::Greedy => 0,
+                    SamplerFault::StuckRng => inverse(&drawn, stuck),
+                    SamplerFault::OutsideNucleus if rng.random::<f64>() < self.outside_rate => {
+                        // The most likely of the tokens the request does not allow.
+                        asked.iter().position(|p| *p == 0.0).unwrap_or(0)
+                    }
+                    _ => inverse(&drawn, rng.random::<f64>()),
+                };
+                let (values, listed): (Vec<f64>, Vec<usize>) = match self.logprobs_mode {
+                    LogprobsMode::Raw => (raw.clone(), (0..raw.len()).collect()),
+                    LogprobsMode::Processed => {
+                        let lp: Vec<f64> = asked
+                            .iter()
+                            .map(|&p| if p > 0.0 { p.ln() } else { -9999.0 })
+                            .collect();
+                        let kept = (0..raw.len()).filter(|&i| asked[i] > 0.0).collect();
+                        (lp, kept)
+                    }
+                };
+                let top = listed
+                    .iter()
+                    .take(top_n)
+                    .map(|&i| (word(ranked[i].0), values[i]))
+                    .collect();
+                ToyToken {
+                    text: word(ranked[pick].0),
+                    logprob: values[pick],
+                    top,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Whether a prompt is the sampling check's: it asks for random words.
+pub fn asks_for_random_words(prompt: &str) -> bool {
+    prompt.contains("random words")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn a_correct_sampler_draws_in_proportion() {
+        let raw = [-1.0, -1.5, -2.0, -2.5, -3.0];
+        let s = Sampling {
+            temperature: 0.5,
+            top_k: 3,
+            top_p: 1.0,
+            min_p: 0.0,
+        };
+        let p = processed(&raw, &s);
+        assert_eq!(p[3], 0.0);
+        assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        // At temperature 0.5, 0.5 nats apart is e^-1 apart.
+        assert!((p[1] / p[0] - (-1.0f64).exp()).abs() < 1e-12);
+        // top-p 0.7 over e^0, e^-1, e^-2: the first holds 0.665, so the second stays.
+        let p = processed(&raw, &Sampling { top_p: 0.7, ..s });
+        assert!(p[1] > 0.0 && p[2] == 0.0, "{p:?}");
+        let flags = super::super::model::ModelFlags::default();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let tokens = flags.sample(&s, 200, 20, &mut rng);
+        assert_eq!(tokens.len(), 200);
+        assert!(tokens.iter().all(|t| t.top.len() == 20));
+    }
+}

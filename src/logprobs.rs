@@ -310,7 +310,7 @@ fn probability(value: &Value) -> Result<Option<f64>, Unreadable> {
     match value {
         Value::Null => Ok(Some(f64::NAN)),
         Value::Number(n) => match n.as_f64() {
-            Some(p) if p == 0.0 => Ok(Some(-9999.0)),
+            Some(0.0) => Ok(Some(-9999.0)),
             Some(p) if p > 0.0 && p <= 1.0 + 1e-6 => Ok(Some(p.ln().min(0.0))),
             _ => Err(Unreadable::Impossible(format!(
                 "prob {n} is no probability"

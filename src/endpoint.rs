@@ -15,6 +15,7 @@ use crate::validation::Validation;
 
 pub mod canary;
 pub mod prefix_cache;
+pub mod sampling;
 pub mod session;
 pub use canary::CanarySpec;
 
@@ -181,6 +182,8 @@ pub struct Target {
     pub prefix_cache: Option<prefix_cache::PrefixCacheSpec>,
     /// The session check (docs/sessions.md), off unless set.
     pub session: Option<std::sync::Arc<session::SessionSpec>>,
+    /// The sampler check (docs/sampling.md), off unless set.
+    pub sampler: Option<std::sync::Arc<sampling::SamplingSpec>>,
     /// The controller revision of the pod behind a discovered target (see
     /// `discovery::owner::REVISION_LABELS`): the canary's default group. Never a label.
     pub revision: Option<String>,

@@ -163,6 +163,7 @@ async fn check(
             model: target.model.clone(),
             media: Ok(Vec::new()),
             greedy: None,
+            sampled: None,
             structure: None,
             cache_breakpoint: Some(shared),
             conversation,

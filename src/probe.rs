@@ -158,8 +158,9 @@ impl Prober {
             let request = self.build_request(request_id, prompt, trace.as_ref());
             let mut record = RequestRecord::new(Instant::now());
             record.trace = trace;
-            if prompt.greedy.is_some_and(|g| g.top_logprobs > 0) && self.backend.reports_logprobs()
-            {
+            let asked = prompt.greedy.is_some_and(|g| g.top_logprobs > 0)
+                || prompt.sampled.is_some_and(|s| s.top_logprobs > 0);
+            if asked && self.backend.reports_logprobs() {
                 record.response.logprobs = Some(Default::default());
             }
             let result = match request {
@@ -236,6 +237,11 @@ impl Prober {
             (&prompt.greedy, &mut spec.body)
         {
             self.backend.greedy(body, greedy);
+        }
+        if let (Some(sampled), RequestBody::Json(serde_json::Value::Object(body))) =
+            (&prompt.sampled, &mut spec.body)
+        {
+            crate::sampling::request::apply(self.target.backend, body, sampled);
         }
         if let (Some(structure), RequestBody::Json(serde_json::Value::Object(body))) =
             (&prompt.structure, &mut spec.body)

@@ -70,6 +70,7 @@ pub fn prompt(spec: &CanarySpec, text: &str, model: &str) -> Prompt {
             seed: SEED,
             pinned: true,
         }),
+        sampled: None,
         structure: None,
         cache_breakpoint: None,
         conversation: None,

@@ -13,6 +13,7 @@ mod operations;
 mod prefix_cache;
 mod prompts;
 mod raw;
+mod sampler;
 mod session;
 mod target;
 mod tracing;
@@ -38,7 +39,7 @@ pub use discovery::{
 pub use fields::RESERVED_LABELS;
 pub use raw::{
     RawCanary, RawConfig, RawDepth, RawDiscovery, RawDuration, RawKubernetes, RawMedia, RawMetrics,
-    RawPort, RawPrefixCache, RawSession, RawSlo, RawTarget, RawTracing, RawValidation,
+    RawPort, RawPrefixCache, RawSampler, RawSamplerSettings, RawSession, RawSlo, RawTarget, RawTracing, RawValidation,
 };
 pub use validate::validate;
 

@@ -197,6 +197,8 @@ pub struct RawTarget {
     pub prefix_cache: Option<RawPrefixCache>,
     /// The session check: a multi-turn conversation with tool calls, judged per turn.
     pub session: Option<RawSession>,
+    /// The sampler check: sampled tokens judged against the distribution asked for.
+    pub sampler: Option<RawSampler>,
     /// Send a W3C `traceparent` header with every probe (default true).
     pub trace_context: Option<bool>,
     /// A W3C `tracestate` value sent with it, e.g. `vendor=value`.
@@ -288,6 +290,33 @@ pub struct RawPrefixCache {
     pub hit_share: Option<f64>,
     pub speedup: Option<f64>,
     pub objective: Option<f64>,
+}
+
+/// `sampler = { interval, settings, max_tokens, top_logprobs, server, window, alpha,
+/// samples }` (docs/sampling.md).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawSampler {
+    pub interval: Option<RawDuration>,
+    /// The settings rounds rotate through.
+    pub settings: Option<Vec<RawSamplerSettings>>,
+    pub max_tokens: Option<u64>,
+    pub top_logprobs: Option<u64>,
+    /// `auto`, `vllm`, `vllm-processed`, `llama.cpp`, `unknown`.
+    pub server: Option<String>,
+    pub window: Option<u64>,
+    pub alpha: Option<f64>,
+    pub samples: Option<u64>,
+}
+
+/// One round's `{ temperature, top_k, top_p, min_p }`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawSamplerSettings {
+    pub temperature: Option<f64>,
+    pub top_k: Option<u64>,
+    pub top_p: Option<f64>,
+    pub min_p: Option<f64>,
 }
 
 /// `session = { interval, tool_gap, human_gap, long_gap, parallel, tool_choice, max_tokens,
@@ -402,6 +431,7 @@ impl RawTarget {
             canary,
             prefix_cache,
             session,
+            sampler,
             trace_context,
             tracestate,
             connection,

@@ -106,6 +106,11 @@ pub(super) fn validate_target(
             super::prefix_cache::prefix_cache(&at, raw, backend, (host, &model))
         })
         .transpose()?;
+    let sampler = t
+        .sampler
+        .as_ref()
+        .map(|raw| super::sampler::sampler(&at, raw, backend).map(std::sync::Arc::new))
+        .transpose()?;
     let session = t
         .session
         .as_ref()
@@ -296,6 +301,7 @@ pub(super) fn validate_target(
         canary,
         prefix_cache,
         session,
+        sampler,
         revision: None,
         workload: None,
         created: None,

@@ -37,6 +37,8 @@ pub struct Prompt {
     pub media: Result<Vec<MediaPart>, String>,
     /// A correctness canary's request: greedy and reproducible, with logprobs.
     pub greedy: Option<Greedy>,
+    /// A sampler check's request: its sampling settings, sent over the target's.
+    pub sampled: Option<crate::sampling::request::Sampled>,
     /// A JSON answer or tools asked for (a canary's structured check, or a latency
     /// target's agent workload).
     pub structure: Option<Arc<Structure>>,
@@ -235,6 +237,7 @@ impl PromptSource {
             model: draw.model,
             media,
             greedy: None,
+            sampled: None,
             structure: self.structure.clone(),
             cache_breakpoint: None,
             conversation: None,

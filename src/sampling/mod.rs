@@ -1,4 +1,5 @@
 //! The sampling check (docs/sampling.md).
 
 pub mod calibration;
+pub mod request;
 pub mod support;

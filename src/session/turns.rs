@@ -232,6 +232,7 @@ pub(super) async fn session(
             model: target.model.clone(),
             media: Ok(Vec::new()),
             greedy: None,
+            sampled: None,
             structure: Some(std::sync::Arc::clone(structure)),
             cache_breakpoint: None,
             conversation: Some(std::sync::Arc::new(conversation.clone())),

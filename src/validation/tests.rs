@@ -11,6 +11,7 @@ fn prompt() -> Prompt {
         input_exact: false,
         media: Ok(Vec::new()),
         greedy: None,
+        sampled: None,
         structure: None,
         cache_breakpoint: None,
         conversation: None,

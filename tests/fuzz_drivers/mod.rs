@@ -273,6 +273,7 @@ pub fn backends(input: &[u8]) {
         input_exact: false,
         media: Ok(Vec::new()),
         greedy: None,
+        sampled: None,
         structure: None,
         cache_breakpoint: None,
         conversation: None,

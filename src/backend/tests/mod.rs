@@ -31,6 +31,7 @@ fn prompt(max_tokens: u32) -> Prompt {
         input_exact: false,
         media: Ok(Vec::new()),
         greedy: None,
+        sampled: None,
         structure: None,
         cache_breakpoint: None,
         conversation: None,

@@ -1,0 +1,135 @@
+//! A target's validated sampling check (docs/sampling.md): how often a round is asked, the
+//! sampling settings it rotates through, how the server's logprobs are read, and the
+//! calibration window.
+
+use std::time::Duration;
+
+use crate::sampling::support::{Params, Semantics};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SamplingSpec {
+    /// One round per interval.
+    pub interval: Duration,
+    /// Round `r` asks `settings[r % len]`: each truncation is exercised in turn, so each
+    /// one a sampler ignores is seen.
+    pub settings: Vec<Params>,
+    /// Output tokens a round asks for.
+    pub max_tokens: u32,
+    /// Alternatives listed per token (20: OpenAI's and vLLM's default maximum).
+    pub top_logprobs: u32,
+    /// How the server's sampling is asked and its logprobs read; `Auto` from its
+    /// `/v1/models` (`owned_by`).
+    pub server: Server,
+    /// PITs per calibration window, and the χ² test's false-alarm rate per window.
+    pub window: u32,
+    pub alpha: f64,
+    /// Without logprobs: answers per round at temperature 1, all identical meaning the
+    /// sampling settings were ignored.
+    pub samples: u32,
+}
+
+/// Which server's sampling semantics to assume (docs/sampling.md, "What each server
+/// returns").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Server {
+    /// Read `owned_by` in `/v1/models`: `vllm` or `llamacpp`, else [`Server::Unknown`].
+    Auto,
+    /// vLLM with its default `--logprobs-mode raw_logprobs`.
+    Vllm,
+    /// vLLM started with `--logprobs-mode processed_logprobs`.
+    VllmProcessed,
+    /// llama.cpp's server, asked for `post_sampling_probs`.
+    LlamaCpp,
+    /// Semantics not established (SGLang, TGI, hosted APIs): the diversity test only.
+    Unknown,
+}
+
+impl Server {
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "auto" => Self::Auto,
+            "vllm" => Self::Vllm,
+            "vllm-processed" => Self::VllmProcessed,
+            "llama.cpp" => Self::LlamaCpp,
+            "unknown" => Self::Unknown,
+            _ => return None,
+        })
+    }
+
+    pub const NAMES: &'static str = "auto, vllm, vllm-processed, llama.cpp, unknown";
+
+    /// What a server's `/v1/models` says it is.
+    pub fn from_owned_by(owned_by: &str) -> Self {
+        match owned_by {
+            "vllm" => Self::Vllm,
+            "llamacpp" => Self::LlamaCpp,
+            _ => Self::Unknown,
+        }
+    }
+
+    /// How its listed logprobs are read; `None`: not established.
+    pub fn semantics(self) -> Option<Semantics> {
+        match self {
+            Self::Vllm => Some(Semantics::Raw),
+            Self::VllmProcessed | Self::LlamaCpp => Some(Semantics::Processed),
+            Self::Auto | Self::Unknown => None,
+        }
+    }
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Vllm => "vllm",
+            Self::VllmProcessed => "vllm-processed",
+            Self::LlamaCpp => "llama.cpp",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// A prompt's overhead in tokens beyond its nonce (the instruction).
+const PROMPT_TOKENS: u64 = 40;
+
+impl SamplingSpec {
+    fn rounds_per_hour(&self) -> f64 {
+        3600.0 / self.interval.as_secs_f64()
+    }
+
+    /// Requests a round sends: one with logprobs, or `samples` without.
+    fn requests_per_round(&self) -> u64 {
+        match self.server.semantics() {
+            Some(_) => 1,
+            None => u64::from(self.samples),
+        }
+    }
+
+    /// Prompt and output tokens an hour, at most (`Auto` priced as the logprob round: one
+    /// request).
+    pub fn tokens_per_hour(&self) -> (u64, u64) {
+        let requests = self.rounds_per_hour() * self.requests_per_round() as f64;
+        (
+            (requests * PROMPT_TOKENS as f64).round() as u64,
+            (requests * f64::from(self.max_tokens)).round() as u64,
+        )
+    }
+
+    /// One line for `inferprobe check`.
+    pub fn describe(&self) -> String {
+        let how = match self.server {
+            Server::Auto => "the server's logprobs read as /v1/models's owned_by says (vllm, llamacpp; otherwise answers compared without logprobs)".to_owned(),
+            Server::Unknown => format!(
+                "{} answers a round at temperature 1 compared (no logprobs: the diversity test only)",
+                self.samples
+            ),
+            s => format!("{}'s logprobs, {} listed per token", s.as_str(), self.top_logprobs),
+        };
+        format!(
+            "sampling check every {}, {} output tokens a round, {} settings in turn; {how}; calibration over {} tokens (false alarm {} a window, two in a row to warn)",
+            humantime::format_duration(self.interval),
+            self.max_tokens,
+            self.settings.len(),
+            self.window,
+            self.alpha
+        )
+    }
+}

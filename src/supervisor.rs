@@ -248,6 +248,20 @@ impl Supervisor {
                     self.ctx.clone(),
                 ));
             }
+            if let (Some(spec), Some(series)) = (&target.sampler, metrics.sampler()) {
+                let sinks = crate::sampling::Sinks {
+                    series: series.clone(),
+                    metrics: metrics.clone(),
+                    budget: budget.clone(),
+                };
+                self.schedulers.spawn(crate::sampling::run(
+                    Arc::clone(&prober),
+                    Arc::clone(spec),
+                    sinks,
+                    stop.clone(),
+                    self.ctx.clone(),
+                ));
+            }
             if let (Some(spec), Some(series)) = (&target.session, metrics.session()) {
                 let sinks = crate::session::Sinks {
                     series: series.clone(),

@@ -104,6 +104,8 @@ mod reload;
 mod rollout_undo;
 #[path = "rollouts.rs"]
 mod rollouts;
+#[path = "sampler.rs"]
+mod sampler;
 #[path = "secrets.rs"]
 mod secrets;
 #[path = "session.rs"]

@@ -39,7 +39,8 @@ pub use discovery::{
 pub use fields::RESERVED_LABELS;
 pub use raw::{
     RawCanary, RawConfig, RawDepth, RawDiscovery, RawDuration, RawKubernetes, RawMedia, RawMetrics,
-    RawPort, RawPrefixCache, RawSampler, RawSamplerSettings, RawSession, RawSlo, RawTarget, RawTracing, RawValidation,
+    RawPort, RawPrefixCache, RawSampler, RawSamplerSettings, RawSession, RawSlo, RawTarget,
+    RawTracing, RawValidation,
 };
 pub use validate::validate;
 

@@ -57,7 +57,10 @@ pub(super) fn sampler(
     }
     let interval = duration(&at("interval"), raw.interval.as_ref(), DEFAULT_INTERVAL)?;
     if !(Duration::from_millis(10)..=Duration::from_secs(86_400)).contains(&interval) {
-        return Err(ConfigError::new(at("interval"), "must be between 10ms and 24h"));
+        return Err(ConfigError::new(
+            at("interval"),
+            "must be between 10ms and 24h",
+        ));
     }
     let logprobs = matches!(backend, BackendKind::OpenAi | BackendKind::OpenAiChat);
     let server = match raw.server.as_deref() {
@@ -91,7 +94,10 @@ pub(super) fn sampler(
     let settings = match &raw.settings {
         None => default_settings(),
         Some(list) if list.is_empty() => {
-            return Err(ConfigError::new(at("settings"), "must name at least one setting"));
+            return Err(ConfigError::new(
+                at("settings"),
+                "must name at least one setting",
+            ));
         }
         Some(list) => list
             .iter()
@@ -149,7 +155,12 @@ pub(super) fn sampler(
             format!("{alpha} must be above 0 and below 0.5"),
         ));
     }
-    let samples = in_range(&at("samples"), raw.samples.unwrap_or(DEFAULT_SAMPLES), 2, 16)? as u32;
+    let samples = in_range(
+        &at("samples"),
+        raw.samples.unwrap_or(DEFAULT_SAMPLES),
+        2,
+        16,
+    )? as u32;
     Ok(SamplingSpec {
         interval,
         settings,

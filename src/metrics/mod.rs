@@ -16,6 +16,7 @@ mod prefix;
 mod process;
 mod register;
 mod runtime;
+mod sampler;
 mod session;
 mod sli;
 mod target;
@@ -41,6 +42,7 @@ pub use family::{LabeledFamily, TargetLabels};
 pub use gate::{PairResult, Pairs};
 pub use prefix::{PrefixRule, PrefixSeries, PrefixSetAside, PrefixVerdict};
 pub use runtime::RuntimeCollector;
+pub use sampler::SamplerSeries;
 pub use session::{Refusal, SessionReason, SessionSeries, SessionTurn, TurnCache, TurnNumbers};
 pub use target::{InFlight, ProbeId, TargetMetrics, is_good};
 use values::with_bound;
@@ -123,6 +125,7 @@ pub struct Metrics {
     canary: canary::CanaryFamilies,
     prefix: prefix::PrefixFamilies,
     session: session::SessionFamilies,
+    sampler: sampler::SamplerFamilies,
     spans: ExportMetrics,
     /// Recording a probe holds this shared; encoding holds it exclusively. So every scrape
     /// sees each probe entirely or not at all: `requests_total` = successes + errors and
@@ -339,6 +342,10 @@ impl Metrics {
                 .session
                 .as_ref()
                 .map(|_| self.session.series(&labels)),
+            sampler: target
+                .sampler
+                .as_ref()
+                .map(|_| self.sampler.series(&labels)),
             labels,
             snapshot: Arc::clone(&self.snapshot),
             registered: self.prompt_tokens_total.clone(),
@@ -406,6 +413,9 @@ impl Metrics {
         if target.session.is_none() {
             self.session.remove(&labels);
         }
+        if target.sampler.is_none() {
+            self.sampler.remove(&labels);
+        }
     }
 
     pub fn remove_target(&self, labels: &TargetLabels) {
@@ -458,6 +468,7 @@ impl Metrics {
         self.canary.remove(labels);
         self.prefix.remove(labels);
         self.session.remove(labels);
+        self.sampler.remove(labels);
     }
 }
 

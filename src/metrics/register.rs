@@ -49,6 +49,7 @@ impl Metrics {
             canary: Default::default(),
             prefix: Default::default(),
             session: Default::default(),
+            sampler: Default::default(),
             spans: Default::default(),
             snapshot: Arc::default(),
             histograms: Arc::default(),
@@ -56,6 +57,7 @@ impl Metrics {
         m.canary.register(r);
         m.prefix.register(r);
         m.session.register(r);
+        m.sampler.register(r);
         r.register(
             "trace_spans_exported",
             "Probe spans the OTLP exporter delivered to the collector",

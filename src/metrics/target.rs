@@ -91,6 +91,8 @@ pub struct TargetMetrics {
     pub(super) prefix_cache: Option<super::prefix::PrefixSeries>,
     /// For targets with a session check.
     pub(super) session: Option<super::session::SessionSeries>,
+    /// For targets with a sampler check.
+    pub(super) sampler: Option<super::sampler::SamplerSeries>,
     pub(super) snapshot: Arc<RwLock<()>>,
     /// A family every registered target has a series in (`prompt_tokens_total`), removed
     /// with the target's.
@@ -125,6 +127,11 @@ impl TargetMetrics {
     /// The session check's series (`None` without one).
     pub fn session(&self) -> Option<&super::session::SessionSeries> {
         self.session.as_ref()
+    }
+
+    /// The sampler check's series (`None` without one).
+    pub fn sampler(&self) -> Option<&super::sampler::SamplerSeries> {
+        self.sampler.as_ref()
     }
 
     /// Record one finished probe, atomically with respect to scrapes. Blocks while a

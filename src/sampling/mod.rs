@@ -1,5 +1,155 @@
-//! The sampling check (docs/sampling.md).
+//! The sampler check (docs/sampling.md): every interval, one round of sampled requests for
+//! random words (a prompt with many plausible next tokens), each sampled token judged
+//! against the distribution its request asked for. The canary asks greedily and so never
+//! reaches a server's sampler; production traffic with `temperature > 0` always does.
+//!
+//! - With logprobs whose meaning is established for the server (`support`): each token
+//!   is inside the set temperature, top-k, top-p and min-p allow, or `outside_support`,
+//!   which no correct sampler draws; and its randomized PIT goes to a calibration window
+//!   (`calibration`) that a wrong temperature, forced greedy decoding or a stuck random
+//!   generator fails.
+//! - Without (hosted APIs, TGI, TensorRT-LLM, SGLang): `samples` answers to one prompt
+//!   at temperature 1; all identical is `sampling_ignored`.
+//!
+//! Rounds rotate through the configured settings, so each truncation is exercised. Their
+//! requests reach none of the target's own series.
 
 pub mod calibration;
 pub mod request;
+mod round;
 pub mod support;
+
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::budget::Budget;
+use crate::endpoint::sampling::{SamplingSpec, Server};
+use crate::metrics::{SamplerSeries, SkipReason, TargetMetrics};
+use crate::otlp::CheckTrace;
+use crate::probe::Prober;
+use crate::scheduler::Context;
+use crate::ticker::Ticker;
+use calibration::Window;
+
+/// Where a check's outcomes go.
+pub struct Sinks {
+    pub series: SamplerSeries,
+    /// The target's own series: a round its budget has no room for is a skipped arrival.
+    pub metrics: TargetMetrics,
+    pub budget: Option<Budget>,
+}
+
+/// What a target's rounds share: the server's semantics once known, and the window.
+#[derive(Debug)]
+struct State {
+    server: Mutex<Option<Server>>,
+    window: Mutex<Calibration>,
+}
+
+#[derive(Debug)]
+struct Calibration {
+    window: Window,
+    /// Windows in a row that failed.
+    in_row: u32,
+}
+
+/// Run a round every interval until `stop`, each as a probe task of `ctx` (drained at
+/// shutdown like every probe); a round still running when the next is due delays it.
+pub async fn run(
+    prober: Arc<Prober>,
+    spec: Arc<SamplingSpec>,
+    sinks: Sinks,
+    stop: CancellationToken,
+    ctx: Context,
+) {
+    let mut ticker = Ticker::new(spec.interval);
+    let known = (spec.server != Server::Auto).then_some(spec.server);
+    let state = Arc::new(State {
+        server: Mutex::new(known),
+        window: Mutex::new(Calibration {
+            window: Window::new(spec.window, spec.alpha),
+            in_row: 0,
+        }),
+    });
+    let series = Arc::new(sinks.series);
+    let mut round: u64 = 0;
+    while let Some((now, permit)) = ticker.tick(&stop).await {
+        let server = resolve(&prober, &state).await;
+        let cost = match server.semantics() {
+            Some(_) => spec.max_tokens,
+            None => spec.max_tokens * spec.samples,
+        };
+        if let Some(budget) = &sinks.budget {
+            if !budget.try_spend(now, cost) {
+                sinks.metrics.skipped(SkipReason::Budget);
+                continue;
+            }
+        }
+        let settings = spec.settings[(round % spec.settings.len() as u64) as usize];
+        round += 1;
+        let trace = CheckTrace::new(
+            ctx.spans.clone(),
+            ctx.sample(),
+            &prober.target,
+            format!("sampler {}", prober.target.model),
+            "inferprobe.sampler.result",
+        );
+        let (prober, spec, state, series, abort) = (
+            Arc::clone(&prober),
+            Arc::clone(&spec),
+            Arc::clone(&state),
+            Arc::clone(&series),
+            ctx.abort.clone(),
+        );
+        ctx.probes.spawn(async move {
+            let _permit = permit;
+            let asked = round::Asked {
+                spec: &spec,
+                settings,
+                server,
+            };
+            round::run(&prober, asked, (&state, &series), &abort, trace).await;
+        });
+    }
+}
+
+/// The server's semantics: configured, or read once from `/v1/models`'s `owned_by` (asked
+/// again each round until it answers).
+async fn resolve(prober: &Prober, state: &State) -> Server {
+    if let Some(known) = *state.server.lock().unwrap_or_else(|e| e.into_inner()) {
+        return known;
+    }
+    let target = &prober.target;
+    let mut url = target.url.clone();
+    let base = url.path().split("/v1/").next().unwrap_or("").to_owned();
+    url.set_path(&format!("{}/v1/models", base.trim_end_matches('/')));
+    url.set_query(None);
+    let server = match prober.get_json(url).await {
+        Ok(models) => {
+            let data = models.get("data").and_then(serde_json::Value::as_array);
+            let entry = data.and_then(|d| {
+                d.iter()
+                    .find(|m| {
+                        m.get("id").and_then(serde_json::Value::as_str) == Some(&target.model)
+                    })
+                    .or_else(|| d.first())
+            });
+            let owned_by = entry
+                .and_then(|m| m.get("owned_by"))
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("");
+            let server = Server::from_owned_by(owned_by);
+            tracing::info!(target = %target.id, owned_by, server = server.as_str(),
+                "sampler check: the server's sampling semantics{}",
+                if server.semantics().is_none() { " are not established: the diversity test only (docs/sampling.md)" } else { "" });
+            server
+        }
+        Err(e) => {
+            tracing::debug!(target = %target.id, error = %e, "sampler check: /v1/models unread; this round compares answers");
+            return Server::Unknown;
+        }
+    };
+    *state.server.lock().unwrap_or_else(|e| e.into_inner()) = Some(server);
+    server
+}

@@ -55,7 +55,14 @@ pub fn apply(backend: BackendKind, body: &mut Map<String, Value>, s: &Sampled) {
         BackendKind::Tgi => {
             body.remove("temperature");
             if let Some(Value::Object(parameters)) = body.get_mut("parameters") {
-                for key in ["temperature", "top_p", "top_k", "typical_p", "seed", "repetition_penalty"] {
+                for key in [
+                    "temperature",
+                    "top_p",
+                    "top_k",
+                    "typical_p",
+                    "seed",
+                    "repetition_penalty",
+                ] {
                     parameters.remove(key);
                 }
                 parameters.insert("do_sample".into(), Value::Bool(true));
@@ -140,7 +147,11 @@ mod tests {
             min_p: 0.05,
         };
         let mut b = body();
-        let s = Sampled { params, top_logprobs: 20, server: Server::Vllm };
+        let s = Sampled {
+            params,
+            top_logprobs: 20,
+            server: Server::Vllm,
+        };
         apply(BackendKind::OpenAiChat, &mut b, &s);
         assert_eq!(
             Value::Object(b),
@@ -149,7 +160,10 @@ mod tests {
                 "logprobs": true, "top_logprobs": 20})
         );
         let mut b = body();
-        let s = Sampled { server: Server::LlamaCpp, ..s };
+        let s = Sampled {
+            server: Server::LlamaCpp,
+            ..s
+        };
         apply(BackendKind::OpenAi, &mut b, &s);
         assert_eq!(b["top_k"], json!(0));
         assert_eq!(b["logprobs"], json!(20));
@@ -158,7 +172,11 @@ mod tests {
         assert!(!b.contains_key("repetition_penalty"));
         // Not established: temperature alone, nothing a strict API would refuse.
         let mut b = body();
-        let s = Sampled { server: Server::Unknown, top_logprobs: 0, ..s };
+        let s = Sampled {
+            server: Server::Unknown,
+            top_logprobs: 0,
+            ..s
+        };
         apply(BackendKind::OpenAiChat, &mut b, &s);
         assert_eq!(Value::Object(b), json!({"model": "m", "temperature": 0.7}));
         let mut b = json!({"inputs": "x", "parameters": {"do_sample": false, "top_k": 1}})

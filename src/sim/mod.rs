@@ -187,7 +187,12 @@ pub const SERVED_BY: &str = "x-served-by";
 /// `GET /v1/models`: the one model, with its window as vLLM reports it when
 /// `--max-model-len` sets one.
 fn models(config: &SimConfig) -> Value {
-    let mut model = json!({"id": "sim", "object": "model"});
+    // What a sampled request's logprobs are, said the way vLLM and llama.cpp say it.
+    let owned_by = match config.model.logprobs_mode {
+        sampler::LogprobsMode::Raw => "vllm",
+        sampler::LogprobsMode::Processed => "llamacpp",
+    };
+    let mut model = json!({"id": "sim", "object": "model", "owned_by": owned_by});
     if let Some(window) = config.max_model_len {
         model["max_model_len"] = json!(window);
     }

@@ -69,14 +69,14 @@ pub struct ToyToken {
 }
 
 /// splitmix64: a stable, platform-independent mix for the model's pure functions.
-fn mix(mut z: u64) -> u64 {
+pub(super) fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
 
-fn hash(seed: u64, bytes: &[u8]) -> u64 {
+pub(super) fn hash(seed: u64, bytes: &[u8]) -> u64 {
     bytes.chunks(8).fold(mix(seed), |h, c| {
         let mut word = [0u8; 8];
         word[..c.len()].copy_from_slice(c);

@@ -118,8 +118,11 @@ pub fn stream_plan(
     };
     // A greedy request is answered by the toy model, token by token.
     let top_k = req.logprobs.unwrap_or(0) as usize;
-    let answer = (req.greedy && structured.is_none())
-        .then(|| config.model.generate(&req.prompt, n as usize, top_k, rng));
+    let answer = match (&req.sampling, &structured) {
+        (Some(s), None) => Some(config.model.sample(&req.prompt, s, n as usize, top_k, rng)),
+        _ => (req.greedy && structured.is_none())
+            .then(|| config.model.generate(&req.prompt, n as usize, top_k, rng)),
+    };
     let calls = structured.as_ref().map_or(0, |a| a.heads().len() as u64);
     let mut uniform = || rng.random::<f64>();
     let mut jitter = |d: Duration| {
@@ -353,12 +356,19 @@ pub fn whole_response(req: &SimRequest, config: &SimConfig) -> (Duration, Value)
         });
         return (first_token(req, config), body);
     }
-    let answer = req.greedy.then(|| {
-        let top_k = req.logprobs.unwrap_or(0) as usize;
-        config
-            .model
-            .generate(&req.prompt, n as usize, top_k, &mut rand::rng())
-    });
+    let top_k = req.logprobs.unwrap_or(0) as usize;
+    let answer = match &req.sampling {
+        Some(s) => Some(
+            config
+                .model
+                .sample(&req.prompt, s, n as usize, top_k, &mut rand::rng()),
+        ),
+        None => req.greedy.then(|| {
+            config
+                .model
+                .generate(&req.prompt, n as usize, top_k, &mut rand::rng())
+        }),
+    };
     let content = match &answer {
         Some(tokens) => tokens.iter().map(|t| t.text.as_str()).collect(),
         None => text(0, n),

@@ -11,7 +11,9 @@
 //! a random generator stuck at one draw, and a share of tokens drawn from outside the
 //! nucleus (`--outside-rate`).
 
-use rand::{Rng, RngExt};
+use rand::{Rng, RngExt, SeedableRng};
+
+use super::model::{hash, mix};
 
 use super::model::ToyToken;
 
@@ -68,8 +70,10 @@ fn word(i: usize) -> String {
 }
 
 /// One position's raw logprobs over the vocabulary, best first: a slow decline (many
-/// plausible next words), the least likely far below.
-fn raw_logprobs(rng: &mut impl Rng) -> Vec<(usize, f64)> {
+/// plausible next words), the least likely far below. A pure function of `position` (the
+/// weights, the prompt and the prefix), as a model's are.
+fn raw_logprobs(position: u64) -> Vec<(usize, f64)> {
+    let rng = &mut rand::rngs::StdRng::seed_from_u64(position);
     let mut order: Vec<usize> = (0..WORDS).collect();
     for i in (1..WORDS).rev() {
         order.swap(i, rng.random_range(0..=i));
@@ -140,11 +144,13 @@ impl super::model::ModelFlags {
     /// `--logprobs-mode` say.
     pub fn sample(
         &self,
+        prompt: &str,
         s: &Sampling,
         n: usize,
         top_n: usize,
         rng: &mut impl Rng,
     ) -> Vec<ToyToken> {
+        let mut prefix = mix(self.weights_seed ^ hash(0, prompt.as_bytes()));
         let applied = match self.sampler_fault {
             SamplerFault::TopKIgnored => Sampling { top_k: 0, ..*s },
             SamplerFault::TopPIgnored => Sampling { top_p: 1.0, ..*s },
@@ -158,7 +164,7 @@ impl super::model::ModelFlags {
         let stuck: f64 = 0.37;
         (0..n)
             .map(|_| {
-                let ranked = raw_logprobs(rng);
+                let ranked = raw_logprobs(prefix);
                 let raw: Vec<f64> = ranked.iter().map(|&(_, l)| l).collect();
                 let asked = processed(&raw, s);
                 let drawn = processed(&raw, &applied);
@@ -187,8 +193,10 @@ impl super::model::ModelFlags {
                     .take(top_n)
                     .map(|&i| (word(ranked[i].0), values[i]))
                     .collect();
+                let text = word(ranked[pick].0);
+                prefix = hash(prefix, text.as_bytes());
                 ToyToken {
-                    text: word(ranked[pick].0),
+                    text,
                     logprob: values[pick],
                     top,
                 }
@@ -226,7 +234,7 @@ mod tests {
         assert!(p[1] > 0.0 && p[2] == 0.0, "{p:?}");
         let flags = super::super::model::ModelFlags::default();
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-        let tokens = flags.sample(&s, 200, 20, &mut rng);
+        let tokens = flags.sample("random words", &s, 200, 20, &mut rng);
         assert_eq!(tokens.len(), 200);
         assert!(tokens.iter().all(|t| t.top.len() == 20));
     }

@@ -28,7 +28,13 @@ fn sampling(p: &Params) -> Sampling {
 fn positions(flags: &ModelFlags, p: &Params, n: usize, top_n: usize, seed: u64) -> Vec<Position> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     flags
-        .sample(&sampling(p), n, top_n, &mut rng)
+        .sample(
+            &format!("random words {seed}"),
+            &sampling(p),
+            n,
+            top_n,
+            &mut rng,
+        )
         .into_iter()
         .map(|t| {
             let mut top: Vec<(Token, f64)> = t

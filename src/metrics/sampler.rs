@@ -1,0 +1,152 @@
+//! The sampler check's series (docs/sampling.md, docs/metrics.md): its rounds by result,
+//! the sampled tokens by whether a correct sampler could have drawn them, the calibration
+//! windows by result, and the last window's statistic. A round's requests reach none of
+//! the target's own series: they carry logprobs (which can switch speculative decoding
+//! off) and a prompt that is not the workload's.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::{LabeledFamily, TargetLabels, labels};
+use crate::sampling::calibration::Tested;
+
+type OneLabel = (TargetLabels, [(&'static str, &'static str); 1]);
+type F64Gauge = Gauge<f64, AtomicU64>;
+
+/// A round's results made at 0 from the start (error categories are made at first use).
+pub const ROUND_RESULTS: [&str; 4] = ["ok", "outside_support", "sampling_ignored", "unscored"];
+/// A sampled token's.
+pub const TOKEN_RESULTS: [&str; 3] = ["ok", "outside_support", "unscored"];
+const WINDOW_RESULTS: [&str; 2] = ["ok", "miscalibrated"];
+
+#[derive(Clone, Debug, Default)]
+pub(super) struct SamplerFamilies {
+    rounds: LabeledFamily<OneLabel, Counter>,
+    tokens: LabeledFamily<OneLabel, Counter>,
+    windows: LabeledFamily<OneLabel, Counter>,
+    statistic: LabeledFamily<TargetLabels, F64Gauge>,
+    p_value: LabeledFamily<TargetLabels, F64Gauge>,
+    in_row: LabeledFamily<TargetLabels, Gauge>,
+}
+
+/// One target's.
+#[derive(Clone, Debug)]
+pub struct SamplerSeries {
+    target: TargetLabels,
+    families: SamplerFamilies,
+}
+
+impl SamplerSeries {
+    /// A round's result: one of [`ROUND_RESULTS`] or an error category.
+    pub fn round(&self, result: &'static str) {
+        let key = (self.target.clone(), [(labels::RESULT, result)]);
+        self.families
+            .rounds
+            .get_or_insert(key, Counter::default)
+            .inc();
+    }
+
+    /// Tokens judged: one of [`TOKEN_RESULTS`].
+    pub fn tokens(&self, result: &'static str, n: u64) {
+        let key = (self.target.clone(), [(labels::RESULT, result)]);
+        self.families
+            .tokens
+            .get_or_insert(key, Counter::default)
+            .inc_by(n);
+    }
+
+    /// A full window's test, and how many windows in a row have failed.
+    pub fn window(&self, tested: &Tested, in_row: u32) {
+        let f = &self.families;
+        let result = WINDOW_RESULTS[usize::from(tested.miscalibrated)];
+        f.windows
+            .get_or_insert(
+                (self.target.clone(), [(labels::RESULT, result)]),
+                Counter::default,
+            )
+            .inc();
+        f.statistic
+            .get_or_insert(self.target.clone(), F64Gauge::default)
+            .set(tested.chi2);
+        f.p_value
+            .get_or_insert(self.target.clone(), F64Gauge::default)
+            .set(tested.p_value);
+        f.in_row
+            .get_or_insert(self.target.clone(), Gauge::default)
+            .set(i64::from(in_row));
+    }
+}
+
+impl SamplerFamilies {
+    pub(super) fn register(&self, r: &mut Registry) {
+        r.register(
+            "sampler_checks",
+            "Rounds of the sampler check (a sampled request for random words, its tokens judged against the distribution asked for) by result: ok, outside_support (a token no correct sampler draws), sampling_ignored (answers at temperature 1 all identical; no logprobs), unscored (nothing to judge: no logprobs came back), or the probes' error category",
+            self.rounds.clone(),
+        );
+        r.register(
+            "sampler_tokens",
+            "Sampled tokens of the sampler check by result: ok (within what the request allows, as far as the listed logprobs bound it), outside_support (outside: top-k, top-p or min-p ignored, a token drawn from outside the nucleus), unscored (no logprob to judge it by)",
+            self.tokens.clone(),
+        );
+        r.register(
+            "sampler_calibration_windows",
+            "Calibration windows of the sampler check (a window of sampled tokens' randomized PITs, tested uniform with χ²) by result: ok, miscalibrated (below the configured false-alarm rate: a wrong temperature, forced greedy decoding, a stuck random generator)",
+            self.windows.clone(),
+        );
+        r.register(
+            "sampler_calibration_statistic",
+            "The last calibration window's χ² statistic (9 degrees of freedom)",
+            self.statistic.clone(),
+        );
+        r.register(
+            "sampler_calibration_p_value",
+            "The last calibration window's p-value: uniform on a healthy sampler",
+            self.p_value.clone(),
+        );
+        r.register(
+            "sampler_miscalibrated_windows_in_row",
+            "Calibration windows in a row that were miscalibrated (0 after one that is not): the warning needs 2",
+            self.in_row.clone(),
+        );
+    }
+
+    /// A target's series, the ones alerts read at 0 from the start.
+    pub(super) fn series(&self, target: &TargetLabels) -> SamplerSeries {
+        for result in ROUND_RESULTS {
+            self.rounds.get_or_insert(
+                (target.clone(), [(labels::RESULT, result)]),
+                Counter::default,
+            );
+        }
+        for result in TOKEN_RESULTS {
+            self.tokens.get_or_insert(
+                (target.clone(), [(labels::RESULT, result)]),
+                Counter::default,
+            );
+        }
+        for result in WINDOW_RESULTS {
+            self.windows.get_or_insert(
+                (target.clone(), [(labels::RESULT, result)]),
+                Counter::default,
+            );
+        }
+        self.in_row.get_or_insert(target.clone(), Gauge::default);
+        SamplerSeries {
+            target: target.clone(),
+            families: self.clone(),
+        }
+    }
+
+    pub(super) fn remove(&self, target: &TargetLabels) {
+        for family in [&self.rounds, &self.tokens, &self.windows] {
+            family.retain(|(l, _)| l != target);
+        }
+        self.statistic.remove(target);
+        self.p_value.remove(target);
+        self.in_row.remove(target);
+    }
+}

@@ -1,0 +1,199 @@
+//! One round of the sampler check: its request(s), the judgement of every sampled token
+//! or of the answers' diversity, and what is counted and said.
+
+use std::sync::Arc;
+
+use opentelemetry::KeyValue;
+use rand::RngExt;
+use tokio_util::sync::CancellationToken;
+
+use super::request::Sampled;
+use super::support::{self, Params, Support};
+use super::{Calibration, State};
+use crate::endpoint::sampling::{SamplingSpec, Server};
+use crate::metrics::SamplerSeries;
+use crate::otlp::CheckTrace;
+use crate::probe::{Outcome, ProbeReport, Prober};
+use crate::prompt::{Prompt, synthetic};
+
+/// What a round asks.
+pub(super) struct Asked<'a> {
+    pub spec: &'a SamplingSpec,
+    pub settings: Params,
+    pub server: Server,
+}
+
+/// A prompt whose next token has many plausible values on any model.
+pub fn prompt_text(nonce: u64) -> String {
+    format!(
+        "{} Write a long list of random words, unrelated to each other, separated by spaces, as varied as you can. Do not explain. Begin:",
+        synthetic::nonce(nonce)
+    )
+}
+
+/// Answers this short tell too little apart: a model may end at once every time.
+const DIVERSE_MIN_CHARS: usize = 16;
+
+pub(super) async fn run(
+    prober: &Prober,
+    asked: Asked<'_>,
+    (state, series): (&State, &Arc<SamplerSeries>),
+    abort: &CancellationToken,
+    mut trace: CheckTrace,
+) {
+    let target = &prober.target;
+    let nonce: u64 = rand::random();
+    let semantics = asked.server.semantics();
+    let (params, top_logprobs, requests) = match semantics {
+        Some(_) => (asked.settings, asked.spec.top_logprobs, 1),
+        None => (
+            Params {
+                temperature: 1.0,
+                top_k: 0,
+                top_p: 1.0,
+                min_p: 0.0,
+            },
+            0,
+            asked.spec.samples,
+        ),
+    };
+    let text = prompt_text(nonce);
+    let prompt = Prompt {
+        input_tokens: text.split_whitespace().count() as u32,
+        text,
+        input_exact: false,
+        max_tokens: asked.spec.max_tokens,
+        model: target.model.clone(),
+        media: Ok(Vec::new()),
+        greedy: None,
+        sampled: Some(Sampled {
+            params,
+            top_logprobs,
+            server: asked.server,
+        }),
+        structure: None,
+        cache_breakpoint: None,
+        conversation: None,
+    };
+    let mut answers = Vec::with_capacity(requests as usize);
+    let mut last_id = String::new();
+    for i in 0..requests {
+        let request_id = format!("{}sampler-{nonce:016x}-{i}", target.request_id_prefix);
+        let report = prober
+            .probe_traced(&request_id, &prompt, abort, trace.next())
+            .await;
+        trace.sent(target, &request_id, &report, Vec::new());
+        match report.outcome {
+            Outcome::Finished(Ok(_)) => answers.push(report),
+            Outcome::Finished(Err(e)) => {
+                let category = e.category().as_str();
+                tracing::debug!(target = %target.id, request_id, error = %e, "sampler check failed");
+                series.round(category);
+                trace.finish(category, Some(e.to_string()));
+                return;
+            }
+            Outcome::Cut => return,
+        }
+        last_id = request_id;
+    }
+    let result = match semantics {
+        Some(semantics) => judge(
+            &answers[0],
+            &params,
+            semantics,
+            (state, series),
+            (&last_id, target.id.as_str()),
+        ),
+        None => diverse(&answers, (&last_id, target.id.as_str())),
+    };
+    series.round(result);
+    trace.set(KeyValue::new(
+        "inferprobe.sampler.server",
+        asked.server.as_str(),
+    ));
+    trace.finish(result, None);
+}
+
+/// Judge every sampled token of one answer; its PITs go to the window.
+fn judge(
+    report: &ProbeReport,
+    params: &Params,
+    semantics: support::Semantics,
+    (state, series): (&State, &SamplerSeries),
+    (request_id, target): (&str, &str),
+) -> &'static str {
+    let Some(logprobs) = &report.record.response.logprobs else {
+        return "unscored";
+    };
+    if let Some(why) = &logprobs.unreadable {
+        tracing::warn!(target, request_id, error = %why, "sampler check: the logprobs are unreadable");
+        return "unscored";
+    }
+    let (mut ok, mut outside, mut unscored) = (0u64, 0u64, 0u64);
+    let mut pits = Vec::with_capacity(logprobs.positions.len());
+    let mut rng = rand::rng();
+    for (at, position) in logprobs.positions.iter().enumerate() {
+        let judged = support::judge(position, params, semantics);
+        match judged.support {
+            Support::Inside => ok += 1,
+            Support::Unknown => unscored += 1,
+            Support::Outside => {
+                outside += 1;
+                tracing::warn!(
+                    target, request_id, position = at, token = %position.token.display(),
+                    logprob = position.logprob.unwrap_or(f64::NAN),
+                    temperature = params.temperature, top_k = params.top_k, top_p = params.top_p, min_p = params.min_p,
+                    "sampler check: a token no correct sampler draws (outside the support the request allows)"
+                );
+            }
+        }
+        if let Some((below, own)) = judged.pit {
+            pits.push(below + rng.random::<f64>() * own);
+        }
+    }
+    series.tokens("ok", ok);
+    series.tokens("outside_support", outside);
+    series.tokens("unscored", unscored);
+    let mut calibration = state.window.lock().unwrap_or_else(|e| e.into_inner());
+    let Calibration { window, in_row } = &mut *calibration;
+    for u in pits {
+        if let Some(tested) = window.push(u) {
+            *in_row = if tested.miscalibrated { *in_row + 1 } else { 0 };
+            series.window(&tested, *in_row);
+            if tested.miscalibrated {
+                tracing::warn!(
+                    target,
+                    chi2 = tested.chi2,
+                    p_value = tested.p_value,
+                    in_row = *in_row,
+                    "sampler check: the sampled tokens are miscalibrated against the distribution asked for (a wrong temperature, greedy decoding, a stuck random generator)"
+                );
+            }
+        }
+    }
+    match (outside, ok) {
+        (1.., _) => "outside_support",
+        (0, 0) => "unscored",
+        _ => "ok",
+    }
+}
+
+/// Answers to one prompt at temperature 1: all the same means sampling was ignored.
+fn diverse(answers: &[ProbeReport], (request_id, target): (&str, &str)) -> &'static str {
+    let texts: Vec<&str> = answers
+        .iter()
+        .map(|r| r.record.response.text.as_str())
+        .collect();
+    let Some(first) = texts.first() else {
+        return "unscored";
+    };
+    if texts.iter().any(|t| t.chars().count() < DIVERSE_MIN_CHARS) {
+        return "unscored";
+    }
+    if texts.iter().all(|t| t == first) {
+        tracing::warn!(target, request_id, answers = texts.len(), answer = %crate::error::snippet(first),
+            "sampler check: every answer at temperature 1 is the same: the sampling settings were ignored");
+        return "sampling_ignored";
+    }
+    "ok"
+}

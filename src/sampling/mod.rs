@@ -29,7 +29,7 @@ use crate::metrics::{SamplerSeries, SkipReason, TargetMetrics};
 use crate::otlp::CheckTrace;
 use crate::probe::Prober;
 use crate::scheduler::Context;
-use crate::ticker::Ticker;
+use crate::ticker::{Ticker, Warmup};
 use calibration::Window;
 
 /// Where a check's outcomes go.
@@ -63,7 +63,16 @@ pub async fn run(
     stop: CancellationToken,
     ctx: Context,
 ) {
-    let mut ticker = Ticker::new(spec.interval);
+    // A replica just found (a rollout's new version) is asked every setting back to back,
+    // one at a time, so a gate has each truncation exercised in seconds.
+    let n = spec.settings.len();
+    let warmup = Warmup {
+        least: n,
+        most: n,
+        at_once: 1,
+    };
+    let mut ticker = Ticker::with_warmup(spec.interval, warmup);
+    let pace = ticker.pace();
     let known = (spec.server != Server::Auto).then_some(spec.server);
     let state = Arc::new(State {
         server: Mutex::new(known),
@@ -95,12 +104,13 @@ pub async fn run(
             format!("sampler {}", prober.target.model),
             "inferprobe.sampler.result",
         );
-        let (prober, spec, state, series, abort) = (
+        let (prober, spec, state, series, abort, pace) = (
             Arc::clone(&prober),
             Arc::clone(&spec),
             Arc::clone(&state),
             Arc::clone(&series),
             ctx.abort.clone(),
+            Arc::clone(&pace),
         );
         ctx.probes.spawn(async move {
             let _permit = permit;
@@ -109,7 +119,11 @@ pub async fn run(
                 settings,
                 server,
             };
-            round::run(&prober, asked, (&state, &series), &abort, trace).await;
+            match round::run(&prober, asked, (&state, &series), &abort, trace).await {
+                Some(true) => pace.succeeded(),
+                Some(false) => pace.failed(),
+                None => {}
+            }
         });
     }
 }

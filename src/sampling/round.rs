@@ -40,7 +40,7 @@ pub(super) async fn run(
     (state, series): (&State, &Arc<SamplerSeries>),
     abort: &CancellationToken,
     mut trace: CheckTrace,
-) {
+) -> Option<bool> {
     let target = &prober.target;
     let nonce: u64 = rand::random();
     let semantics = asked.server.semantics();
@@ -90,9 +90,9 @@ pub(super) async fn run(
                 tracing::debug!(target = %target.id, request_id, error = %e, "sampler check failed");
                 series.round(category);
                 trace.finish(category, Some(e.to_string()));
-                return;
+                return Some(false);
             }
-            Outcome::Cut => return,
+            Outcome::Cut => return None,
         }
         last_id = request_id;
     }
@@ -112,6 +112,7 @@ pub(super) async fn run(
         asked.server.as_str(),
     ));
     trace.finish(result, None);
+    Some(true)
 }
 
 /// Judge every sampled token of one answer; its PITs go to the window.

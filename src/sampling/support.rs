@@ -99,9 +99,13 @@ pub fn judge(position: &Position, params: &Params, semantics: Semantics) -> Judg
     if listed.is_empty() {
         return Judged::UNKNOWN;
     }
+    // A raw distribution lists no token of no chance among its best: a list that does
+    // (vLLM's -9999 for a token the truncation dropped) is the processed one, whatever the
+    // server was said to send (vLLM started with `--logprobs-mode processed_logprobs`).
+    let dropped_listed = position.top.iter().any(|&(_, lp)| lp <= IMPOSSIBLE);
     match semantics {
-        Semantics::Raw => raw(own, &listed, params),
-        Semantics::Processed => processed(own, &listed),
+        Semantics::Raw if !dropped_listed => raw(own, &listed, params),
+        Semantics::Raw | Semantics::Processed => processed(own, &listed),
     }
 }
 

@@ -252,3 +252,15 @@ fn nothing_to_judge_is_unknown() {
         Support::Unknown
     );
 }
+
+#[test]
+fn a_processed_list_said_to_be_raw_is_read_as_processed() {
+    // vLLM with `--logprobs-mode processed_logprobs`, taken for the default: top-p 0.5 kept
+    // two tokens of 0.4 and 0.3 (renormalized 0.571 and 0.429); read as raw, the second
+    // would have 0.571 of the mass above it, over 0.5.
+    let listed = [(0.4f64 / 0.7).ln(), (0.3f64 / 0.7).ln(), -9999.0, -9999.0];
+    let p = params(1.0, 0, 0.5, 0.0);
+    let j = judge(&position((0.3f64 / 0.7).ln(), &listed), &p, Semantics::Raw);
+    assert_eq!(j.support, Support::Inside);
+    assert!(j.pit.is_some());
+}

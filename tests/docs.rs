@@ -201,7 +201,7 @@ fn documented_metrics() -> BTreeSet<String> {
 /// series until a discovered pool has them (Kubernetes, two versions); cached prompt
 /// tokens: none until a server reports them (the daemon here is scraped before a probe);
 /// a session's per-turn series: none until its turns ran.
-const ONLY_WHEN_USED: [(&str, &str); 15] = [
+const ONLY_WHEN_USED: [(&str, &str); 17] = [
     (
         "inferprobe_canary_baseline_checks",
         "tests/canary_groups.rs",
@@ -229,6 +229,11 @@ const ONLY_WHEN_USED: [(&str, &str); 15] = [
         "tests/session.rs",
     ),
     ("inferprobe_session_depth_tokens", "tests/session.rs"),
+    (
+        "inferprobe_sampler_calibration_statistic",
+        "tests/sampler.rs",
+    ),
+    ("inferprobe_sampler_calibration_p_value", "tests/sampler.rs"),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -254,6 +259,7 @@ async fn every_exported_metric_is_documented_and_every_documented_one_exported()
         canary = {{ interval = "1h", structured = true }}
         prefix_cache = {{ interval = "1h", objective = 0.9 }}
         session = {{ interval = "1h" }}
+        sampler = {{ interval = "1h" }}
         [[targets]]
         name = "k"
         url = "{}"

@@ -69,8 +69,14 @@ async fn a_healthy_sampler_reads_ok_in_both_logprob_semantics() {
             0.0
         );
         assert!(rounds(&s, "ok") >= 16.0, "{mode:?}: {}", rounds(&s, "ok"));
-        // Four windows at a false-alarm rate of 1e-4 each.
+        // Four windows at a false-alarm rate of 1e-4 each; the last one's figures.
         assert_eq!(windows(&s, "miscalibrated"), 0.0, "{mode:?}");
+        let p_value = s.sum("inferprobe_sampler_calibration_p_value", &[]);
+        let chi2 = s.sum("inferprobe_sampler_calibration_statistic", &[]);
+        assert!(
+            p_value >= 1e-4 && p_value <= 1.0 && chi2 >= 0.0,
+            "{p_value} {chi2}"
+        );
         // 64 tokens a round, every one judged.
         assert!(count(&s, "inferprobe_sampler_tokens_total", "ok") >= 16.0 * 64.0);
         assert_eq!(
@@ -145,4 +151,31 @@ async fn without_logprobs_answers_are_compared() {
         .await;
     daemon.stop().await;
     assert_eq!(rounds(&s, "ok"), 0.0);
+}
+
+/// A healthy replica over a day at the default rate (1,440 rounds of 64 tokens, time-scaled
+/// to a round every few milliseconds): no outside token, and no two windows in a row
+/// miscalibrated (two at all has a chance of 6e-4 at 360 windows and `alpha` 1e-4), so no
+/// sampler alert could fire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_day_fires_no_sampler_alert() {
+    let sim = start_sim(sim_config(SamplerFault::None, LogprobsMode::Raw)).await;
+    let daemon = start_daemon(&config(&sim.url(), "openai-chat", "").replace("20ms", "10ms")).await;
+    let s = daemon
+        .wait_for(Duration::from_secs(240), |s| {
+            rounds(s, "ok") + rounds(s, "outside_support") >= 1440.0
+        })
+        .await;
+    daemon.stop().await;
+    assert_eq!(
+        count(&s, "inferprobe_sampler_tokens_total", "outside_support"),
+        0.0
+    );
+    let windows_seen = windows(&s, "ok") + windows(&s, "miscalibrated");
+    assert!(windows_seen >= 300.0, "{windows_seen}");
+    assert!(
+        windows(&s, "miscalibrated") <= 1.0,
+        "{}",
+        windows(&s, "miscalibrated")
+    );
 }

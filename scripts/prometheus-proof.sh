@@ -146,6 +146,8 @@ canary = { interval = "1s", max_tokens = 8, structured = true }
 prefix_cache = { interval = "1s", prefix_tokens = 64, block_tokens = 16, objective = 0.5 }
 # An agent's session every 5 s, its depth turn to the simulator's advertised window.
 session = { interval = "5s", tool_gap = "0s", human_gap = "1s", long_gap = "2s", depth_tokens = "served", depth_every = 1, affinity_headers = ["x-session-id"], max_tokens = 16 }
+# The simulator's sampler every 2 s: a calibration window (256 tokens) every 8 s.
+sampler = { interval = "2s" }
 
 [[targets]]
 name = "completions"
@@ -175,6 +177,7 @@ slo = { ttft = "80ms", tpot = "10ms", itl = "20ms", e2el = "2s", objective = 0.9
 canary = { interval = "1s", max_tokens = 16, structured = true }
 prefix_cache = { interval = "1s", prefix_tokens = 64, block_tokens = 16, objective = 0.9 }
 session = { interval = "5s", tool_gap = "0s", human_gap = "1s", long_gap = "2s", depth_tokens = "served", depth_every = 1, affinity_headers = ["x-session-id"], max_tokens = 16 }
+sampler = { interval = "2s" }
 EOF
   # On node b, a block whose file does not exist: discovery_up 0, InferprobeDiscoveryDown.
   if [ "$1" = b ]; then

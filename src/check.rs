@@ -78,6 +78,9 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
                 );
             }
         }
+        if let Some(spec) = &target.sampler {
+            say!("  {}: {}", target.name, spec.describe());
+        }
         if let Some(canary) = &target.canary {
             say!(
                 "  {}: {}",
@@ -352,6 +355,13 @@ fn cost(target: &Target, max_replicas: Option<usize>) -> Option<String> {
         parts.push(format!(
             "the session check about {p} prompt ({} cached on a healthy cache) and at most {o} output tokens",
             spec.cached_tokens_per_hour()
+        ));
+        (prompt, output) = (prompt + p, output + o);
+    }
+    if let Some(spec) = &target.sampler {
+        let (p, o) = spec.tokens_per_hour();
+        parts.push(format!(
+            "the sampler check about {p} prompt and at most {o} output tokens"
         ));
         (prompt, output) = (prompt + p, output + o);
     }

@@ -56,6 +56,11 @@ SESSION_RANGE = {"fn": "increase", "window": "$__range"}
 POD = 'pod=~"$pod"'
 
 
+# The sampler check (a round of 64 sampled tokens a minute per replica, docs/sampling.md):
+# its table is over the time range, like the sessions'.
+SAMPLER_TOKENS = "inferprobe_sampler_tokens_total"
+
+
 def session_hit_share(*extra):
     """Per target and kind of turn over the range: cache hits over hits and misses, 0 where
     none hit (a hit series is made at the first hit)."""
@@ -344,6 +349,58 @@ PANELS = [
             *((f"max by ({SITE}, target, pod) (inferprobe_session_{m}_tokens{sel()})",
                f"{{{{target}}}} {{{{pod}}}} {k}")
               for m, k in (("served_window", "window"), ("depth", "depth"))),
+        ),
+    ]),
+    row("Sampler", 107, collapsed=True, panels=[
+        table(
+            "Sampler by target and replica (over the time range)", (0, 108, 24, 8),
+            "The sampler check over the time range picked, per target and replica: the sampled "
+            "tokens judged against the temperature, top-k, top-p and min-p their request asked "
+            "for, those no correct sampler draws (outside support: InferprobeSamplerOutsideSupport "
+            "pages on a replica whose peers have none), the calibration windows whose proportions "
+            "failed the χ² test, the rounds without logprobs whose answers at temperature 1 were "
+            "all the same, and the last window's p-value (uniform on a healthy sampler). The "
+            "alerts and what to check: docs/alerts.md, Sampler.",
+            "short",
+            summed(SAMPLER_TOKENS, "target", "pod", fn="increase", window="$__range",
+                   extra=('result=~"ok|outside_support"',)),
+            summed(SAMPLER_TOKENS, "target", "pod", fn="increase", window="$__range",
+                   extra=('result="outside_support"',)),
+            summed("inferprobe_sampler_calibration_windows_total", "target", "pod",
+                   fn="increase", window="$__range", extra=('result="miscalibrated"',)),
+            summed("inferprobe_sampler_checks_total", "target", "pod", fn="increase",
+                   window="$__range", extra=('result="sampling_ignored"',)),
+            f"min by ({SITE}, target, pod) (inferprobe_sampler_calibration_p_value{sel()})",
+            overrides=[
+                override("Outside support", ("color", {"mode": "thresholds"}),
+                         ("thresholds", thresholds("green", (1, "red"))),
+                         ("custom.cellOptions", {"type": "color-text"})),
+                override("Last p-value", ("unit", "none"), ("decimals", 4)),
+                override("target", ("links", [TARGET_CELL_LINK])),
+            ],
+            transformations=merged(["target", "pod"], [
+                "Tokens judged", "Outside support", "Windows miscalibrated",
+                "Rounds ignored", "Last p-value",
+            ]),
+        ),
+        timeseries(
+            "Sampled tokens outside the support", (0, 116, 12, 8),
+            "Per target and replica, the sampled tokens no correct sampler draws under their "
+            "request's settings: any is evidence (a broken top-k or top-p kernel, corrupt "
+            "logits). The daemon's WARN lines name each token, its position and the settings.",
+            series("short", "tokens", links=True),
+            (summed(SAMPLER_TOKENS, "target", "pod", fn="increase",
+                    extra=('result="outside_support"',)), "{{target}} {{pod}}"),
+        ),
+        timeseries(
+            "Miscalibrated windows in a row", (12, 116, 12, 8),
+            "Per target and replica, the calibration windows in a row whose sampled tokens failed "
+            "the χ² test (a wrong temperature, greedy decoding forced, a stuck random generator). "
+            "Two, the red line, is InferprobeSamplerMiscalibrated.",
+            series("short", "windows", steps=thresholds("green", (2, "red")), lines=True,
+                   links=True),
+            (f"max by ({SITE}, target, pod) (inferprobe_sampler_miscalibrated_windows_in_row{sel()})",
+             "{{target}} {{pod}}"),
         ),
     ]),
 ]

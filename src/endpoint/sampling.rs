@@ -103,8 +103,8 @@ impl SamplingSpec {
         }
     }
 
-    /// Prompt and output tokens an hour, at most (`Auto` priced as the logprob round: one
-    /// request).
+    /// Prompt and output tokens an hour, at most (`Auto` priced as the round without
+    /// logprobs, the dearer: it is not known which the server gets until it answers).
     pub fn tokens_per_hour(&self) -> (u64, u64) {
         let requests = self.rounds_per_hour() * self.requests_per_round() as f64;
         (
@@ -124,7 +124,7 @@ impl SamplingSpec {
             s => format!("{}'s logprobs, {} listed per token", s.as_str(), self.top_logprobs),
         };
         format!(
-            "sampling check every {}, {} output tokens a round, {} settings in turn; {how}; calibration over {} tokens (false alarm {} a window, two in a row to warn)",
+            "sampler check every {}, {} output tokens a round, {} settings in turn; {how}; calibration over {} tokens (false alarm {} a window, two in a row to warn)",
             humantime::format_duration(self.interval),
             self.max_tokens,
             self.settings.len(),

@@ -42,6 +42,12 @@ pub(super) const EXPORTED_SERIES: &[&str] = &[
     "inferprobe_session_refusal_open",
     "inferprobe_session_served_window_tokens",
     "inferprobe_session_depth_tokens",
+    // The sampler check (issue 57): its rounds, tokens, windows and the last window's test.
+    "inferprobe_sampler_checks_total",
+    "inferprobe_sampler_tokens_total",
+    "inferprobe_sampler_calibration_windows_total",
+    "inferprobe_sampler_calibration_p_value",
+    "inferprobe_sampler_miscalibrated_windows_in_row",
 ];
 
 /// The histograms that carry native buckets beside their classic ones (a protobuf scrape):

@@ -74,7 +74,7 @@ async fn a_healthy_sampler_reads_ok_in_both_logprob_semantics() {
         let p_value = s.sum("inferprobe_sampler_calibration_p_value", &[]);
         let chi2 = s.sum("inferprobe_sampler_calibration_statistic", &[]);
         assert!(
-            p_value >= 1e-4 && p_value <= 1.0 && chi2 >= 0.0,
+            (1e-4..=1.0).contains(&p_value) && chi2 >= 0.0,
             "{p_value} {chi2}"
         );
         // 64 tokens a round, every one judged.

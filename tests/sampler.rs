@@ -83,6 +83,10 @@ async fn a_healthy_sampler_reads_ok_in_both_logprob_semantics() {
             count(&s, "inferprobe_sampler_tokens_total", "unscored"),
             0.0
         );
+        // A seeded pair every 10 rounds: the simulator draws a seeded request from its seed.
+        let seeds = |r| count(&s, "inferprobe_sampler_seed_checks_total", r);
+        assert!(seeds("reproduced") >= 1.0, "{mode:?}");
+        assert_eq!(seeds("differed") + seeds("failed"), 0.0, "{mode:?}");
         // Apart from latency: no probe of the target's own.
         assert_eq!(s.requests("s"), 0.0, "{mode:?}");
     }

@@ -293,7 +293,7 @@ pub struct RawPrefixCache {
 }
 
 /// `sampler = { interval, settings, max_tokens, top_logprobs, server, window, alpha,
-/// samples }` (docs/sampling.md).
+/// samples, seed_every }` (docs/sampling.md).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RawSampler {
@@ -307,6 +307,8 @@ pub struct RawSampler {
     pub window: Option<u64>,
     pub alpha: Option<f64>,
     pub samples: Option<u64>,
+    /// Every this many rounds, a seeded pair (0: never).
+    pub seed_every: Option<u64>,
 }
 
 /// One round's `{ temperature, top_k, top_p, min_p }`.

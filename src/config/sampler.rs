@@ -21,6 +21,8 @@ const DEFAULT_WINDOW: u64 = 256;
 const DEFAULT_ALPHA: f64 = 1e-4;
 /// Answers compared per round without logprobs.
 const DEFAULT_SAMPLES: u64 = 3;
+/// A seeded pair every 10 rounds: two more requests every 10 minutes.
+const DEFAULT_SEED_EVERY: u64 = 10;
 
 /// The rounds' settings when none are given: a production-like one (Qwen's recommended
 /// 0.7 / 20 / 0.8), then one where each truncation is the one that binds, so a sampler
@@ -161,6 +163,20 @@ pub(super) fn sampler(
         2,
         16,
     )? as u32;
+    // Seeds are OpenAI's field: the Messages, Responses, TGI and Triton APIs take none
+    // (or under another name, with other promises).
+    let seeds = logprobs;
+    let seed_every = match raw.seed_every {
+        Some(n) if n > 0 && !seeds => {
+            return Err(ConfigError::new(
+                at("seed_every"),
+                format!("{backend} takes no `seed`: the seeded pair needs openai or openai-chat"),
+            ));
+        }
+        Some(n) => in_range(&at("seed_every"), n, 0, 10_000)? as u32,
+        None if seeds => DEFAULT_SEED_EVERY as u32,
+        None => 0,
+    };
     Ok(SamplingSpec {
         interval,
         settings,
@@ -170,5 +186,6 @@ pub(super) fn sampler(
         window,
         alpha,
         samples,
+        seed_every,
     })
 }

@@ -26,6 +26,9 @@ pub struct SamplingSpec {
     /// Without logprobs: answers per round at temperature 1, all identical meaning the
     /// sampling settings were ignored.
     pub samples: u32,
+    /// Every this many rounds (0: never), a seeded pair too: the same request twice with one
+    /// seed, its answers compared. Reported, never paged on.
+    pub seed_every: u32,
 }
 
 /// Which server's sampling semantics to assume (docs/sampling.md, "What each server
@@ -96,17 +99,21 @@ impl SamplingSpec {
     }
 
     /// Requests a round sends: one with logprobs, or `samples` without.
-    fn requests_per_round(&self) -> u64 {
-        match self.server.semantics() {
-            Some(_) => 1,
-            None => u64::from(self.samples),
+    fn requests_per_round(&self) -> f64 {
+        let round = match self.server.semantics() {
+            Some(_) => 1.0,
+            None => f64::from(self.samples),
+        };
+        match self.seed_every {
+            0 => round,
+            n => round + 2.0 / f64::from(n),
         }
     }
 
     /// Prompt and output tokens an hour, at most (`Auto` priced as the round without
     /// logprobs, the dearer: it is not known which the server gets until it answers).
     pub fn tokens_per_hour(&self) -> (u64, u64) {
-        let requests = self.rounds_per_hour() * self.requests_per_round() as f64;
+        let requests = self.rounds_per_hour() * self.requests_per_round();
         (
             (requests * PROMPT_TOKENS as f64).round() as u64,
             (requests * f64::from(self.max_tokens)).round() as u64,

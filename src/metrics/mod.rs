@@ -345,7 +345,7 @@ impl Metrics {
             sampler: target
                 .sampler
                 .as_ref()
-                .map(|_| self.sampler.series(&labels)),
+                .map(|spec| self.sampler.series(&labels, spec.seed_every > 0)),
             labels,
             snapshot: Arc::clone(&self.snapshot),
             registered: self.prompt_tokens_total.clone(),

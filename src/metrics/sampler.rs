@@ -21,12 +21,15 @@ pub const ROUND_RESULTS: [&str; 4] = ["ok", "outside_support", "sampling_ignored
 /// A sampled token's.
 pub const TOKEN_RESULTS: [&str; 3] = ["ok", "outside_support", "unscored"];
 const WINDOW_RESULTS: [&str; 2] = ["ok", "miscalibrated"];
+/// A seeded pair's.
+pub const SEED_RESULTS: [&str; 3] = ["reproduced", "differed", "failed"];
 
 #[derive(Clone, Debug, Default)]
 pub(super) struct SamplerFamilies {
     rounds: LabeledFamily<OneLabel, Counter>,
     tokens: LabeledFamily<OneLabel, Counter>,
     windows: LabeledFamily<OneLabel, Counter>,
+    seeds: LabeledFamily<OneLabel, Counter>,
     statistic: LabeledFamily<TargetLabels, F64Gauge>,
     p_value: LabeledFamily<TargetLabels, F64Gauge>,
     in_row: LabeledFamily<TargetLabels, Gauge>,
@@ -56,6 +59,15 @@ impl SamplerSeries {
             .tokens
             .get_or_insert(key, Counter::default)
             .inc_by(n);
+    }
+
+    /// A seeded pair's result: one of [`SEED_RESULTS`].
+    pub fn seed(&self, result: &'static str) {
+        let key = (self.target.clone(), [(labels::RESULT, result)]);
+        self.families
+            .seeds
+            .get_or_insert(key, Counter::default)
+            .inc();
     }
 
     /// A full window's test, and how many windows in a row have failed.
@@ -98,6 +110,11 @@ impl SamplerFamilies {
             self.windows.clone(),
         );
         r.register(
+            "sampler_seed_checks",
+            "Seeded pairs of the sampler check (one request sent twice with one seed, every seed_every rounds) by result: reproduced (the same answer), differed, failed (a request failed); reported, never paged on",
+            self.seeds.clone(),
+        );
+        r.register(
             "sampler_calibration_statistic",
             "The last calibration window's χ² statistic (9 degrees of freedom)",
             self.statistic.clone(),
@@ -115,7 +132,15 @@ impl SamplerFamilies {
     }
 
     /// A target's series, the ones alerts read at 0 from the start.
-    pub(super) fn series(&self, target: &TargetLabels) -> SamplerSeries {
+    pub(super) fn series(&self, target: &TargetLabels, seeds: bool) -> SamplerSeries {
+        if seeds {
+            for result in SEED_RESULTS {
+                self.seeds.get_or_insert(
+                    (target.clone(), [(labels::RESULT, result)]),
+                    Counter::default,
+                );
+            }
+        }
         for result in ROUND_RESULTS {
             self.rounds.get_or_insert(
                 (target.clone(), [(labels::RESULT, result)]),
@@ -142,7 +167,7 @@ impl SamplerFamilies {
     }
 
     pub(super) fn remove(&self, target: &TargetLabels) {
-        for family in [&self.rounds, &self.tokens, &self.windows] {
+        for family in [&self.rounds, &self.tokens, &self.windows, &self.seeds] {
             family.retain(|(l, _)| l != target);
         }
         self.statistic.remove(target);

@@ -97,6 +97,7 @@ pub async fn run(
         }
         let settings = spec.settings[(round % spec.settings.len() as u64) as usize];
         round += 1;
+        let seeded = spec.seed_every > 0 && round % u64::from(spec.seed_every) == 0;
         let trace = CheckTrace::new(
             ctx.spans.clone(),
             ctx.sample(),
@@ -118,6 +119,7 @@ pub async fn run(
                 spec: &spec,
                 settings,
                 server,
+                seeded,
             };
             match round::run(&prober, asked, (&state, &series), &abort, trace).await {
                 Some(true) => pace.succeeded(),

@@ -16,6 +16,8 @@ pub struct Sampled {
     /// Alternatives per token; 0: no logprobs (the diversity test).
     pub top_logprobs: u32,
     pub server: Server,
+    /// A seeded pair's seed (the reproducibility report); none otherwise.
+    pub seed: Option<u64>,
 }
 
 // Settings are validated finite numbers: equality is total.
@@ -50,6 +52,9 @@ pub fn apply(backend: BackendKind, body: &mut Map<String, Value>, s: &Sampled) {
     }
     let p = &s.params;
     body.insert("temperature".into(), Value::from(p.temperature));
+    if let Some(seed) = s.seed {
+        body.insert("seed".into(), Value::from(seed));
+    }
     match backend {
         BackendKind::OpenAi | BackendKind::OpenAiChat => {}
         BackendKind::Tgi => {
@@ -151,6 +156,7 @@ mod tests {
             params,
             top_logprobs: 20,
             server: Server::Vllm,
+            seed: None,
         };
         apply(BackendKind::OpenAiChat, &mut b, &s);
         assert_eq!(
@@ -170,6 +176,14 @@ mod tests {
         assert_eq!(b["post_sampling_probs"], json!(true));
         assert_eq!(b["repeat_penalty"], json!(1.0));
         assert!(!b.contains_key("repetition_penalty"));
+        // A seeded pair's request carries its seed.
+        let mut b = body();
+        apply(
+            BackendKind::OpenAiChat,
+            &mut b,
+            &Sampled { seed: Some(7), ..s },
+        );
+        assert_eq!(b["seed"], json!(7));
         // Not established: temperature alone, nothing a strict API would refuse.
         let mut b = body();
         let s = Sampled {

@@ -21,6 +21,8 @@ pub(super) struct Asked<'a> {
     pub spec: &'a SamplingSpec,
     pub settings: Params,
     pub server: Server,
+    /// A seeded pair after the round (the reproducibility report).
+    pub seeded: bool,
 }
 
 /// A prompt whose next token has many plausible values on any model.
@@ -70,6 +72,7 @@ pub(super) async fn run(
             params,
             top_logprobs,
             server: asked.server,
+            seed: None,
         }),
         structure: None,
         cache_breakpoint: None,
@@ -111,8 +114,56 @@ pub(super) async fn run(
         "inferprobe.sampler.server",
         asked.server.as_str(),
     ));
+    if asked.seeded {
+        let reproduced = seeded_pair(prober, &prompt, series, abort, &mut trace).await;
+        trace.set(KeyValue::new("inferprobe.sampler.seed", reproduced));
+    }
     trace.finish(result, None);
     Some(true)
+}
+
+/// The round's request twice more with one seed, its answers compared: `reproduced`,
+/// `differed`, or `failed` (a request failed or was cut). Reported, never paged on: vLLM
+/// reproduces a seeded request only under batch invariance, hosted APIs promise "best
+/// effort".
+async fn seeded_pair(
+    prober: &Prober,
+    prompt: &Prompt,
+    series: &SamplerSeries,
+    abort: &CancellationToken,
+    trace: &mut CheckTrace,
+) -> &'static str {
+    let target = &prober.target;
+    let nonce: u64 = rand::random();
+    let mut prompt = prompt.clone();
+    prompt.text = prompt_text(nonce);
+    if let Some(sampled) = &mut prompt.sampled {
+        sampled.seed = Some(rand::random::<u32>().into());
+        sampled.top_logprobs = 0;
+    }
+    let mut texts = Vec::with_capacity(2);
+    for i in 0..2 {
+        let request_id = format!("{}sampler-seed-{nonce:016x}-{i}", target.request_id_prefix);
+        let report = prober
+            .probe_traced(&request_id, &prompt, abort, trace.next())
+            .await;
+        trace.sent(target, &request_id, &report, Vec::new());
+        match report.outcome {
+            Outcome::Finished(Ok(_)) => texts.push(report.record.response.text),
+            Outcome::Finished(Err(_)) | Outcome::Cut => {
+                series.seed("failed");
+                return "failed";
+            }
+        }
+    }
+    let result = if texts[0] == texts[1] {
+        "reproduced"
+    } else {
+        tracing::debug!(target = %target.id, "sampler check: a seeded request answered differently the second time");
+        "differed"
+    };
+    series.seed(result);
+    result
 }
 
 /// Judge every sampled token of one answer; its PITs go to the window.

@@ -146,6 +146,7 @@ fn sampling(body: &Value) -> Option<super::sampler::Sampling> {
         top_k: at("top_k").filter(|k| *k > 0.0).map_or(0, |k| k as u32),
         top_p: at("top_p").filter(|p| *p > 0.0 && *p < 1.0).unwrap_or(1.0),
         min_p: at("min_p").filter(|p| *p > 0.0 && *p <= 1.0).unwrap_or(0.0),
+        seed: body.get("seed").and_then(Value::as_u64),
     })
 }
 

@@ -50,6 +50,8 @@ pub struct Sampling {
     pub top_k: u32,
     pub top_p: f64,
     pub min_p: f64,
+    /// The request's seed: its draws are the seed's, so a seeded request is reproduced.
+    pub seed: Option<u64>,
 }
 
 impl Eq for Sampling {}
@@ -151,6 +153,11 @@ impl super::model::ModelFlags {
         rng: &mut impl Rng,
     ) -> Vec<ToyToken> {
         let mut prefix = mix(self.weights_seed ^ hash(0, prompt.as_bytes()));
+        let mut seeded = s.seed.map(rand::rngs::StdRng::seed_from_u64);
+        let rng: &mut dyn rand::Rng = match &mut seeded {
+            Some(seeded) => seeded,
+            None => rng,
+        };
         let applied = match self.sampler_fault {
             SamplerFault::TopKIgnored => Sampling { top_k: 0, ..*s },
             SamplerFault::TopPIgnored => Sampling { top_p: 1.0, ..*s },
@@ -223,6 +230,7 @@ mod tests {
             top_k: 3,
             top_p: 1.0,
             min_p: 0.0,
+            seed: None,
         };
         let p = processed(&raw, &s);
         assert_eq!(p[3], 0.0);

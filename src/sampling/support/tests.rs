@@ -21,6 +21,7 @@ fn sampling(p: &Params) -> Sampling {
         top_k: p.top_k,
         top_p: p.top_p,
         min_p: p.min_p,
+        seed: None,
     }
 }
 

@@ -116,6 +116,7 @@ mod tests {
             }
         }
         let rate = f64::from(failed) / f64::from(windows);
+        eprintln!("{failed} of {windows} uniform windows failed at alpha {alpha}: {rate}");
         // 200 expected; four standard deviations either way.
         assert!(
             (rate - alpha).abs() < 4.0 * (alpha / 20_000.0).sqrt(),

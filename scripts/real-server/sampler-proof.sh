@@ -6,11 +6,12 @@
 #   bash scripts/real-server/sampler-proof.sh [TOKENS] [SECONDS] [ALPHA]
 #
 # One llama-server with the tiny random-weight model (scripts/real-server/setup.sh), four
-# slots, on 127.0.0.1. Four sampler targets on it, two through completions and two through
-# chat (four rounds in flight: a target asks one
-# round at a time) rotate through the full grid, temperature {0.5, 1, 1.5} x top_k {1, 5, 20}
-# x top_p {0.5, 0.9, 1} x min_p {0, 0.1}: 54 settings, 256 tokens a round, every 20 ms, until
-# TOKENS (default 100,000) sampled tokens are judged or SECONDS (default 1200) pass. ALPHA
+# slots, on 127.0.0.1. Four sampler targets on it (a target asks one round at a time: four
+# keep every slot busy), two through completions and two through chat, asked for
+# `post_sampling_probs` (`server = "llama.cpp"`), rotate through the full grid, temperature
+# {0.5, 1, 1.5} x top_k {1, 5, 20} x top_p {0.5, 0.9, 1} x min_p {0, 0.1}: 54 settings, 256
+# tokens a round, every 20 ms, until TOKENS (default 100,000) sampled tokens are judged or
+# SECONDS (default 1200) pass (500,000 took under 4 minutes on 2 cores). ALPHA
 # (default 0.01, not the daemon's 1e-4) makes the false-alarm rate measurable: about 1% of
 # healthy windows fail. A random model's next token is never sure, so every truncation
 # binds somewhere in the grid. Passes when no token is outside the support, no round failed

@@ -7,13 +7,14 @@
 #
 # One vLLM (CPU) with the tiny random-weight Llama, its default `--logprobs-mode
 # raw_logprobs`, read as `server = "vllm"`: the judge rebuilds the processed distribution
-# from the raw logprobs in vLLM's order. TARGETS (default 4) sampler targets on it, through
+# from the raw logprobs in vLLM's order. TARGETS (default 8) sampler targets on it, through
 # chat (the sampled token's own logprob listed beside the top 19 others), each with a round
 # in flight, so vLLM batches them (a batch's rows sampled with different settings, as in
 # production), rotate through the full grid, temperature {0.5, 1, 1.5} x top_k {1, 5, 20} x
 # top_p {0.5, 0.9, 1} x min_p {0, 0.1}: 54 settings, MAX_TOKENS (default 128) a round,
 # until TOKENS (default 100,000) sampled tokens are judged or SECONDS (default 1800) pass
-# (vLLM on 2 CPU cores is slow: the report says how many were reached). ALPHA (default
+# (the report says how many were reached; 400,000 took about 5 minutes on 2 cores, after
+# about a minute of vLLM's start). ALPHA (default
 # 0.01, not the daemon's 1e-4) makes the false-alarm rate measurable. Passes as
 # scripts/real-server/sampler_watch.py says.
 #
@@ -24,7 +25,7 @@ cd "$(dirname "$0")/../.."
 TOKENS=${1:-100000}
 SECONDS_TO_RUN=${2:-1800}
 ALPHA=${3:-0.01}
-TARGETS=${4:-4}
+TARGETS=${4:-8}
 MAX_TOKENS=${5:-128}
 { read -r PY; read -r MODEL; read -r _; } < <(bash scripts/real-vllm/setup.sh)
 # The release build (INFERPROBE_BIN: a binary already built from this tree instead).

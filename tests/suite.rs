@@ -94,6 +94,8 @@ mod real_server;
 mod real_server_canary;
 #[path = "real_server_prefix.rs"]
 mod real_server_prefix;
+#[path = "real_server_sampler.rs"]
+mod real_server_sampler;
 #[path = "real_server_session.rs"]
 mod real_server_session;
 #[path = "real_server_structured.rs"]

@@ -342,10 +342,13 @@ impl Metrics {
                 .session
                 .as_ref()
                 .map(|_| self.session.series(&labels)),
-            sampler: target
-                .sampler
-                .as_ref()
-                .map(|spec| self.sampler.series(&labels, spec.seed_every > 0)),
+            sampler: target.sampler.as_ref().map(|spec| {
+                // The version the replica serves, as its canary checks are grouped (a
+                // gate selects both alike); the pod's template hash without a canary.
+                let group = target.canary_group().or_else(|| target.revision.clone());
+                let group = group.as_deref().unwrap_or("");
+                self.sampler.series(&labels, group, spec.seed_every > 0)
+            }),
             labels,
             snapshot: Arc::clone(&self.snapshot),
             registered: self.prompt_tokens_total.clone(),

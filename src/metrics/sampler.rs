@@ -2,7 +2,10 @@
 //! the sampled tokens by whether a correct sampler could have drawn them, the calibration
 //! windows by result, and the last window's statistic. A round's requests reach none of
 //! the target's own series: they carry logprobs (which can switch speculative decoding
-//! off) and a prompt that is not the workload's.
+//! off) and a prompt that is not the workload's. Each series carries the replica's
+//! `group`, the version it serves as the canary groups it (`canary.group_by`, else the
+//! pod's template hash), so a rollout gate selects the new version's replicas as it does
+//! their canary checks (config/rollouts/).
 
 use std::sync::atomic::AtomicU64;
 
@@ -13,7 +16,10 @@ use prometheus_client::registry::Registry;
 use super::{LabeledFamily, TargetLabels, labels};
 use crate::sampling::calibration::Tested;
 
-type OneLabel = (TargetLabels, [(&'static str, &'static str); 1]);
+/// The replica's `group` label.
+type Group = [(&'static str, String); 1];
+type OneLabel = (TargetLabels, (Group, [(&'static str, &'static str); 1]));
+type Grouped = (TargetLabels, Group);
 type F64Gauge = Gauge<f64, AtomicU64>;
 
 /// A round's results made at 0 from the start (error categories are made at first use).
@@ -30,22 +36,27 @@ pub(super) struct SamplerFamilies {
     tokens: LabeledFamily<OneLabel, Counter>,
     windows: LabeledFamily<OneLabel, Counter>,
     seeds: LabeledFamily<OneLabel, Counter>,
-    statistic: LabeledFamily<TargetLabels, F64Gauge>,
-    p_value: LabeledFamily<TargetLabels, F64Gauge>,
-    in_row: LabeledFamily<TargetLabels, Gauge>,
+    statistic: LabeledFamily<Grouped, F64Gauge>,
+    p_value: LabeledFamily<Grouped, F64Gauge>,
+    in_row: LabeledFamily<Grouped, Gauge>,
 }
 
 /// One target's.
 #[derive(Clone, Debug)]
 pub struct SamplerSeries {
-    target: TargetLabels,
+    target: Grouped,
     families: SamplerFamilies,
 }
 
 impl SamplerSeries {
+    fn key(&self, result: &'static str) -> OneLabel {
+        let (target, group) = self.target.clone();
+        (target, (group, [(labels::RESULT, result)]))
+    }
+
     /// A round's result: one of [`ROUND_RESULTS`] or an error category.
     pub fn round(&self, result: &'static str) {
-        let key = (self.target.clone(), [(labels::RESULT, result)]);
+        let key = self.key(result);
         self.families
             .rounds
             .get_or_insert(key, Counter::default)
@@ -54,7 +65,7 @@ impl SamplerSeries {
 
     /// Tokens judged: one of [`TOKEN_RESULTS`].
     pub fn tokens(&self, result: &'static str, n: u64) {
-        let key = (self.target.clone(), [(labels::RESULT, result)]);
+        let key = self.key(result);
         self.families
             .tokens
             .get_or_insert(key, Counter::default)
@@ -63,7 +74,7 @@ impl SamplerSeries {
 
     /// A seeded pair's result: one of [`SEED_RESULTS`].
     pub fn seed(&self, result: &'static str) {
-        let key = (self.target.clone(), [(labels::RESULT, result)]);
+        let key = self.key(result);
         self.families
             .seeds
             .get_or_insert(key, Counter::default)
@@ -75,10 +86,7 @@ impl SamplerSeries {
         let f = &self.families;
         let result = WINDOW_RESULTS[usize::from(tested.miscalibrated)];
         f.windows
-            .get_or_insert(
-                (self.target.clone(), [(labels::RESULT, result)]),
-                Counter::default,
-            )
+            .get_or_insert(self.key(result), Counter::default)
             .inc();
         f.statistic
             .get_or_insert(self.target.clone(), F64Gauge::default)
@@ -131,47 +139,53 @@ impl SamplerFamilies {
         );
     }
 
-    /// A target's series, the ones alerts read at 0 from the start.
-    pub(super) fn series(&self, target: &TargetLabels, seeds: bool) -> SamplerSeries {
+    /// A target's series in `group` (its replica's version; "" for none), the ones alerts
+    /// and gates read at 0 from the start (the seeded pairs' with `seeds`). A target whose
+    /// group changed loses the old group's series.
+    pub(super) fn series(&self, target: &TargetLabels, group: &str, seeds: bool) -> SamplerSeries {
+        let grouped: Grouped = (target.clone(), [(labels::GROUP, group.to_owned())]);
+        let other = |(l, (g, _)): &OneLabel| l == target && *g != grouped.1;
+        for family in [&self.rounds, &self.tokens, &self.windows, &self.seeds] {
+            family.retain(|k| !other(k));
+        }
+        for family in [&self.statistic, &self.p_value] {
+            family.retain(|(l, g)| l != target || *g == grouped.1);
+        }
+        self.in_row.retain(|(l, g)| l != target || *g == grouped.1);
+        let series = SamplerSeries {
+            target: grouped,
+            families: self.clone(),
+        };
         if seeds {
             for result in SEED_RESULTS {
-                self.seeds.get_or_insert(
-                    (target.clone(), [(labels::RESULT, result)]),
-                    Counter::default,
-                );
+                self.seeds
+                    .get_or_insert(series.key(result), Counter::default);
             }
         }
         for result in ROUND_RESULTS {
-            self.rounds.get_or_insert(
-                (target.clone(), [(labels::RESULT, result)]),
-                Counter::default,
-            );
+            self.rounds
+                .get_or_insert(series.key(result), Counter::default);
         }
         for result in TOKEN_RESULTS {
-            self.tokens.get_or_insert(
-                (target.clone(), [(labels::RESULT, result)]),
-                Counter::default,
-            );
+            self.tokens
+                .get_or_insert(series.key(result), Counter::default);
         }
         for result in WINDOW_RESULTS {
-            self.windows.get_or_insert(
-                (target.clone(), [(labels::RESULT, result)]),
-                Counter::default,
-            );
+            self.windows
+                .get_or_insert(series.key(result), Counter::default);
         }
-        self.in_row.get_or_insert(target.clone(), Gauge::default);
-        SamplerSeries {
-            target: target.clone(),
-            families: self.clone(),
-        }
+        self.in_row
+            .get_or_insert(series.target.clone(), Gauge::default);
+        series
     }
 
     pub(super) fn remove(&self, target: &TargetLabels) {
         for family in [&self.rounds, &self.tokens, &self.windows, &self.seeds] {
             family.retain(|(l, _)| l != target);
         }
-        self.statistic.remove(target);
-        self.p_value.remove(target);
-        self.in_row.remove(target);
+        for family in [&self.statistic, &self.p_value] {
+            family.retain(|(l, _)| l != target);
+        }
+        self.in_row.retain(|(l, _)| l != target);
     }
 }

@@ -8,11 +8,19 @@
 
 use crate::common;
 
+use std::path::Path;
+use std::time::{Duration, Instant};
+
 use common::canary::sim;
-use common::gates::{self, ArgoLimits, Phase};
-use common::rollout::{Gate, prompts, prove};
+use common::gates::{self, ArgoLimits, Canary, Phase};
+use common::prometheus::Prometheus;
+use common::rollout::{
+    ALIKE, Analysis, FLAGGER_ROLLBACK, Gate, Labels, STABLE, TWO_MINUTES, prompts, prove,
+    write_pool,
+};
 use common::templates::{argo, flagger};
-use common::{Sim, start_sim};
+use common::{Sim, start_daemon, start_sim};
+use inferprobe::sim::sampler::SamplerFault;
 
 #[test]
 fn the_templates_have_what_their_controllers_read() {
@@ -22,7 +30,7 @@ fn the_templates_have_what_their_controllers_read() {
         ("stable-hash", "5d8f7c9b4"),
     ]);
     let names: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
-    assert_eq!(names, ["baseline-divergence", "known-answers"]);
+    assert_eq!(names, ["baseline-divergence", "known-answers", "sampler"]);
     for m in &metrics {
         // Waiting for data is Inconclusive, never Error: each query ends in a fallback.
         assert!(
@@ -43,7 +51,11 @@ fn the_templates_have_what_their_controllers_read() {
     let names: Vec<&str> = templates.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
-        ["inferprobe-baseline-divergence", "inferprobe-wrong-answers"]
+        [
+            "inferprobe-baseline-divergence",
+            "inferprobe-wrong-answers",
+            "inferprobe-sampler"
+        ]
     );
     for (_, query) in &templates {
         // The canary by its group, which a DaemonSet's pod names cannot tell.
@@ -239,4 +251,207 @@ async fn the_gates_on_servers_named_by_the_environment() {
     };
     let report = prove(dir.path(), &gate).await.expect("Prometheus");
     eprintln!("{report}");
+}
+
+/// The new version whose sampler ignores top-k.
+const TOP_K_IGNORED: &str = "2b1a0f9e8";
+
+/// A file_sd block checked by the canary and the sampler check, every minute scaled.
+fn sampled_block(name: &str, file: &Path, prompts: &Path, group_by: &str, scale: u64) -> String {
+    format!(
+        r#"
+        [[discovery]]
+        name = "{name}"
+        source = "file"
+        path = "{}"
+        refresh = "100ms"
+        [discovery.template]
+        backend = "openai-chat"
+        model = "m"
+        rate = 0.001
+        canary = {{ interval = "{}s", max_tokens = 16, prompts = "{}", group_by = ["{group_by}"] }}
+        sampler = {{ interval = "{}s" }}
+        "#,
+        file.display(),
+        60 / scale,
+        prompts.display(),
+        60 / scale,
+    )
+}
+
+/// Issue 57: a new version whose sampler ignores top-k (the simulator's `--sampler-fault
+/// top-k-ignored`) answers the greedy canary right, so the canary's metrics alone pass it;
+/// the sampler metric fails it in Argo and rolls it back in Flagger, within the templates'
+/// time; a healthy version passes every metric and is promoted. Scaled 15 to 1 as
+/// [`prove`]: the sampler and the canary check every 4 s after their warm-ups, Argo
+/// measures every 2 s, Flagger ticks every second, two minutes are 8 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gates_stop_a_version_whose_sampler_ignores_top_k_on_a_real_prometheus() {
+    const SCALE: u64 = 15;
+    let dir = tempfile::tempdir().unwrap();
+    let top_k_ignored = || {
+        let mut config = sim(0);
+        config.model.sampler_fault = SamplerFault::TopKIgnored;
+        config
+    };
+    // Each pool's two stable replicas; the healthy and the faulty new version in Argo's
+    // pool and as the canary of Flagger's two namespaces; other weights for the prompts.
+    let mut sims: Vec<Sim> = Vec::new();
+    for _ in 0..8 {
+        sims.push(start_sim(sim(0)).await);
+    }
+    sims.push(start_sim(top_k_ignored()).await);
+    sims.push(start_sim(top_k_ignored()).await);
+    sims.push(start_sim(sim(7)).await);
+    let address = |i: usize| sims[i].addr.to_string();
+    let prompts = prompts(dir.path(), (&sims[0].url(), &sims[10].url()), "m", None).await;
+
+    let argo_pod = |hash: &str, i: usize| -> Labels {
+        vec![
+            ("pod", format!("llm-{hash}-{i:05}")),
+            ("namespace", "inference".into()),
+            ("version", hash.into()),
+        ]
+    };
+    let flagger_pod = |app: &str, ns: &str, i: usize| -> Labels {
+        vec![
+            ("pod", format!("{app}-{i:05}")),
+            ("namespace", ns.into()),
+            ("app", app.into()),
+        ]
+    };
+    let argo_file = dir.path().join("argo.json");
+    let argo_stable: Vec<_> = (0..2).map(|i| (address(i), argo_pod(STABLE, i))).collect();
+    write_pool(&argo_file, &argo_stable);
+    let namespaces = ["good", "topk"];
+    let flagger_files = namespaces.map(|ns| dir.path().join(format!("{ns}.json")));
+    let primaries: Vec<Vec<_>> = namespaces
+        .iter()
+        .enumerate()
+        .map(|(n, ns)| {
+            (0..2)
+                .map(|i| (address(2 + 2 * n + i), flagger_pod("llm-primary", ns, i)))
+                .collect()
+        })
+        .collect();
+    for (file, members) in flagger_files.iter().zip(&primaries) {
+        write_pool(file, members);
+    }
+    let toml = format!(
+        "seed = 5\n{}{}{}",
+        sampled_block("llm", &argo_file, &prompts, "version", SCALE),
+        sampled_block("llm-good", &flagger_files[0], &prompts, "app", SCALE),
+        sampled_block("llm-topk", &flagger_files[1], &prompts, "app", SCALE),
+    );
+    let daemon = start_daemon(&toml).await;
+    let Some(prometheus) = Prometheus::start(daemon.addr).await else {
+        daemon.stop().await;
+        return;
+    };
+    // Every stable replica has answered every prompt and run its sampler warm-up, and
+    // Prometheus has seen it (as it has long before a real rollout).
+    let warmed = r#"count(sum by (target) (inferprobe_canary_checks_total{result="match"}) >= 16)
+        and on() count(min by (target) (inferprobe_sampler_checks_total{result="ok"}) >= 4) >= 3"#;
+    let waited = tokio::time::timeout(Duration::from_secs(60), async {
+        while prometheus
+            .query(warmed)
+            .await
+            .ok()
+            .and_then(|v| v.first().copied())
+            .unwrap_or(0.0)
+            < 3.0
+        {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "{}", daemon.scrape().await.text);
+
+    // The rollout: each pool gets its new version's pod, and the analysis starts now.
+    let mut argo_rolled = argo_stable.clone();
+    argo_rolled.push((address(6), argo_pod(ALIKE, 0)));
+    argo_rolled.push((address(8), argo_pod(TOP_K_IGNORED, 0)));
+    write_pool(&argo_file, &argo_rolled);
+    for (n, (file, members)) in flagger_files.iter().zip(&primaries).enumerate() {
+        let mut rolled = members.clone();
+        rolled.push((address(7 + 2 * n), flagger_pod("llm", namespaces[n], 0)));
+        write_pool(file, &rolled);
+    }
+    let started = Instant::now();
+    let mut healthy = Analysis::new(ALIKE, "good", SCALE);
+    let mut faulty = Analysis::new(TOP_K_IGNORED, "topk", SCALE);
+    let two_minutes = TWO_MINUTES / SCALE;
+    let mut ticks = tokio::time::interval(Duration::from_secs(1));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    for t in 0..=4 * two_minutes {
+        ticks.tick().await;
+        healthy.step(&prometheus, t).await;
+        faulty.step(&prometheus, t).await;
+        if healthy.done() && faulty.done() {
+            break;
+        }
+    }
+    let wall = started.elapsed();
+    let sampler = healthy
+        .argo
+        .iter()
+        .position(|m| m.name == "sampler")
+        .expect("the sampler metric");
+    let report = format!(
+        "analysis {:.1} s wall\n{}{}",
+        wall.as_secs_f64(),
+        healthy.report("healthy"),
+        faulty.report("top-k ignored")
+    );
+    eprintln!("{report}");
+    let outside = daemon
+        .scrape()
+        .await
+        .sum(
+            "inferprobe_sampler_tokens_total",
+            &[("group", TOP_K_IGNORED), ("result", "outside_support")],
+        );
+    daemon.stop().await;
+
+    // The healthy version: never Failed nor Error, Successful and promoted in time.
+    for metric in &healthy.every_second {
+        for (t, values, phase) in metric {
+            assert_eq!(values.len(), 1, "at {t}s one number\n{report}");
+            assert!(
+                !matches!(phase, Phase::Failed | Phase::Error),
+                "the healthy version at {t}s: {phase:?}\n{report}"
+            );
+        }
+    }
+    assert_eq!(healthy.argo_run(), Phase::Successful, "{report}");
+    assert!(healthy.argo_at.is_some_and(|t| t <= two_minutes), "{report}");
+    assert!(
+        healthy.conclusive_at()[sampler].is_some_and(|t| t <= two_minutes),
+        "{report}"
+    );
+    assert_eq!(healthy.canary, Canary::Promoted, "{report}");
+    // The version ignoring top-k: its sampler metric never passed; the canary's never
+    // failed it (a greedy check never reaches the sampler); Failed and rolled back in time.
+    assert!(outside > 0.0, "no token outside the support\n{report}");
+    for (t, values, phase) in &faulty.every_second[sampler] {
+        assert!(
+            *phase != Phase::Successful,
+            "the sampler metric passed top-k ignored at {t}s: {values:?}\n{report}"
+        );
+    }
+    for (i, metric) in faulty.every_second.iter().enumerate() {
+        if i != sampler {
+            assert!(
+                metric.iter().all(|(_, _, phase)| *phase != Phase::Failed),
+                "the canary failed a version whose greedy answers are right\n{report}"
+            );
+        }
+    }
+    assert_eq!(faulty.argo_run(), Phase::Failed, "{report}");
+    assert!(faulty.argo_at.is_some_and(|t| t <= two_minutes), "{report}");
+    assert_eq!(faulty.canary, Canary::RolledBack, "{report}");
+    assert!(
+        faulty.flagger_at.is_some_and(|t| t <= FLAGGER_ROLLBACK / SCALE),
+        "{report}"
+    );
 }

@@ -304,6 +304,18 @@ pub async fn prove(dir: &Path, gate: &Gate) -> Option<String> {
             );
         }
     }
+    // Issue 57: no block here has a sampler check, so the sampler metric reads 0 (nothing
+    // to judge) from the first second and holds neither version back.
+    for analysis in [&healthy, &bad] {
+        for (m, seconds) in analysis.argo.iter().zip(&analysis.every_second) {
+            if m.name == "sampler" {
+                assert!(
+                    seconds.iter().all(|(_, v, _)| v == &[0.0]),
+                    "the sampler metric without a sampler check\n{report}"
+                );
+            }
+        }
+    }
     // Issue 41 item 1: the known-answers metric never passes other weights.
     for (t, values, phase) in &bad.every_second[1] {
         assert!(

@@ -404,13 +404,10 @@ async fn the_gates_stop_a_version_whose_sampler_ignores_top_k_on_a_real_promethe
         faulty.report("top-k ignored")
     );
     eprintln!("{report}");
-    let outside = daemon
-        .scrape()
-        .await
-        .sum(
-            "inferprobe_sampler_tokens_total",
-            &[("group", TOP_K_IGNORED), ("result", "outside_support")],
-        );
+    let outside = daemon.scrape().await.sum(
+        "inferprobe_sampler_tokens_total",
+        &[("group", TOP_K_IGNORED), ("result", "outside_support")],
+    );
     daemon.stop().await;
 
     // The healthy version: never Failed nor Error, Successful and promoted in time.
@@ -424,7 +421,10 @@ async fn the_gates_stop_a_version_whose_sampler_ignores_top_k_on_a_real_promethe
         }
     }
     assert_eq!(healthy.argo_run(), Phase::Successful, "{report}");
-    assert!(healthy.argo_at.is_some_and(|t| t <= two_minutes), "{report}");
+    assert!(
+        healthy.argo_at.is_some_and(|t| t <= two_minutes),
+        "{report}"
+    );
     assert!(
         healthy.conclusive_at()[sampler].is_some_and(|t| t <= two_minutes),
         "{report}"
@@ -451,7 +451,9 @@ async fn the_gates_stop_a_version_whose_sampler_ignores_top_k_on_a_real_promethe
     assert!(faulty.argo_at.is_some_and(|t| t <= two_minutes), "{report}");
     assert_eq!(faulty.canary, Canary::RolledBack, "{report}");
     assert!(
-        faulty.flagger_at.is_some_and(|t| t <= FLAGGER_ROLLBACK / SCALE),
+        faulty
+            .flagger_at
+            .is_some_and(|t| t <= FLAGGER_ROLLBACK / SCALE),
         "{report}"
     );
 }

@@ -176,3 +176,50 @@ fn canary_target(metrics: &Metrics) -> TargetMetrics {
     };
     metrics.target(&validate(&raw).unwrap().targets[0])
 }
+
+/// Issue 57: a target's sampler series carry its replica's `group` as its canary checks
+/// do (a rollout gate selects both alike), and go with the target.
+#[test]
+fn sampler_series_carry_the_canary_group() {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let raw = RawConfig {
+        labels: [("version".to_owned(), "v2".to_owned())].into(),
+        targets: vec![RawTarget {
+            name: Some("t".into()),
+            url: Some("http://127.0.0.1:1".into()),
+            model: Some("m".into()),
+            backend: Some("openai-chat".into()),
+            canary: Some(crate::config::RawCanary {
+                group_by: Some(vec!["version".into()]),
+                ..Default::default()
+            }),
+            sampler: Some(crate::config::RawSampler::default()),
+            ..RawTarget::default()
+        }],
+        ..RawConfig::default()
+    };
+    let target = Arc::clone(&validate(&raw).unwrap().targets[0]);
+    let series = metrics.target(&target);
+    series.sampler().expect("the sampler's series").round("ok");
+    let text = exposition(&registry, Format::Text);
+    let ok = text
+        .lines()
+        .find(|l| l.starts_with("inferprobe_sampler_checks_total{") && l.contains("result=\"ok\""))
+        .expect("a round's series");
+    assert!(ok.contains(r#"group="v2""#) && ok.ends_with(" 1"), "{ok}");
+    assert!(
+        text.lines()
+            .filter(|l| l.starts_with("inferprobe_sampler_") && !l.starts_with('#'))
+            .all(|l| l.contains(r#"group="v2""#)),
+        "{text}"
+    );
+    metrics.remove_target(&Metrics::labels_of(&target));
+    let text = exposition(&registry, Format::Text);
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("inferprobe_sampler_") && !l.starts_with('#')),
+        "{text}"
+    );
+}

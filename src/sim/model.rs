@@ -21,7 +21,7 @@
 use rand::{Rng, RngExt};
 
 /// The toy model's flags.
-#[derive(Clone, Debug, Default, PartialEq, clap::Args)]
+#[derive(Clone, Debug, PartialEq, clap::Args)]
 pub struct ModelFlags {
     /// Seed of the toy model's weights: simulators with the same seed answer alike.
     #[arg(long, default_value_t = 0)]
@@ -47,6 +47,21 @@ pub struct ModelFlags {
     /// (llama.cpp's `post_sampling_probs`).
     #[arg(long, value_enum, default_value_t)]
     pub logprobs_mode: super::sampler::LogprobsMode,
+}
+
+/// As the command line's defaults (`sim::config`'s tests hold them equal).
+impl Default for ModelFlags {
+    fn default() -> Self {
+        Self {
+            weights_seed: 0,
+            near_tie_flips: 0.0,
+            corrupt_rate: 0.0,
+            garble: false,
+            sampler_fault: super::sampler::SamplerFault::None,
+            outside_rate: 0.05,
+            logprobs_mode: super::sampler::LogprobsMode::Raw,
+        }
+    }
 }
 
 const VOCAB: &[&str] = &[

@@ -241,7 +241,7 @@ impl Prober {
         if let (Some(sampled), RequestBody::Json(serde_json::Value::Object(body))) =
             (&prompt.sampled, &mut spec.body)
         {
-            crate::sampling::request::apply(self.target.backend, body, sampled);
+            crate::backend::sampled::apply(self.target.backend, body, sampled);
         }
         if let (Some(structure), RequestBody::Json(serde_json::Value::Object(body))) =
             (&prompt.structure, &mut spec.body)

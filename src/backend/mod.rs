@@ -15,6 +15,7 @@ mod openai;
 mod openai_chat;
 mod openai_wire;
 mod responses;
+pub mod sampled;
 mod tgi;
 mod trtllm;
 

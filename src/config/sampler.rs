@@ -7,7 +7,7 @@ use super::fields::{duration, in_range};
 use super::{ConfigError, RawSampler};
 use crate::endpoint::BackendKind;
 use crate::endpoint::sampling::{SamplingSpec, Server};
-use crate::sampling::support::Params;
+use crate::endpoint::sampling::Params;
 
 /// A round a minute.
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);

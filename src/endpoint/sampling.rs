@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::sampling::support::{Params, Semantics};
+pub use crate::prompt::sampled::{Params, Semantics, Server};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct SamplingSpec {
@@ -29,65 +29,6 @@ pub struct SamplingSpec {
     /// Every this many rounds (0: never), a seeded pair too: the same request twice with one
     /// seed, its answers compared. Reported, never paged on.
     pub seed_every: u32,
-}
-
-/// Which server's sampling semantics to assume (docs/sampling.md, "What each server
-/// returns").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Server {
-    /// Read `owned_by` in `/v1/models`: `vllm` or `llamacpp`, else [`Server::Unknown`].
-    Auto,
-    /// vLLM with its default `--logprobs-mode raw_logprobs`.
-    Vllm,
-    /// vLLM started with `--logprobs-mode processed_logprobs`.
-    VllmProcessed,
-    /// llama.cpp's server, asked for `post_sampling_probs`.
-    LlamaCpp,
-    /// Semantics not established (SGLang, TGI, hosted APIs): the diversity test only.
-    Unknown,
-}
-
-impl Server {
-    pub fn parse(name: &str) -> Option<Self> {
-        Some(match name {
-            "auto" => Self::Auto,
-            "vllm" => Self::Vllm,
-            "vllm-processed" => Self::VllmProcessed,
-            "llama.cpp" => Self::LlamaCpp,
-            "unknown" => Self::Unknown,
-            _ => return None,
-        })
-    }
-
-    pub const NAMES: &'static str = "auto, vllm, vllm-processed, llama.cpp, unknown";
-
-    /// What a server's `/v1/models` says it is.
-    pub fn from_owned_by(owned_by: &str) -> Self {
-        match owned_by {
-            "vllm" => Self::Vllm,
-            "llamacpp" => Self::LlamaCpp,
-            _ => Self::Unknown,
-        }
-    }
-
-    /// How its listed logprobs are read; `None`: not established.
-    pub fn semantics(self) -> Option<Semantics> {
-        match self {
-            Self::Vllm => Some(Semantics::Raw),
-            Self::VllmProcessed | Self::LlamaCpp => Some(Semantics::Processed),
-            Self::Auto | Self::Unknown => None,
-        }
-    }
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::Vllm => "vllm",
-            Self::VllmProcessed => "vllm-processed",
-            Self::LlamaCpp => "llama.cpp",
-            Self::Unknown => "unknown",
-        }
-    }
 }
 
 /// A prompt's overhead in tokens beyond its nonce (the instruction).

@@ -14,7 +14,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::{LabeledFamily, TargetLabels, labels};
-use crate::sampling::calibration::Tested;
 
 /// The replica's `group` label.
 type Group = [(&'static str, String); 1];
@@ -81,19 +80,20 @@ impl SamplerSeries {
             .inc();
     }
 
-    /// A full window's test, and how many windows in a row have failed.
-    pub fn window(&self, tested: &Tested, in_row: u32) {
+    /// A full window's test (χ², p-value, whether it failed), and how many windows in a
+    /// row have failed.
+    pub fn window(&self, (chi2, p_value, miscalibrated): (f64, f64, bool), in_row: u32) {
         let f = &self.families;
-        let result = WINDOW_RESULTS[usize::from(tested.miscalibrated)];
+        let result = WINDOW_RESULTS[usize::from(miscalibrated)];
         f.windows
             .get_or_insert(self.key(result), Counter::default)
             .inc();
         f.statistic
             .get_or_insert(self.target.clone(), F64Gauge::default)
-            .set(tested.chi2);
+            .set(chi2);
         f.p_value
             .get_or_insert(self.target.clone(), F64Gauge::default)
-            .set(tested.p_value);
+            .set(p_value);
         f.in_row
             .get_or_insert(self.target.clone(), Gauge::default)
             .set(i64::from(in_row));

@@ -6,6 +6,7 @@
 
 pub mod conversation;
 pub mod dataset;
+pub mod sampled;
 pub mod synthetic;
 pub mod tokenizer;
 
@@ -38,7 +39,7 @@ pub struct Prompt {
     /// A correctness canary's request: greedy and reproducible, with logprobs.
     pub greedy: Option<Greedy>,
     /// A sampler check's request: its sampling settings, sent over the target's.
-    pub sampled: Option<crate::sampling::request::Sampled>,
+    pub sampled: Option<sampled::Sampled>,
     /// A JSON answer or tools asked for (a canary's structured check, or a latency
     /// target's agent workload).
     pub structure: Option<Arc<Structure>>,

@@ -15,7 +15,6 @@
 //! requests reach none of the target's own series.
 
 pub mod calibration;
-pub mod request;
 mod round;
 pub mod support;
 

@@ -7,13 +7,13 @@ use opentelemetry::KeyValue;
 use rand::RngExt;
 use tokio_util::sync::CancellationToken;
 
-use super::request::Sampled;
 use super::support::{self, Params, Support};
 use super::{Calibration, State};
 use crate::endpoint::sampling::{SamplingSpec, Server};
 use crate::metrics::SamplerSeries;
 use crate::otlp::CheckTrace;
 use crate::probe::{Outcome, ProbeReport, Prober};
+use crate::prompt::sampled::Sampled;
 use crate::prompt::{Prompt, synthetic};
 
 /// What a round asks.
@@ -211,7 +211,7 @@ fn judge(
     for u in pits {
         if let Some(tested) = window.push(u) {
             *in_row = if tested.miscalibrated { *in_row + 1 } else { 0 };
-            series.window(&tested, *in_row);
+            series.window((tested.chi2, tested.p_value, tested.miscalibrated), *in_row);
             if tested.miscalibrated {
                 tracing::warn!(
                     target,

@@ -19,25 +19,7 @@
 
 use crate::logprobs::Position;
 
-/// What the request asked of the sampler.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Params {
-    /// Above 0: a sampled request.
-    pub temperature: f64,
-    /// 0: off.
-    pub top_k: u32,
-    /// 1: off.
-    pub top_p: f64,
-    /// 0: off.
-    pub min_p: f64,
-}
-
-/// What the listed logprobs are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Semantics {
-    Raw,
-    Processed,
-}
+pub use crate::prompt::sampled::{Params, Semantics};
 
 /// Whether the sampled token could have been drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

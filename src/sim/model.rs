@@ -36,9 +36,9 @@ pub struct ModelFlags {
     #[arg(long)]
     pub garble: bool,
     /// What the sampler gets wrong, for sampled requests asking for random words
-    /// ([`super::sampler`]).
+    /// (`super::sampler`).
     #[arg(long, value_enum, default_value_t)]
-    pub sampler_fault: super::sampler::SamplerFault,
+    pub sampler_fault: SamplerFault,
     /// With `--sampler-fault outside-nucleus`: the share of tokens drawn from outside the
     /// allowed set.
     #[arg(long, default_value_t = 0.05)]
@@ -46,7 +46,7 @@ pub struct ModelFlags {
     /// What a sampled request's logprobs are: `raw` (vLLM's default) or `processed`
     /// (llama.cpp's `post_sampling_probs`).
     #[arg(long, value_enum, default_value_t)]
-    pub logprobs_mode: super::sampler::LogprobsMode,
+    pub logprobs_mode: LogprobsMode,
 }
 
 /// As the command line's defaults (`sim::config`'s tests hold them equal).
@@ -57,9 +57,9 @@ impl Default for ModelFlags {
             near_tie_flips: 0.0,
             corrupt_rate: 0.0,
             garble: false,
-            sampler_fault: super::sampler::SamplerFault::None,
+            sampler_fault: SamplerFault::None,
             outside_rate: 0.05,
-            logprobs_mode: super::sampler::LogprobsMode::Raw,
+            logprobs_mode: LogprobsMode::Raw,
         }
     }
 }
@@ -71,6 +71,32 @@ const VOCAB: &[&str] = &[
     " copper", " signal", " harbor", " forest", ".", ",", " and", " of", " in", " to", " is",
     " was", " on", " with", " under", " over", " near", " far", " old", " new",
 ];
+
+/// What the sampler gets wrong.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SamplerFault {
+    #[default]
+    None,
+    TopKIgnored,
+    TopPIgnored,
+    MinPIgnored,
+    /// The temperature applied is twice the one asked.
+    Temperature,
+    /// Every token the likeliest, whatever the temperature.
+    Greedy,
+    /// Every draw the same uniform number.
+    StuckRng,
+    /// `--outside-rate` of the tokens drawn from outside the allowed set.
+    OutsideNucleus,
+}
+
+/// What the listed logprobs are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogprobsMode {
+    #[default]
+    Raw,
+    Processed,
+}
 
 /// A near-tie: the leaders this close may swap between batch sizes.
 pub const NEAR_TIE: f64 = 0.05;

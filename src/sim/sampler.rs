@@ -17,31 +17,7 @@ use super::model::{hash, mix};
 
 use super::model::ToyToken;
 
-/// What the sampler gets wrong.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum SamplerFault {
-    #[default]
-    None,
-    TopKIgnored,
-    TopPIgnored,
-    MinPIgnored,
-    /// The temperature applied is twice the one asked.
-    Temperature,
-    /// Every token the likeliest, whatever the temperature.
-    Greedy,
-    /// Every draw the same uniform number.
-    StuckRng,
-    /// `--outside-rate` of the tokens drawn from outside the allowed set.
-    OutsideNucleus,
-}
-
-/// What the listed logprobs are.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogprobsMode {
-    #[default]
-    Raw,
-    Processed,
-}
+pub use super::model::{LogprobsMode, SamplerFault};
 
 /// A sampled request's settings (0 and 1 for a truncation that is off).
 #[derive(Clone, Copy, Debug, PartialEq)]

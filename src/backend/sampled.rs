@@ -5,23 +5,8 @@
 
 use serde_json::{Map, Value};
 
-use super::support::Params;
 use crate::endpoint::BackendKind;
-use crate::endpoint::sampling::Server;
-
-/// A sampler check's request.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Sampled {
-    pub params: Params,
-    /// Alternatives per token; 0: no logprobs (the diversity test).
-    pub top_logprobs: u32,
-    pub server: Server,
-    /// A seeded pair's seed (the reproducibility report); none otherwise.
-    pub seed: Option<u64>,
-}
-
-// Settings are validated finite numbers: equality is total.
-impl Eq for Sampled {}
+use crate::prompt::sampled::{Sampled, Server};
 
 /// What a workload or a target may have set that changes what is sampled.
 const SAMPLING_KEYS: &[&str] = &[
@@ -135,6 +120,7 @@ pub fn apply(backend: BackendKind, body: &mut Map<String, Value>, s: &Sampled) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prompt::sampled::Params;
     use serde_json::json;
 
     fn body() -> Map<String, Value> {

@@ -159,7 +159,7 @@ async fn without_logprobs_answers_are_compared() {
 
 /// A healthy replica over a day at the default rate (1,440 rounds of 64 tokens, time-scaled
 /// to a round every few milliseconds): no outside token, and no two windows in a row
-/// miscalibrated (two at all has a chance of 6e-4 at 360 windows and `alpha` 1e-4), so no
+/// miscalibrated (two at all has a chance of 5e-4 at about 300 windows and `alpha` 1e-4), so no
 /// sampler alert could fire.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_healthy_day_fires_no_sampler_alert() {
@@ -176,7 +176,7 @@ async fn a_healthy_day_fires_no_sampler_alert() {
         0.0
     );
     let windows_seen = windows(&s, "ok") + windows(&s, "miscalibrated");
-    assert!(windows_seen >= 300.0, "{windows_seen}");
+    assert!(windows_seen >= 250.0, "{windows_seen}");
     assert!(
         windows(&s, "miscalibrated") <= 1.0,
         "{}",

@@ -28,6 +28,23 @@ const SAMPLING_KEYS: &[&str] = &[
     "seed",
     "logprobs",
     "top_logprobs",
+    // Masks and biases a target's `extra_body` may carry, which vLLM applies after it
+    // takes raw logprobs: the list would no longer be what was drawn from.
+    "allowed_token_ids",
+    "bad_words",
+    "stop_token_ids",
+    "structured_outputs",
+    "guided_json",
+    "guided_regex",
+    "guided_choice",
+    "guided_grammar",
+    "response_format",
+    "grammar",
+    "json_schema",
+    "logits_processors",
+    "samplers",
+    "dynatemp_range",
+    "n_probs",
 ];
 
 /// Spell `s` in a built request body of `backend`.

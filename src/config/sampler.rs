@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::fields::{duration, in_range};
 use super::{ConfigError, RawSampler};
 use crate::endpoint::BackendKind;
-use crate::endpoint::sampling::{SamplingSpec, Server};
 use crate::endpoint::sampling::Params;
+use crate::endpoint::sampling::{SamplingSpec, Server};
 
 /// A round a minute.
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
@@ -25,8 +25,9 @@ const DEFAULT_SAMPLES: u64 = 3;
 const DEFAULT_SEED_EVERY: u64 = 10;
 
 /// The rounds' settings when none are given: a production-like one (Qwen's recommended
-/// 0.7 / 20 / 0.8), then one where each truncation is the one that binds, so a sampler
-/// that ignores any of them is seen within four rounds.
+/// 0.7 / 20 / 0.8, at top-k 19: what a 20-long list shows whichever token was sampled),
+/// then one where each truncation is the one that binds, so a sampler that ignores any of
+/// them is seen within four rounds.
 pub fn default_settings() -> Vec<Params> {
     let p = |temperature, top_k, top_p, min_p| Params {
         temperature,
@@ -35,10 +36,10 @@ pub fn default_settings() -> Vec<Params> {
         min_p,
     };
     vec![
-        p(0.7, 20, 0.8, 0.0),
+        p(0.7, 19, 0.8, 0.0),
         p(1.0, 5, 1.0, 0.0),
-        p(1.0, 20, 0.5, 0.0),
-        p(1.0, 20, 1.0, 0.1),
+        p(1.0, 19, 0.5, 0.0),
+        p(1.0, 19, 1.0, 0.1),
     ]
 }
 

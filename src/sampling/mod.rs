@@ -43,6 +43,8 @@ pub struct Sinks {
 #[derive(Debug)]
 struct State {
     server: Mutex<Option<Server>>,
+    /// What a server said to list raw logprobs has shown it lists (`None`: not yet).
+    listing: Mutex<Option<support::Semantics>>,
     window: Mutex<Calibration>,
 }
 
@@ -75,6 +77,7 @@ pub async fn run(
     let known = (spec.server != Server::Auto).then_some(spec.server);
     let state = Arc::new(State {
         server: Mutex::new(known),
+        listing: Mutex::new(None),
         window: Mutex::new(Calibration {
             window: Window::new(spec.window, spec.alpha),
             in_row: 0,

@@ -80,8 +80,19 @@ pub(super) async fn run(
     };
     let mut answers = Vec::with_capacity(requests as usize);
     let mut last_id = String::new();
+    // A server started with a fixed seed (llama-server's `--seed`) draws each answer alike
+    // unless a request says otherwise: where the API takes one, each answer its own seed.
+    let seeds = semantics.is_none()
+        && matches!(
+            target.backend,
+            crate::endpoint::BackendKind::OpenAi | crate::endpoint::BackendKind::OpenAiChat
+        );
     for i in 0..requests {
         let request_id = format!("{}sampler-{nonce:016x}-{i}", target.request_id_prefix);
+        let mut prompt = prompt.clone();
+        if let Some(sampled) = prompt.sampled.as_mut().filter(|_| seeds) {
+            sampled.seed = Some(rand::random::<u32>().into());
+        }
         let report = prober
             .probe_traced(&request_id, &prompt, abort, trace.next())
             .await;
@@ -181,11 +192,43 @@ fn judge(
         tracing::warn!(target, request_id, error = %why, "sampler check: the logprobs are unreadable");
         return "unscored";
     }
+    let semantics = match semantics {
+        support::Semantics::Raw => {
+            let mut listing = state.listing.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(shown) = support::listing_shown(&logprobs.positions, params) {
+                // Processed wins for good: a raw list never names a token of no chance.
+                if *listing != Some(support::Semantics::Processed) {
+                    *listing = Some(shown);
+                }
+            }
+            *listing
+        }
+        processed => Some(processed),
+    };
     let (mut ok, mut outside, mut unscored) = (0u64, 0u64, 0u64);
     let mut pits = Vec::with_capacity(logprobs.positions.len());
     let mut rng = rand::rng();
     for (at, position) in logprobs.positions.iter().enumerate() {
-        let judged = support::judge(position, params, semantics);
+        // Until the server's lists have shown they are raw (a token the request drops,
+        // listed with a logprob), they may be processed ones, which read as raw would
+        // apply temperature and truncation twice: a token is outside only if it is under
+        // both readings, and no PIT is made.
+        let judged = match semantics {
+            Some(semantics) => support::judge(position, params, semantics),
+            None => {
+                let raw = support::judge(position, params, support::Semantics::Raw);
+                let processed = support::judge(position, params, support::Semantics::Processed);
+                let both = raw.support == Support::Outside && processed.support == Support::Outside;
+                support::Judged {
+                    support: if both {
+                        Support::Outside
+                    } else {
+                        raw.support.min_inside()
+                    },
+                    pit: None,
+                }
+            }
+        };
         match judged.support {
             Support::Inside => ok += 1,
             Support::Unknown => unscored += 1,

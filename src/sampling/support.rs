@@ -32,6 +32,16 @@ pub enum Support {
     Unknown,
 }
 
+impl Support {
+    /// Outside read as inside (a verdict one reading alone cannot make).
+    pub fn min_inside(self) -> Self {
+        match self {
+            Self::Outside => Self::Inside,
+            other => other,
+        }
+    }
+}
+
 /// One position's judgement.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Judged {
@@ -48,6 +58,30 @@ impl Judged {
         support: Support::Unknown,
         pit: None,
     };
+}
+
+/// What a round's lists show of a server said to list raw logprobs: `Processed` when one
+/// names a token of no chance (vLLM's -9999 for a token the truncation dropped), `Raw`
+/// when one lists, with a logprob, a token the request's top-k or min-p drops (more than
+/// top-k and a tie, or clearly below the min-p cut), `None` when they cannot tell.
+pub fn listing_shown(positions: &[Position], p: &Params) -> Option<Semantics> {
+    let mut raw = false;
+    for position in positions {
+        let values: Vec<f64> = position.top.iter().map(|&(_, lp)| lp).collect();
+        if values.iter().any(|&lp| lp <= IMPOSSIBLE) {
+            return Some(Semantics::Processed);
+        }
+        let finite: Vec<f64> = values.into_iter().filter(|lp| lp.is_finite()).collect();
+        let Some(best) = finite.iter().copied().reduce(f64::max) else {
+            continue;
+        };
+        raw |= p.top_k > 0 && finite.len() > p.top_k as usize + 1;
+        if p.min_p > 0.0 {
+            let cut = best + p.temperature * p.min_p.ln();
+            raw |= finite.iter().any(|&lp| lp < cut - 2.0 * tolerance(cut));
+        }
+    }
+    raw.then_some(Semantics::Raw)
 }
 
 /// A logprob's rounding: float32 serialisation, or bfloat16 logits (8 bits of mantissa:
@@ -87,18 +121,29 @@ pub fn judge(position: &Position, params: &Params, semantics: Semantics) -> Judg
     let dropped_listed = position.top.iter().any(|&(_, lp)| lp <= IMPOSSIBLE);
     match semantics {
         Semantics::Raw if !dropped_listed => raw(own, &listed, params),
-        Semantics::Raw | Semantics::Processed => processed(own, &listed),
+        Semantics::Raw | Semantics::Processed => processed(own, &listed, params),
     }
 }
 
 /// The listed values are the sampler's own distribution: a token it kept has a
-/// probability above 0, and the list is the whole distribution when it sums to 1.
-fn processed(own: f64, listed: &[f64]) -> Judged {
+/// probability above 0, and the list is the whole distribution when it sums to 1. Its
+/// order is the raw one (every transform is monotone), so top-k is checked on it too: a
+/// sampled token clearly below the k-th listed was not among the k.
+fn processed(own: f64, listed: &[f64], p: &Params) -> Judged {
+    let outside = Judged {
+        support: Support::Outside,
+        pit: None,
+    };
     if own <= IMPOSSIBLE {
-        return Judged {
-            support: Support::Outside,
-            pit: None,
-        };
+        return outside;
+    }
+    if let Some(&kth) = (p.top_k > 0)
+        .then(|| listed.get(p.top_k as usize - 1))
+        .flatten()
+    {
+        if own < kth - tolerance(kth) {
+            return outside;
+        }
     }
     let total: f64 = listed.iter().map(|lp| lp.exp()).sum();
     let whole = (total - 1.0).abs() <= MASS_TOLERANCE * 5.0;
@@ -116,7 +161,14 @@ fn processed(own: f64, listed: &[f64]) -> Judged {
 /// The sampled token's own entry is set apart from the list first: servers list the top N
 /// (OpenAI, llama.cpp) or the sampled token and the top N − 1 others (vLLM's chat), and
 /// either way every token not listed, other than the sampled one, is at most the least of
-/// the others.
+/// the others. Which of the two a list is cannot be told from it, so what is known is
+/// decided from the list's length alone (the top `N − 1`), never from where the sampled
+/// token fell: a PIT made only for some sampled tokens would not be uniform.
+///
+/// Top-p is judged both ways servers apply it: over what top-k left, renormalized (vLLM's
+/// native and FlashInfer paths, llama.cpp), and over the whole mass intersected with top-k
+/// (vLLM's ROCm aiter kernel, SGLang's FlashInfer path). A token is outside only if both
+/// drop it, and a PIT is made only where both keep the same tokens.
 fn raw(own: f64, listed: &[f64], p: &Params) -> Judged {
     let mut others = listed.to_vec();
     if let Some(i) = others.iter().position(|&lp| same_value(lp, own)) {
@@ -129,50 +181,38 @@ fn raw(own: f64, listed: &[f64], p: &Params) -> Judged {
     let best = known[0];
     // What no unlisted token exceeds (the sampled token's value when nothing else is listed).
     let least_other = others.last().copied().unwrap_or(own);
-    // Truncation by min-p and top-k keeps the tokens at or above a threshold.
-    let mut threshold = f64::NEG_INFINITY;
-    if p.min_p > 0.0 {
-        threshold = threshold.max(best + t * p.min_p.ln());
-    }
-    // The k-th value is known when the known values reach it: no unlisted token is above
-    // the least other, so the top `others + 1` are known when the sampled token is among
-    // them.
-    let reach = others.len() + usize::from(own >= least_other);
+    let reach = listed.len().saturating_sub(1);
+    let min_p = match p.min_p > 0.0 {
+        true => best + t * p.min_p.ln(),
+        false => f64::NEG_INFINITY,
+    };
     let kth = (p.top_k > 0 && p.top_k as usize <= reach).then(|| known[p.top_k as usize - 1]);
-    if let Some(kth) = kth {
-        threshold = threshold.max(kth);
-    }
+    let threshold = kth.map_or(min_p, |k| k.max(min_p));
     if threshold.is_finite() && own < threshold - tolerance(threshold) {
         return Judged {
             support: Support::Outside,
             pit: None,
         };
     }
-    let kept_known: Vec<f64> = known
-        .iter()
-        .copied()
-        .filter(|&lp| lp >= threshold - tolerance(threshold))
-        .collect();
-    // Nothing unlisted is kept when top-k keeps no more than the known, or the threshold
-    // lies clearly above every unlisted token.
-    let top_k_unknown = p.top_k > 0 && kth.is_none();
-    let bounded_by_list =
-        kth.is_some() || (threshold > least_other + tolerance(least_other) && !top_k_unknown);
-    // A value within the tolerance of the threshold (besides the k-th itself, which is
-    // the threshold) may have been kept or not: the kept set is not known exactly.
-    let near = known
-        .iter()
-        .filter(|&&lp| (lp - threshold).abs() < tolerance(threshold))
-        .count();
-    let kth_is_threshold = kth == Some(threshold);
-    let ambiguous = threshold.is_finite() && near > usize::from(kth_is_threshold);
+    let above_all = |cut: f64| {
+        known
+            .iter()
+            .copied()
+            .filter(move |&lp| lp >= cut - tolerance(cut))
+    };
+    let kept_known: Vec<f64> = above_all(threshold).collect();
     // Weights at temperature t, relative to the likeliest token.
     let w = |lp: f64| ((lp - best) / t).exp();
-    let kept_weight: f64 = kept_known.iter().map(|&lp| w(lp)).sum();
-    let rest_bound = match bounded_by_list {
+    // Unlisted tokens can be kept unless the cut is clearly above every one of them (a
+    // tie with the k-th at the list's end is kept by vLLM, however many there are).
+    let rest = |cut: f64| match cut > least_other + tolerance(least_other) {
         true => 0.0,
-        false => unlisted_bound(&known, least_other, best, p, others.len()),
+        false => unlisted_bound(&known, least_other, best, t),
     };
+    let (seq_known, seq_rest): (f64, f64) =
+        (kept_known.iter().map(|&lp| w(lp)).sum(), rest(threshold));
+    let joint_known: f64 = above_all(min_p).map(w).sum();
+    let joint_rest = rest(min_p);
     if p.top_p < 1.0 {
         // Kept iff the mass strictly above it is below top_p: the least that mass can
         // be is the known tokens clearly above it over the most the total can be.
@@ -181,7 +221,8 @@ fn raw(own: f64, listed: &[f64], p: &Params) -> Judged {
             .filter(|&&lp| lp > own + tolerance(own))
             .map(|&lp| w(lp))
             .sum();
-        if above / (kept_weight + rest_bound) >= p.top_p + MASS_TOLERANCE {
+        let most = (seq_known + seq_rest).max(joint_known + joint_rest);
+        if above / most >= p.top_p + MASS_TOLERANCE {
             return Judged {
                 support: Support::Outside,
                 pit: None,
@@ -192,23 +233,37 @@ fn raw(own: f64, listed: &[f64], p: &Params) -> Judged {
         support: Support::Inside,
         pit: None,
     };
-    if ambiguous {
+    // A value within the tolerance of the cut (besides the k-th itself, which is the cut)
+    // may have been kept or not: the kept set is not known exactly.
+    let near = known
+        .iter()
+        .filter(|&&lp| (lp - threshold).abs() < tolerance(threshold))
+        .count();
+    if threshold.is_finite() && near > usize::from(kth == Some(threshold)) {
         return inside;
     }
-    // The kept set is exact where nothing unlisted can be in it: the truncation ends in
-    // the list, or top-p's nucleus does whatever the unlisted tokens weigh.
+    // The kept set is exact where every reading keeps the same listed tokens and, where
+    // unlisted tokens may weigh, the nucleus ends inside the list.
     let weights: Vec<f64> = kept_known.iter().map(|&lp| w(lp)).collect();
-    let Some(kept) = nucleus(&weights, p.top_p, kept_weight) else {
+    let totals = [
+        seq_known,
+        seq_known + seq_rest,
+        joint_known,
+        joint_known + joint_rest,
+    ];
+    let Some(kept) = nucleus(&weights, p.top_p, totals[0]) else {
         return inside;
     };
-    if rest_bound > 0.0 {
-        let widest = nucleus(&weights, p.top_p, kept_weight + rest_bound);
-        // The first token the nucleus drops must be at least every unlisted one, so that
-        // they are dropped too.
-        let ends_in_list = kept < weights.len() && kept_known[kept] >= least_other - 1e-9;
-        if widest != Some(kept) || !ends_in_list {
-            return inside;
-        }
+    if totals[1..]
+        .iter()
+        .any(|&total| nucleus(&weights, p.top_p, total) != Some(kept))
+    {
+        return inside;
+    }
+    let unlisted_may_weigh = seq_rest > 0.0 || (p.top_p < 1.0 && joint_rest > 0.0);
+    let ends_in_list = kept < weights.len() && kept_known[kept] >= least_other - 1e-9;
+    if unlisted_may_weigh && !ends_in_list {
+        return inside;
     }
     let allowed = &kept_known[..kept];
     let total: f64 = weights[..kept].iter().sum();
@@ -241,25 +296,17 @@ fn nucleus(weights: &[f64], top_p: f64, total: f64) -> Option<usize> {
 
 /// The most the unlisted tokens can weigh at temperature `t` (relative to the likeliest
 /// token): their raw mass is what the known values leave, and each is at most
-/// `least_other`.
-fn unlisted_bound(known: &[f64], least_other: f64, best: f64, p: &Params, others: usize) -> f64 {
+/// `least_other`. No top-k bounds their count: tokens tied with the k-th are all kept.
+fn unlisted_bound(known: &[f64], least_other: f64, best: f64, t: f64) -> f64 {
     let known_mass: f64 = known.iter().map(|lp| lp.exp()).sum();
     let rest = (1.0 - known_mass).max(0.0) + 1e-6;
     let (x_max, x_c) = (best.exp(), least_other.exp());
-    let t = p.temperature;
-    let mut count = VOCAB_BOUND;
-    if p.top_k > 0 {
-        count = count.min(f64::from(p.top_k) - others as f64);
-    }
-    if count <= 0.0 {
-        return 0.0;
-    }
     let bound = if t <= 1.0 {
         // x^(1/t) ≤ x · x_c^(1/t − 1) for x ≤ x_c.
-        (rest / x_c).min(count) * (x_c / x_max).powf(1.0 / t)
+        (rest / x_c).min(VOCAB_BOUND) * (x_c / x_max).powf(1.0 / t)
     } else {
         // Concave: the most when spread evenly over as many tokens as can exist.
-        count * ((rest / count).min(x_c) / x_max).powf(1.0 / t)
+        VOCAB_BOUND * ((rest / VOCAB_BOUND).min(x_c) / x_max).powf(1.0 / t)
     };
     bound.max(0.0)
 }

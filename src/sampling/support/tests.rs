@@ -70,8 +70,9 @@ fn run(positions: &[Position], p: &Params, semantics: Semantics, seed: u64) -> (
     (outside, tail(statistic(&counts), (BINS - 1) as f64), scored)
 }
 
-const GRID: [(f64, u32, f64, f64); 6] = [
+const GRID: [(f64, u32, f64, f64); 7] = [
     (0.5, 5, 0.9, 0.0),
+    (1.0, 19, 1.0, 0.0),
     (1.0, 20, 1.0, 0.0),
     (1.5, 20, 0.5, 0.1),
     (1.0, 1, 1.0, 0.0),
@@ -96,9 +97,10 @@ fn a_correct_sampler_is_never_outside_and_its_pits_are_uniform() {
             let (outside, p_value, scored) = run(&positions, &p, semantics, 99);
             assert_eq!(outside, 0, "{mode:?} {p:?}");
             assert!(p_value > 1e-4, "{mode:?} {p:?}: p {p_value}");
-            // top-k within the list, or min-p cutting inside it: nearly every position
+            // top-k within the list, or min-p cutting inside it, and no top-p whose two
+            // readings (over top-k's tokens, or over all) may differ: nearly every position
             // scored (a near-tie at a boundary is not).
-            if k > 0 || min_p > 0.0 {
+            if (k > 0 && k < 20 || min_p > 0.0) && top_p >= 1.0 {
                 assert!(scored >= 3000, "{mode:?} {p:?}: {scored}");
             }
         }
@@ -116,9 +118,9 @@ fn each_fault_is_outside_or_miscalibrated() {
             params(1.0, 20, 0.9, 0.0),
             true,
         ),
-        (SamplerFault::Temperature, params(0.5, 20, 1.0, 0.0), false),
-        (SamplerFault::Greedy, params(1.0, 20, 1.0, 0.0), false),
-        (SamplerFault::StuckRng, params(1.0, 20, 1.0, 0.0), false),
+        (SamplerFault::Temperature, params(0.5, 19, 1.0, 0.0), false),
+        (SamplerFault::Greedy, params(1.0, 19, 1.0, 0.0), false),
+        (SamplerFault::StuckRng, params(1.0, 19, 1.0, 0.0), false),
     ];
     for (fault, p, outside_expected) in cases {
         let flags = ModelFlags {
@@ -128,7 +130,8 @@ fn each_fault_is_outside_or_miscalibrated() {
         };
         // About a default window: 256 tokens.
         let positions = positions(&flags, &p, 256, 20, 5);
-        let (outside, p_value, _) = run(&positions, &p, Semantics::Raw, 6);
+        let (outside, p_value, scored) = run(&positions, &p, Semantics::Raw, 6);
+        eprintln!("{fault:?}: outside {outside}, scored {scored}, p {p_value}");
         if outside_expected {
             assert!(outside > 0, "{fault:?}: none outside");
         } else {
@@ -264,4 +267,59 @@ fn a_processed_list_said_to_be_raw_is_read_as_processed() {
     let j = judge(&position((0.3f64 / 0.7).ln(), &listed), &p, Semantics::Raw);
     assert_eq!(j.support, Support::Inside);
     assert!(j.pit.is_some());
+}
+
+/// Review of issue 57, R7: vLLM keeps every token tied with the k-th, so a tie at the end
+/// of the list may be kept beyond it and top-p renormalizes over more than the list: a
+/// token kept that way is not outside.
+#[test]
+fn a_tie_with_the_kth_at_the_list_end_may_be_kept_beyond_it() {
+    // Twenty listed (0.82 of the mass), the 19th and 20th tied at -3.5; up to six unlisted
+    // tokens may tie them too. The 17th has 0.854 of the listed mass above it at
+    // temperature 0.7, but 0.717 with six ties kept.
+    let mut listed: Vec<f64> = (0..18).map(|i| -3.0 - 0.02 * f64::from(i)).collect();
+    listed.extend([-3.5, -3.5]);
+    let own = listed[16];
+    let p = params(0.7, 19, 0.8, 0.0);
+    let j = judge(&position(own, &listed), &p, Semantics::Raw);
+    assert_eq!(j.support, Support::Inside, "{j:?}");
+}
+
+/// R2: top-p applied over the whole mass intersected with top-k (vLLM's ROCm aiter
+/// kernel, SGLang's FlashInfer path) keeps more than over top-k's tokens renormalized: a
+/// token only the joint reading keeps is not outside, and no PIT is made where the two
+/// readings keep different tokens.
+#[test]
+fn top_p_over_the_whole_mass_keeps_more_and_is_not_outside() {
+    // Five listed of equal weight 0.1 each and the rest spread thin: over top-k 5
+    // renormalized, the 4th has 0.6 above it (dropped at 0.5); over the whole mass, 0.3.
+    let listed = vec![0.1f64.ln(); 5]
+        .into_iter()
+        .enumerate()
+        .map(|(i, lp)| lp - 0.01 * i as f64)
+        .chain((0..15).map(|i| 0.01f64.ln() - 0.01 * f64::from(i)))
+        .collect::<Vec<_>>();
+    let p = params(1.0, 5, 0.5, 0.0);
+    let j = judge(&position(listed[3], &listed), &p, Semantics::Raw);
+    assert_eq!(
+        j,
+        Judged {
+            support: Support::Inside,
+            pit: None
+        }
+    );
+}
+
+/// A processed list is in the raw order: a sampled token clearly below the k-th listed
+/// was not among the k (llama.cpp behind a gateway that dropped `top_k`).
+#[test]
+fn a_processed_list_wider_than_top_k_shows_the_token_outside() {
+    let listed: Vec<f64> = (0..10)
+        .map(|i| (0.1f64).ln() - 0.1 * f64::from(i))
+        .collect();
+    let p = params(1.0, 3, 1.0, 0.0);
+    let j = judge(&position(listed[6], &listed), &p, Semantics::Processed);
+    assert_eq!(j.support, Support::Outside);
+    let j = judge(&position(listed[2], &listed), &p, Semantics::Processed);
+    assert_eq!(j.support, Support::Inside);
 }

@@ -43,7 +43,7 @@ async fn a_healthy_llama_server_samples_inside_the_support_and_calibrated() {
     let server = llama::start(&llama::tiny(), 4096, &[]).await;
     // Both logprob routes; alpha 1e-6: a healthy window fails once in a million.
     let sampler = format!(
-        "sampler = {{ interval = \"10ms\", max_tokens = 128, server = \"llama.cpp\", alpha = 1e-6, settings = {} }}",
+        "sampler = {{ interval = \"250ms\", max_tokens = 128, server = \"llama.cpp\", alpha = 1e-6, settings = {} }}",
         SETTINGS.replace('\n', " ")
     );
     let toml = format!(

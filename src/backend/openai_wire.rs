@@ -62,7 +62,13 @@ pub(super) fn greedy(body: &mut Map<String, Value>, greedy: &Greedy, chat: bool)
     for key in ["top_p", "top_k", "min_p"] {
         body.remove(key);
     }
-    match (greedy.top_logprobs, chat) {
+    ask_logprobs(body, greedy.top_logprobs, chat);
+}
+
+/// Ask for `k` alternatives per token (0: none) as the OpenAI endpoints spell it: chat
+/// `logprobs: true` with `top_logprobs: k`, completions `logprobs: k`.
+pub(super) fn ask_logprobs(body: &mut Map<String, Value>, k: u32, chat: bool) {
+    match (k, chat) {
         (0, _) => {}
         (k, true) => {
             body.insert("logprobs".into(), Value::Bool(true));

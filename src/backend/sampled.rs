@@ -122,16 +122,7 @@ pub fn apply(backend: BackendKind, body: &mut Map<String, Value>, s: &Sampled) {
     };
     body.insert("top_k".into(), top_k);
     body.insert("min_p".into(), Value::from(p.min_p));
-    match (s.top_logprobs, chat) {
-        (0, _) => {}
-        (k, true) => {
-            body.insert("logprobs".into(), Value::Bool(true));
-            body.insert("top_logprobs".into(), Value::from(k));
-        }
-        (k, false) => {
-            body.insert("logprobs".into(), Value::from(k));
-        }
-    }
+    super::openai_wire::ask_logprobs(body, s.top_logprobs, chat);
 }
 
 #[cfg(test)]

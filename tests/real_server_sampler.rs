@@ -100,6 +100,46 @@ async fn a_healthy_llama_server_samples_inside_the_support_and_calibrated() {
     assert_eq!(windows("miscalibrated"), 0.0, "{}", s.text);
 }
 
+/// llama-server started with one seed (`--seed 42`) draws every request that names none
+/// from it: a round's twin repeats the round's answer, and a third with its own seed
+/// does not, so the round reads `fixed_seed`, not `sampling_ignored` (docs/sampling.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs llama-server: scripts/real-server/setup.sh"]
+async fn a_llama_server_with_one_seed_reads_fixed_seed_not_ignored() {
+    let server = llama::start(&llama::tiny(), 4096, &["--seed", "42"]).await;
+    let toml = format!(
+        r#"
+        [[targets]]
+        name = "chat"
+        url = "{url}"
+        backend = "openai-chat"
+        model = "tiny"
+        rate = 0.001
+        sampler = {{ interval = "250ms", server = "llama.cpp", settings = [{{ temperature = 1.0, top_k = 20 }}] }}
+        "#,
+        url = server.url
+    );
+    let daemon = start_daemon(&toml).await;
+    let rounds = |s: &Scrape, result| count(s, "inferprobe_sampler_checks_total", result);
+    let s = daemon
+        .wait_for(Duration::from_secs(120), |s| rounds(s, "fixed_seed") >= 4.0)
+        .await;
+    daemon.stop().await;
+    eprintln!(
+        "llama-server --seed 42: rounds fixed_seed {}, ignored {}, ok {}, windows miscalibrated {}",
+        rounds(&s, "fixed_seed"),
+        rounds(&s, "sampling_ignored"),
+        rounds(&s, "ok"),
+        count(
+            &s,
+            "inferprobe_sampler_calibration_windows_total",
+            "miscalibrated"
+        )
+    );
+    assert!(rounds(&s, "fixed_seed") >= 4.0, "{}", s.text);
+    assert_eq!(rounds(&s, "sampling_ignored"), 0.0, "{}", s.text);
+}
+
 /// A target of `backend`, for its parser.
 fn target(backend: &str) -> Arc<Target> {
     let toml = format!(

@@ -69,6 +69,15 @@ async fn a_healthy_sampler_reads_ok_in_both_logprob_semantics() {
             0.0
         );
         assert!(rounds(&s, "ok") >= 16.0, "{mode:?}: {}", rounds(&s, "ok"));
+        // Every round's twin drew its own answer.
+        for result in [
+            "sampling_ignored",
+            "fixed_seed",
+            "invalid_logprobs",
+            "unscored",
+        ] {
+            assert_eq!(rounds(&s, result), 0.0, "{mode:?} {result}");
+        }
         // Four windows at a false-alarm rate of 1e-4 each; the last one's figures.
         assert_eq!(windows(&s, "miscalibrated"), 0.0, "{mode:?}");
         let p_value = s.sum("inferprobe_sampler_calibration_p_value", &[]);
@@ -92,45 +101,79 @@ async fn a_healthy_sampler_reads_ok_in_both_logprob_semantics() {
     }
 }
 
+/// How a fault is told.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Told {
+    /// Tokens outside the support.
+    Outside,
+    /// Two windows in a row miscalibrated (or outside tokens, where a truncation depends
+    /// on the temperature).
+    Miscalibrated,
+    /// The twin drew the same answer: `sampling_ignored`.
+    Ignored,
+    /// Not at all: a processed list shows the distribution the faulty sampler used.
+    Unseen,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_fault_is_told_within_two_windows() {
-    let cases = [
-        (SamplerFault::TopKIgnored, true),
-        (SamplerFault::TopPIgnored, true),
-        (SamplerFault::MinPIgnored, true),
-        (SamplerFault::OutsideNucleus, true),
-        (SamplerFault::Temperature, false),
-        (SamplerFault::Greedy, false),
-        (SamplerFault::StuckRng, false),
+    use SamplerFault as F;
+    use Told::*;
+    let raw = [
+        (F::TopKIgnored, Outside),
+        (F::TopPIgnored, Outside),
+        (F::MinPIgnored, Outside),
+        (F::OutsideNucleus, Outside),
+        (F::Temperature, Miscalibrated),
+        (F::Greedy, Ignored),
+        (F::StuckRng, Ignored),
     ];
-    for (fault, outside) in cases {
-        let sim = start_sim(sim_config(fault, LogprobsMode::Raw)).await;
-        let daemon = start_daemon(&config(&sim.url(), "openai-chat", "")).await;
+    let processed = [
+        (F::TopKIgnored, Outside),
+        (F::TopPIgnored, Unseen),
+        (F::MinPIgnored, Outside),
+        (F::OutsideNucleus, Outside),
+        (F::Temperature, Unseen),
+        (F::Greedy, Ignored),
+        (F::StuckRng, Ignored),
+    ];
+    let cases = raw
+        .map(|(f, t)| (f, t, LogprobsMode::Raw, "openai-chat"))
+        .into_iter()
+        .chain(processed.map(|(f, t)| (f, t, LogprobsMode::Processed, "openai")));
+    for (fault, told, mode, backend) in cases {
+        let sim = start_sim(sim_config(fault, mode)).await;
+        let daemon = start_daemon(&config(&sim.url(), backend, "")).await;
         // Two default windows (256 PITs each, about 4 rounds of 64 tokens).
         let s = daemon
             .wait_for(Duration::from_secs(60), |s| {
                 rounds(s, "outside_support") > 0.0
+                    || rounds(s, "sampling_ignored") >= 2.0
                     || windows(s, "ok") + windows(s, "miscalibrated") >= 2.0
             })
             .await;
         daemon.stop().await;
-        // Outside tokens on the faults that draw them; two windows in a row
-        // miscalibrated on the others (a wrong temperature draws outside tokens too,
-        // where a truncation depends on it).
-        let told = match outside {
-            true => rounds(&s, "outside_support") > 0.0,
-            false => {
-                rounds(&s, "outside_support") > 0.0
-                    || (windows(&s, "miscalibrated") >= 2.0
-                        && s.sum("inferprobe_sampler_miscalibrated_windows_in_row", &[]) >= 2.0)
-            }
+        let outside = rounds(&s, "outside_support");
+        let ignored = rounds(&s, "sampling_ignored");
+        let miscalibrated = windows(&s, "miscalibrated") >= 2.0
+            && s.sum("inferprobe_sampler_miscalibrated_windows_in_row", &[]) >= 2.0;
+        let ok = match told {
+            Outside => outside > 0.0,
+            Miscalibrated => outside > 0.0 || miscalibrated,
+            // Every round whose lists can tell, and none read ok.
+            Ignored => ignored >= 2.0 && rounds(&s, "ok") == 0.0 && outside == 0.0,
+            Unseen => outside == 0.0 && ignored == 0.0,
         };
         assert!(
-            told,
-            "{fault:?}: rounds outside {}, windows miscalibrated {}",
-            rounds(&s, "outside_support"),
+            ok,
+            "{fault:?} {mode:?}: rounds outside {outside}, ignored {ignored}, ok {}, unscored {}, windows miscalibrated {}",
+            rounds(&s, "ok"),
+            rounds(&s, "unscored"),
             windows(&s, "miscalibrated")
         );
+        // A seeded twin tells a fixed server seed apart: the simulator's faults draw alike
+        // whatever the seed.
+        assert_eq!(rounds(&s, "fixed_seed"), 0.0, "{fault:?} {mode:?}");
     }
 }
 
@@ -175,6 +218,7 @@ async fn a_healthy_day_fires_no_sampler_alert() {
         count(&s, "inferprobe_sampler_tokens_total", "outside_support"),
         0.0
     );
+    assert_eq!(rounds(&s, "sampling_ignored"), 0.0);
     let windows_seen = windows(&s, "ok") + windows(&s, "miscalibrated");
     assert!(windows_seen >= 250.0, "{windows_seen}");
     assert!(

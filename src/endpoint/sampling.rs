@@ -34,30 +34,49 @@ pub struct SamplingSpec {
 /// A prompt's overhead in tokens beyond its nonce (the instruction).
 const PROMPT_TOKENS: u64 = 40;
 
+/// Output tokens of a round's twin (the same request again, without logprobs): enough
+/// that two draws agreeing is rare on a high-entropy prompt, few enough to cost a quarter
+/// of a round.
+pub const TWIN_TOKENS: u32 = 16;
+
 impl SamplingSpec {
     fn rounds_per_hour(&self) -> f64 {
         3600.0 / self.interval.as_secs_f64()
     }
 
-    /// Requests a round sends: one with logprobs, or `samples` without.
-    fn requests_per_round(&self) -> f64 {
-        let round = match self.server.semantics() {
-            Some(_) => 1.0,
-            None => f64::from(self.samples),
+    /// Requests a round sends and the output tokens they ask for, at most: one with
+    /// logprobs and its twin, or `samples` without; a seeded pair every `seed_every`.
+    fn per_round(&self) -> (f64, f64) {
+        let max = f64::from(self.max_tokens);
+        let logprobs: (f64, f64) = (2.0, max + f64::from(self.twin_tokens()));
+        let answers = (f64::from(self.samples), f64::from(self.samples) * max);
+        let (requests, output) = match self.server {
+            // Not known until the server answers: the dearer.
+            Server::Auto => (logprobs.0.max(answers.0), logprobs.1.max(answers.1)),
+            s if s.semantics().is_some() => logprobs,
+            _ => answers,
         };
         match self.seed_every {
-            0 => round,
-            n => round + 2.0 / f64::from(n),
+            0 => (requests, output),
+            n => (
+                requests + 2.0 / f64::from(n),
+                output + 2.0 * max / f64::from(n),
+            ),
         }
     }
 
-    /// Prompt and output tokens an hour, at most (`Auto` priced as the round without
-    /// logprobs, the dearer: it is not known which the server gets until it answers).
+    /// The twin's output tokens.
+    pub fn twin_tokens(&self) -> u32 {
+        TWIN_TOKENS.min(self.max_tokens)
+    }
+
+    /// Prompt and output tokens an hour, at most.
     pub fn tokens_per_hour(&self) -> (u64, u64) {
-        let requests = self.rounds_per_hour() * self.requests_per_round();
+        let (requests, output) = self.per_round();
+        let rounds = self.rounds_per_hour();
         (
-            (requests * PROMPT_TOKENS as f64).round() as u64,
-            (requests * f64::from(self.max_tokens)).round() as u64,
+            (rounds * requests * PROMPT_TOKENS as f64).round() as u64,
+            (rounds * output).round() as u64,
         )
     }
 

@@ -22,7 +22,14 @@ type Grouped = (TargetLabels, Group);
 type F64Gauge = Gauge<f64, AtomicU64>;
 
 /// A round's results made at 0 from the start (error categories are made at first use).
-pub const ROUND_RESULTS: [&str; 4] = ["ok", "outside_support", "sampling_ignored", "unscored"];
+pub const ROUND_RESULTS: [&str; 6] = [
+    "ok",
+    "outside_support",
+    "sampling_ignored",
+    "fixed_seed",
+    "invalid_logprobs",
+    "unscored",
+];
 /// A sampled token's.
 pub const TOKEN_RESULTS: [&str; 3] = ["ok", "outside_support", "unscored"];
 const WINDOW_RESULTS: [&str; 2] = ["ok", "miscalibrated"];

@@ -7,7 +7,9 @@
 //!   is inside the set temperature, top-k, top-p and min-p allow, or `outside_support`,
 //!   which no correct sampler draws; and its randomized PIT goes to a calibration window
 //!   (`calibration`) that a wrong temperature, forced greedy decoding or a stuck random
-//!   generator fails.
+//!   generator fails. A twin (the request again, short, without logprobs) drawn alike
+//!   where the first answer's probabilities make that rare is `sampling_ignored`: the
+//!   faults whose every token looks well drawn (a generator stuck for every request).
 //! - Without (hosted APIs, TGI, TensorRT-LLM, SGLang): `samples` answers to one prompt
 //!   at temperature 1; all identical is `sampling_ignored`.
 //!
@@ -17,6 +19,7 @@
 pub mod calibration;
 mod round;
 pub mod support;
+mod twin;
 
 use std::sync::{Arc, Mutex};
 
@@ -88,7 +91,7 @@ pub async fn run(
     while let Some((now, permit)) = ticker.tick(&stop).await {
         let server = resolve(&prober, &state).await;
         let cost = match server.semantics() {
-            Some(_) => spec.max_tokens,
+            Some(_) => spec.max_tokens + spec.twin_tokens(),
             None => spec.max_tokens * spec.samples,
         };
         if let Some(budget) = &sinks.budget {

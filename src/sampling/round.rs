@@ -8,6 +8,7 @@ use rand::RngExt;
 use tokio_util::sync::CancellationToken;
 
 use super::support::{self, Params, Support};
+use super::twin::{self, Answered, Step};
 use super::{Calibration, State};
 use crate::endpoint::sampling::{SamplingSpec, Server};
 use crate::metrics::SamplerSeries;
@@ -34,7 +35,13 @@ pub fn prompt_text(nonce: u64) -> String {
 }
 
 /// Answers this short tell too little apart: a model may end at once every time.
-const DIVERSE_MIN_CHARS: usize = 16;
+pub(super) const DIVERSE_MIN_CHARS: usize = 16;
+
+/// What an answer says: its reasoning, then its text (a reasoning model samples both).
+pub(super) fn answer_text(report: &ProbeReport) -> String {
+    let r = &report.record.response;
+    format!("{}{}", r.other_text, r.text)
+}
 
 pub(super) async fn run(
     prober: &Prober,
@@ -82,11 +89,11 @@ pub(super) async fn run(
     let mut last_id = String::new();
     // A server started with a fixed seed (llama-server's `--seed`) draws each answer alike
     // unless a request says otherwise: where the API takes one, each answer its own seed.
-    let seeds = semantics.is_none()
-        && matches!(
-            target.backend,
-            crate::endpoint::BackendKind::OpenAi | crate::endpoint::BackendKind::OpenAiChat
-        );
+    let takes_seeds = matches!(
+        target.backend,
+        crate::endpoint::BackendKind::OpenAi | crate::endpoint::BackendKind::OpenAiChat
+    );
+    let seeds = semantics.is_none() && takes_seeds;
     for i in 0..requests {
         let request_id = format!("{}sampler-{nonce:016x}-{i}", target.request_id_prefix);
         let mut prompt = prompt.clone();
@@ -111,13 +118,32 @@ pub(super) async fn run(
         last_id = request_id;
     }
     let result = match semantics {
-        Some(semantics) => judge(
-            &answers[0],
-            &params,
-            semantics,
-            (state, series),
-            (&last_id, target.id.as_str()),
-        ),
+        Some(semantics) => {
+            let (judged, steps) = judge(
+                &answers[0],
+                &params,
+                semantics,
+                (state, series),
+                (&last_id, target.id.as_str()),
+            );
+            let text = answer_text(&answers[0]);
+            let first = Answered {
+                text: &text,
+                steps: &steps,
+            };
+            // A request that allows one token is answered alike by any sampler.
+            let one_token = params.top_k == 1 || params.temperature <= 0.0;
+            match judged {
+                "outside_support" | "invalid_logprobs" => judged,
+                _ if one_token => judged,
+                _ => match twin::twin(prober, &prompt, first, takes_seeds, abort, &mut trace)
+                    .await?
+                {
+                    Some(repeated) => repeated,
+                    None => judged,
+                },
+            }
+        }
         None => diverse(&answers, (&last_id, target.id.as_str())),
     };
     series.round(result);
@@ -184,13 +210,23 @@ fn judge(
     semantics: support::Semantics,
     (state, series): (&State, &SamplerSeries),
     (request_id, target): (&str, &str),
-) -> &'static str {
+) -> (&'static str, Vec<Step>) {
     let Some(logprobs) = &report.record.response.logprobs else {
-        return "unscored";
+        return ("unscored", Vec::new());
     };
     if let Some(why) = &logprobs.unreadable {
         tracing::warn!(target, request_id, error = %why, "sampler check: the logprobs are unreadable");
-        return "unscored";
+        return ("unscored", Vec::new());
+    }
+    if let Some((at, value)) = impossible(&logprobs.positions) {
+        tracing::warn!(
+            target,
+            request_id,
+            position = at,
+            value,
+            "sampler check: a logprob no distribution has (above 0, or not a number): the server's logprobs are wrong"
+        );
+        return ("invalid_logprobs", Vec::new());
     }
     let semantics = match semantics {
         support::Semantics::Raw => {
@@ -207,6 +243,7 @@ fn judge(
     };
     let (mut ok, mut outside, mut unscored) = (0u64, 0u64, 0u64);
     let mut pits = Vec::with_capacity(logprobs.positions.len());
+    let mut steps = Vec::with_capacity(logprobs.positions.len());
     let mut rng = rand::rng();
     for (at, position) in logprobs.positions.iter().enumerate() {
         // Until the server's lists have shown they are raw (a token the request drops,
@@ -245,6 +282,24 @@ fn judge(
         if let Some((below, own)) = judged.pit {
             pits.push(below + rng.random::<f64>() * own);
         }
+        let single = position
+            .top
+            .iter()
+            .filter(|&&(_, lp)| lp > support::IMPOSSIBLE)
+            .count()
+            == 1;
+        let one_allowed = params.temperature <= 0.0
+            || params.top_k == 1
+            || params.top_p < 1.0
+            || params.min_p > 0.0;
+        steps.push(Step {
+            bytes: position.token.key().len(),
+            ln_own: judged
+                .pit
+                .filter(|_| !single)
+                .map(|(_, own)| own.max(f64::MIN_POSITIVE).ln()),
+            lone: single && !one_allowed,
+        });
     }
     series.tokens("ok", ok);
     series.tokens("outside_support", outside);
@@ -266,19 +321,27 @@ fn judge(
             }
         }
     }
-    match (outside, ok) {
+    let result = match (outside, ok) {
         (1.., _) => "outside_support",
         (0, 0) => "unscored",
         _ => "ok",
-    }
+    };
+    (result, steps)
+}
+
+/// A logprob above 0 (beyond rounding) or not a number: no distribution has one.
+fn impossible(positions: &[crate::logprobs::Position]) -> Option<(usize, f64)> {
+    const SLACK: f64 = 1e-3;
+    let bad = |lp: f64| lp.is_nan() || lp > SLACK;
+    positions.iter().enumerate().find_map(|(at, p)| {
+        let values = p.logprob.into_iter().chain(p.top.iter().map(|&(_, lp)| lp));
+        values.into_iter().find(|&lp| bad(lp)).map(|lp| (at, lp))
+    })
 }
 
 /// Answers to one prompt at temperature 1: all the same means sampling was ignored.
 fn diverse(answers: &[ProbeReport], (request_id, target): (&str, &str)) -> &'static str {
-    let texts: Vec<&str> = answers
-        .iter()
-        .map(|r| r.record.response.text.as_str())
-        .collect();
+    let texts: Vec<String> = answers.iter().map(answer_text).collect();
     let Some(first) = texts.first() else {
         return "unscored";
     };

@@ -95,7 +95,7 @@ fn tolerance(logprob: f64) -> f64 {
 const MASS_TOLERANCE: f64 = 2e-3;
 
 /// Values below this are no probability: vLLM sends -9999 for a token of no chance.
-const IMPOSSIBLE: f64 = -1e3;
+pub(super) const IMPOSSIBLE: f64 = -1e3;
 
 /// The largest vocabulary a model is assumed to have, where the unlisted mass must be
 /// bounded at a temperature above 1 (Gemma's is 262,144).
@@ -128,7 +128,12 @@ pub fn judge(position: &Position, params: &Params, semantics: Semantics) -> Judg
 /// The listed values are the sampler's own distribution: a token it kept has a
 /// probability above 0, and the list is the whole distribution when it sums to 1. Its
 /// order is the raw one (every transform is monotone), so top-k is checked on it too: a
-/// sampled token clearly below the k-th listed was not among the k.
+/// sampled token clearly below the k-th listed was not among the k. So is min-p, whose
+/// ratio to the best token renormalizing keeps: vLLM applies it after temperature,
+/// llama.cpp before (the ratio then shows raised to 1 / T), and a token is outside only
+/// below both floors. Top-p is not: a nucleus cut again cuts deeper, so an ignored top-p
+/// cannot be seen on a processed list (nor a wrong temperature: the list shows the one
+/// applied).
 fn processed(own: f64, listed: &[f64], p: &Params) -> Judged {
     let outside = Judged {
         support: Support::Outside,
@@ -142,6 +147,13 @@ fn processed(own: f64, listed: &[f64], p: &Params) -> Judged {
         .flatten()
     {
         if own < kth - tolerance(kth) {
+            return outside;
+        }
+    }
+    if p.min_p > 0.0 {
+        let best = listed.iter().copied().fold(own, f64::max);
+        let floor = best + p.min_p.ln().min(p.min_p.ln() / p.temperature.max(1e-6));
+        if own < floor - tolerance(floor) {
             return outside;
         }
     }

@@ -84,7 +84,8 @@ pub enum SamplerFault {
     Temperature,
     /// Every token the likeliest, whatever the temperature.
     Greedy,
-    /// Every draw the same uniform number.
+    /// One exponential noise vector for every draw (vLLM's race, argmax p / q): each
+    /// token looks well drawn, and every answer to a prompt is the same.
     StuckRng,
     /// `--outside-rate` of the tokens drawn from outside the allowed set.
     OutsideNucleus,

@@ -8,8 +8,10 @@
 //!
 //! The faults (`--sampler-fault`) are the ones real samplers have had: truncations
 //! ignored, a temperature other than the one asked (applied ×2), greedy decoding forced,
-//! a random generator stuck at one draw, and a share of tokens drawn from outside the
-//! nucleus (`--outside-rate`).
+//! a random generator stuck (vLLM's exponential race with one noise vector for every step
+//! and request, whose tokens each look well drawn), and a share of tokens drawn from
+//! outside the nucleus (`--outside-rate`). Processed lists show what the faulty sampler
+//! used, as a server's own would: a forced greedy lists one token.
 
 use rand::{Rng, RngExt, SeedableRng};
 
@@ -144,16 +146,32 @@ impl super::model::ModelFlags {
             },
             _ => *s,
         };
-        let stuck: f64 = 0.37;
+        // The stuck generator's noise: one exponential per vocabulary word, never redrawn.
+        let stuck = &mut rand::rngs::StdRng::seed_from_u64(0x57);
+        let noise: Vec<f64> = (0..WORDS)
+            .map(|_| -(1.0 - stuck.random::<f64>()).ln())
+            .collect();
         (0..n)
             .map(|_| {
                 let ranked = raw_logprobs(prefix);
                 let raw: Vec<f64> = ranked.iter().map(|&(_, l)| l).collect();
                 let asked = processed(&raw, s);
-                let drawn = processed(&raw, &applied);
+                let mut drawn = processed(&raw, &applied);
+                if self.sampler_fault == SamplerFault::Greedy {
+                    drawn = (0..raw.len())
+                        .map(|i| f64::from(u8::from(i == 0)))
+                        .collect();
+                }
                 let pick = match self.sampler_fault {
                     SamplerFault::Greedy => 0,
-                    SamplerFault::StuckRng => inverse(&drawn, stuck),
+                    // argmax p / q, q exponential: an exact draw were q fresh each step.
+                    SamplerFault::StuckRng => (0..raw.len())
+                        .filter(|&i| drawn[i] > 0.0)
+                        .max_by(|&a, &b| {
+                            let score = |i: usize| drawn[i] / noise[ranked[i].0];
+                            score(a).total_cmp(&score(b))
+                        })
+                        .unwrap_or(0),
                     SamplerFault::OutsideNucleus if rng.random::<f64>() < self.outside_rate => {
                         // The most likely of the tokens the request does not allow.
                         asked.iter().position(|p| *p == 0.0).unwrap_or(0)
@@ -163,11 +181,11 @@ impl super::model::ModelFlags {
                 let (values, listed): (Vec<f64>, Vec<usize>) = match self.logprobs_mode {
                     LogprobsMode::Raw => (raw.clone(), (0..raw.len()).collect()),
                     LogprobsMode::Processed => {
-                        let lp: Vec<f64> = asked
+                        let lp: Vec<f64> = drawn
                             .iter()
                             .map(|&p| if p > 0.0 { p.ln() } else { -9999.0 })
                             .collect();
-                        let kept = (0..raw.len()).filter(|&i| asked[i] > 0.0).collect();
+                        let kept = (0..raw.len()).filter(|&i| drawn[i] > 0.0).collect();
                         (lp, kept)
                     }
                 };

@@ -120,7 +120,6 @@ fn each_fault_is_outside_or_miscalibrated() {
         ),
         (SamplerFault::Temperature, params(0.5, 19, 1.0, 0.0), false),
         (SamplerFault::Greedy, params(1.0, 19, 1.0, 0.0), false),
-        (SamplerFault::StuckRng, params(1.0, 19, 1.0, 0.0), false),
     ];
     for (fault, p, outside_expected) in cases {
         let flags = ModelFlags {
@@ -139,6 +138,28 @@ fn each_fault_is_outside_or_miscalibrated() {
             assert!(p_value < 1e-4, "{fault:?}: p {p_value}");
         }
     }
+}
+
+/// A stuck exponential race (one noise vector for every step) draws each token as if
+/// well drawn: calibration cannot see it, only two answers to one prompt being the same.
+#[test]
+fn a_stuck_race_is_calibrated_but_answers_alike() {
+    let p = params(1.0, 19, 1.0, 0.0);
+    let stuck = ModelFlags {
+        sampler_fault: SamplerFault::StuckRng,
+        ..ModelFlags::default()
+    };
+    let (outside, p_value, scored) = run(&positions(&stuck, &p, 256, 20, 5), &p, Semantics::Raw, 6);
+    assert_eq!(outside, 0);
+    assert!(scored > 200 && p_value > 1e-4, "{scored} {p_value}");
+    let answer = |flags: &ModelFlags, seed: u64| -> Vec<String> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let tokens = flags.sample("random words", &sampling(&p), 16, 20, &mut rng);
+        tokens.into_iter().map(|t| t.text).collect()
+    };
+    assert_eq!(answer(&stuck, 1), answer(&stuck, 2));
+    let healthy = ModelFlags::default();
+    assert_ne!(answer(&healthy, 1), answer(&healthy, 2));
 }
 
 fn position(own: f64, listed: &[f64]) -> Position {
@@ -322,4 +343,23 @@ fn a_processed_list_wider_than_top_k_shows_the_token_outside() {
     assert_eq!(j.support, Support::Outside);
     let j = judge(&position(listed[2], &listed), &p, Semantics::Processed);
     assert_eq!(j.support, Support::Inside);
+}
+
+#[test]
+fn min_p_is_checked_on_a_processed_list_under_either_order() {
+    let listed = [-1.0, -1.5, -2.0, -3.0];
+    let at = |own: f64, t: f64| {
+        judge(
+            &position(own, &listed),
+            &params(t, 0, 1.0, 0.2),
+            Semantics::Processed,
+        )
+        .support
+    };
+    // At temperature 1 both orders agree: e^-2 of the best is under 0.2, e^-1 is not.
+    assert_eq!(at(-3.0, 1.0), Support::Outside);
+    assert_eq!(at(-2.0, 1.0), Support::Inside);
+    // At 0.5, llama.cpp's min-p before temperature keeps down to 0.2^2 of the best here.
+    assert_eq!(at(-3.0, 0.5), Support::Inside);
+    assert_eq!(at(-5.0, 0.5), Support::Outside);
 }

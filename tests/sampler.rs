@@ -127,6 +127,7 @@ async fn each_fault_is_told_within_two_windows() {
         (F::Temperature, Miscalibrated),
         (F::Greedy, Ignored),
         (F::StuckRng, Ignored),
+        (F::StuckRace, Ignored),
     ];
     let processed = [
         (F::TopKIgnored, Outside),
@@ -136,6 +137,7 @@ async fn each_fault_is_told_within_two_windows() {
         (F::Temperature, Unseen),
         (F::Greedy, Ignored),
         (F::StuckRng, Ignored),
+        (F::StuckRace, Ignored),
     ];
     let cases = raw
         .map(|(f, t)| (f, t, LogprobsMode::Raw, "openai-chat"))

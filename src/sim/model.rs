@@ -84,9 +84,11 @@ pub enum SamplerFault {
     Temperature,
     /// Every token the likeliest, whatever the temperature.
     Greedy,
+    /// Every draw the same uniform number (inverse CDF).
+    StuckRng,
     /// One exponential noise vector for every draw (vLLM's race, argmax p / q): each
     /// token looks well drawn, and every answer to a prompt is the same.
-    StuckRng,
+    StuckRace,
     /// `--outside-rate` of the tokens drawn from outside the allowed set.
     OutsideNucleus,
 }

@@ -8,9 +8,9 @@
 //!
 //! The faults (`--sampler-fault`) are the ones real samplers have had: truncations
 //! ignored, a temperature other than the one asked (applied ×2), greedy decoding forced,
-//! a random generator stuck (vLLM's exponential race with one noise vector for every step
-//! and request, whose tokens each look well drawn), and a share of tokens drawn from
-//! outside the nucleus (`--outside-rate`). Processed lists show what the faulty sampler
+//! a random generator stuck at one uniform draw, or at one noise vector for every step and
+//! request (vLLM's exponential race, whose tokens each look well drawn), and a share of
+//! tokens drawn from outside the nucleus (`--outside-rate`). Processed lists show what the faulty sampler
 //! used, as a server's own would: a forced greedy lists one token.
 
 use rand::{Rng, RngExt, SeedableRng};
@@ -164,8 +164,9 @@ impl super::model::ModelFlags {
                 }
                 let pick = match self.sampler_fault {
                     SamplerFault::Greedy => 0,
+                    SamplerFault::StuckRng => inverse(&drawn, 0.37),
                     // argmax p / q, q exponential: an exact draw were q fresh each step.
-                    SamplerFault::StuckRng => (0..raw.len())
+                    SamplerFault::StuckRace => (0..raw.len())
                         .filter(|&i| drawn[i] > 0.0)
                         .max_by(|&a, &b| {
                             let score = |i: usize| drawn[i] / noise[ranked[i].0];

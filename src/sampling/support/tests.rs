@@ -120,6 +120,7 @@ fn each_fault_is_outside_or_miscalibrated() {
         ),
         (SamplerFault::Temperature, params(0.5, 19, 1.0, 0.0), false),
         (SamplerFault::Greedy, params(1.0, 19, 1.0, 0.0), false),
+        (SamplerFault::StuckRng, params(1.0, 19, 1.0, 0.0), false),
     ];
     for (fault, p, outside_expected) in cases {
         let flags = ModelFlags {
@@ -146,7 +147,7 @@ fn each_fault_is_outside_or_miscalibrated() {
 fn a_stuck_race_is_calibrated_but_answers_alike() {
     let p = params(1.0, 19, 1.0, 0.0);
     let stuck = ModelFlags {
-        sampler_fault: SamplerFault::StuckRng,
+        sampler_fault: SamplerFault::StuckRace,
         ..ModelFlags::default()
     };
     let (outside, p_value, scored) = run(&positions(&stuck, &p, 256, 20, 5), &p, Semantics::Raw, 6);

@@ -139,21 +139,10 @@ async fn resolve(prober: &Prober, state: &State) -> Server {
         return known;
     }
     let target = &prober.target;
-    let mut url = target.url.clone();
-    let base = url.path().split("/v1/").next().unwrap_or("").to_owned();
-    url.set_path(&format!("{}/v1/models", base.trim_end_matches('/')));
-    url.set_query(None);
-    let server = match prober.get_json(url).await {
-        Ok(models) => {
-            let data = models.get("data").and_then(serde_json::Value::as_array);
-            let entry = data.and_then(|d| {
-                d.iter()
-                    .find(|m| {
-                        m.get("id").and_then(serde_json::Value::as_str) == Some(&target.model)
-                    })
-                    .or_else(|| d.first())
-            });
+    let server = match prober.model_entry().await {
+        Ok(entry) => {
             let owned_by = entry
+                .as_ref()
                 .and_then(|m| m.get("owned_by"))
                 .and_then(serde_json::Value::as_str)
                 .unwrap_or("");

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::config::{self, Config, EXIT_CONFIG, Overrides, Source};
 use crate::endpoint::Target;
+use crate::endpoint::sampling::{SamplingSpec, Server};
 
 /// One line of the report on stdout. A reader that went away (`inferprobe check ... | head
 /// -1`) ends the report, not the process with a panic as `println!` would (Rust ignores
@@ -80,6 +81,9 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
         }
         if let Some(spec) = &target.sampler {
             say!("  {}: {}", target.name, spec.describe());
+            for warning in sampler_warnings(spec) {
+                eprintln!("warning: {}: {warning}", target.name);
+            }
         }
         if let Some(canary) = &target.canary {
             say!(
@@ -330,6 +334,44 @@ fn erlang_b(load: f64) -> impl Iterator<Item = f64> {
     })
 }
 
+/// The shortest answer the sampler check's diversity test scores, in characters
+/// (`DIVERSE_MIN_CHARS` in src/sampling/round.rs; docs/sampling.md, "Without logprobs").
+const DIVERSE_MIN_CHARS: u32 = 16;
+
+/// Where the sampler check cannot judge what it is set to (docs/sampling.md): a setting's
+/// top-k beyond what a list of `top_logprobs` shows exactly (its N − 1 best others,
+/// whichever token was sampled), and answers too short for the diversity test to score.
+fn sampler_warnings(spec: &SamplingSpec) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let (listed, reach) = (spec.top_logprobs, spec.top_logprobs.saturating_sub(1));
+    if spec.server != Server::Unknown {
+        for (i, p) in spec.settings.iter().enumerate() {
+            if p.top_k <= reach {
+                continue;
+            }
+            let fix = match p.top_k + 1 {
+                n if n <= 20 => format!("top_logprobs = {n} or more, or top_k = {reach} or less"),
+                _ => format!("top_k = {reach} or less (top_logprobs lists at most 20)"),
+            };
+            warnings.push(format!(
+                "sampler.settings[{i}] (temperature {}, top_k {}, top_p {}, min_p {}): top_k = {} is more than top_logprobs - 1 = {reach}; a list of {listed} shows only the {reach} best others whichever token was sampled, so the support check cannot rebuild this top-k exactly: tokens past the list are only bounded (a token outside the top-k may pass) and fewer give a calibration PIT; set {fix}",
+                p.temperature, p.top_k, p.top_p, p.min_p, p.top_k,
+            ));
+        }
+    }
+    if spec.server.semantics().is_none() && spec.max_tokens < DIVERSE_MIN_CHARS {
+        let when = match spec.server {
+            Server::Auto => " (server = auto: wherever /v1/models names neither vllm nor llamacpp)",
+            _ => "",
+        };
+        warnings.push(format!(
+            "sampler.max_tokens = {}: without logprobs{when} the diversity test marks a round unscored when any answer is under {DIVERSE_MIN_CHARS} characters, and {} tokens may be fewer (a token can be one character): such rounds judge nothing; set max_tokens = {DIVERSE_MIN_CHARS} or more",
+            spec.max_tokens, spec.max_tokens,
+        ));
+    }
+    warnings
+}
+
 /// What a target's checks send an hour, prompt and output tokens, beside its workload's
 /// (docs/operating.md, "Limits"): per replica, and for a discovery block up to its
 /// `max_targets` replicas.
@@ -391,7 +433,82 @@ fn cost(target: &Target, max_replicas: Option<usize>) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{erlang_b, normal_cdf, significant};
+    use std::time::Duration;
+
+    use super::{erlang_b, normal_cdf, sampler_warnings, significant};
+    use crate::endpoint::sampling::{Params, SamplingSpec, Server};
+
+    fn sampler(server: Server, top_logprobs: u32, max_tokens: u32) -> SamplingSpec {
+        let p = |top_k| Params {
+            temperature: 1.0,
+            top_k,
+            top_p: 1.0,
+            min_p: 0.0,
+        };
+        SamplingSpec {
+            interval: Duration::from_secs(60),
+            settings: vec![p(19), p(5), p(0)],
+            max_tokens,
+            top_logprobs,
+            server,
+            window: 256,
+            alpha: 1e-4,
+            samples: 3,
+            seed_every: 10,
+        }
+    }
+
+    #[test]
+    fn the_sampler_check_warns_where_it_cannot_judge_its_settings() {
+        // The defaults' top-k 19 under a list of 20, and 64 tokens: nothing to say.
+        for server in [
+            Server::Auto,
+            Server::Vllm,
+            Server::LlamaCpp,
+            Server::Unknown,
+        ] {
+            assert!(sampler_warnings(&sampler(server, 20, 64)).is_empty());
+        }
+        // A list of 6 shows the 5 best others: top-k 5 is exact, 19 is not; top-k 0 is off.
+        let warnings = sampler_warnings(&sampler(Server::Vllm, 6, 64));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with(
+                "sampler.settings[0] (temperature 1, top_k 19, top_p 1, min_p 0): top_k = 19 is more than top_logprobs - 1 = 5;"
+            ) && warnings[0].ends_with("set top_logprobs = 20 or more, or top_k = 5 or less"),
+            "{}",
+            warnings[0]
+        );
+        // Top-k 20 needs 21 listed, more than any server lists.
+        let mut wide = sampler(Server::Auto, 20, 64);
+        wide.settings[0].top_k = 20;
+        let warnings = sampler_warnings(&wide);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].ends_with("set top_k = 19 or less (top_logprobs lists at most 20)"),
+            "{}",
+            warnings[0]
+        );
+        // Without logprobs no list is read: the top-k is never judged from one.
+        assert!(sampler_warnings(&sampler(Server::Unknown, 6, 64)).is_empty());
+        // Answers of under 16 tokens may be under the diversity test's 16 characters,
+        // where it is used: never with a server whose logprobs are read.
+        for (server, when) in [
+            (Server::Unknown, "without logprobs the"),
+            (Server::Auto, "without logprobs (server = auto"),
+        ] {
+            let warnings = sampler_warnings(&sampler(server, 20, 15));
+            assert_eq!(warnings.len(), 1, "{server:?}: {warnings:?}");
+            assert!(
+                warnings[0].starts_with(&format!("sampler.max_tokens = 15: {when}"))
+                    && warnings[0].ends_with("set max_tokens = 16 or more"),
+                "{}",
+                warnings[0]
+            );
+        }
+        assert!(sampler_warnings(&sampler(Server::Unknown, 20, 16)).is_empty());
+        assert!(sampler_warnings(&sampler(Server::LlamaCpp, 20, 8)).is_empty());
+    }
 
     #[test]
     fn the_normal_distribution_and_significant_digits() {

@@ -34,6 +34,32 @@ use deadlines::Deadlines;
 pub use served_by::served_by;
 pub use stream::StreamReader;
 
+/// `/v1/models` on the target's server: the path before the target's `/v1/` (a gateway's
+/// prefix), or the root where its path has none.
+fn models_url(url: &reqwest::Url) -> reqwest::Url {
+    let mut url = url.clone();
+    let path = url.path().to_owned();
+    let base = path.find("/v1/").map_or("", |at| &path[..at]);
+    url.set_path(&format!("{base}/v1/models"));
+    url.set_query(None);
+    url
+}
+
+/// `model`'s entry in a `/v1/models` answer, else its first (see [`Prober::model_entry`]).
+fn model_entry(models: serde_json::Value, model: &str) -> Option<serde_json::Value> {
+    let serde_json::Value::Object(mut models) = models else {
+        return None;
+    };
+    let Some(serde_json::Value::Array(mut data)) = models.remove("data") else {
+        return None;
+    };
+    let at = data
+        .iter()
+        .position(|m| m.get("id").and_then(serde_json::Value::as_str) == Some(model))
+        .unwrap_or(0);
+    (at < data.len()).then(|| data.swap_remove(at))
+}
+
 /// After `[DONE]` the rest of the body is read briefly so the connection can be reused.
 const DRAIN_AFTER_DONE: Duration = Duration::from_secs(1);
 
@@ -188,8 +214,8 @@ impl Prober {
     }
 
     /// GET `url` with the target's headers and key, and read its JSON (at most 1 MiB, within
-    /// the target's total timeout): the session check reads the served window from
-    /// `/v1/models` this way. The error says what went wrong, for the log.
+    /// the target's total timeout): [`Prober::model_entry`] reads `/v1/models` this way.
+    /// The error says what went wrong, for the log.
     pub async fn get_json(&self, url: reqwest::Url) -> Result<serde_json::Value, String> {
         const MAX_BODY: usize = 1 << 20;
         let mut builder = self
@@ -223,6 +249,15 @@ impl Prober {
             }
         }
         serde_json::from_slice(&body).map_err(|e| format!("not JSON: {e}"))
+    }
+
+    /// The target model's entry in `/v1/models` beside the target's own path (vLLM,
+    /// SGLang, llama.cpp list one per model), or the first entry when none has its id (a
+    /// server that serves one model under another name). `Ok(None)`: the list was read but
+    /// names no model (no `data`, or an empty one); `Err`: it was not read (for the log).
+    pub async fn model_entry(&self) -> Result<Option<serde_json::Value>, String> {
+        let models = self.get_json(models_url(&self.target.url)).await?;
+        Ok(model_entry(models, &self.target.model))
     }
 
     /// Everything before t0: the body is built and serialized here, off the clock.

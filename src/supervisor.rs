@@ -253,6 +253,7 @@ impl Supervisor {
                     series: series.clone(),
                     metrics: metrics.clone(),
                     budget: budget.clone(),
+                    status: Arc::clone(&status),
                 };
                 self.schedulers.spawn(crate::sampling::run(
                     Arc::clone(&prober),

@@ -44,7 +44,8 @@ use common::gates::{Canary, Phase};
 use common::prometheus::Prometheus;
 use common::rollout::{
     ARGO_EVERY, Analysis, FLAGGER_EVERY, FLAGGER_ITERATIONS, FLAGGER_ROLLBACK, FLAGGER_THRESHOLD,
-    Labels, TWO_MINUTES, write_pool,
+    Labels, TWO_MINUTES, assert_argo, at_least, discovery_block, every_second, known_answer, pod,
+    prompts_file, roll, stable_pool, until,
 };
 use common::templates::argo;
 use common::{Sim, start_daemon, start_sim};
@@ -156,38 +157,22 @@ fn prompts(dir: &Path) -> (PathBuf, usize) {
         .collect();
     let compared = lines.len();
     for (a, b) in [(17, 25), (38, 19), (120, 7)] {
-        lines.push(
-            serde_json::json!({
-                "prompt": format!("What is {a} + {b}? Answer with the number only."),
-                "expect": format!("\\b{}\\b", a + b),
-            })
-            .to_string(),
-        );
+        lines.push(known_answer(
+            &format!("What is {a} + {b}? Answer with the number only."),
+            &format!("\\b{}\\b", a + b),
+        ));
     }
-    let path = dir.join("prompts.jsonl");
-    std::fs::write(&path, lines.join("\n")).unwrap();
-    (path, compared)
+    (prompts_file(dir, &lines), compared)
 }
 
 /// A file_sd block grouped by `version`, checked every minute (scaled) after its warm-up.
 fn block(name: &str, file: &Path, prompts: &Path, scale: u64) -> String {
-    format!(
-        r#"
-        [[discovery]]
-        name = "{name}"
-        source = "file"
-        path = "{}"
-        refresh = "100ms"
-        [discovery.template]
-        backend = "openai-chat"
-        model = "m"
-        rate = 0.001
-        canary = {{ interval = "{}s", max_tokens = 16, prompts = "{}", group_by = ["version"], max_divergence = {MAX_DIVERGENCE} }}
-        "#,
-        file.display(),
+    let canary = format!(
+        r#"canary = {{ interval = "{}s", max_tokens = 16, prompts = "{}", group_by = ["version"], max_divergence = {MAX_DIVERGENCE} }}"#,
         60 / scale,
         prompts.display(),
-    )
+    );
+    discovery_block(name, file, "m", &canary)
 }
 
 /// A new version's pod listed before its port listens: the daemon's first connection to it
@@ -223,12 +208,9 @@ async fn refusing_pod(
     (addr, pod)
 }
 
-fn pod(run: &str, version: &str, i: usize) -> Labels {
-    vec![
-        ("pod", format!("{version}-{i:05}")),
-        ("namespace", run.to_owned()),
-        ("version", version.to_owned()),
-    ]
+/// A pod of `version` in `run`'s pool (its namespace).
+fn version_pod(run: &str, version: &str, i: usize) -> Labels {
+    pod(version, run, ("version", version), i)
 }
 
 /// The pair's counts of `result` in `run`'s block (`metric`: the baseline or known-answer
@@ -328,19 +310,16 @@ async fn acceptance(scale: u64) -> Option<String> {
     add(Kind::Burst, burst_addr.to_string(), 0);
     add(Kind::Broken, "127.0.0.1:1".into(), 0);
 
-    let stable_pods: Vec<Vec<(String, Labels)>> = runs
+    let stable_pods: Vec<_> = runs
         .iter()
         .map(|run| {
-            stable
-                .iter()
-                .enumerate()
-                .map(|(i, a)| (a.clone(), pod(&run.name, PRIMARY, i)))
-                .collect()
+            stable_pool(&run.file, stable.clone(), |i| {
+                version_pod(&run.name, PRIMARY, i)
+            })
         })
         .collect();
     let mut toml = "seed = 5\n".to_owned();
-    for (run, members) in runs.iter().zip(&stable_pods) {
-        write_pool(&run.file, members);
+    for run in &runs {
         toml += &block(&run.name, &run.file, &prompts, scale);
     }
     let daemon = start_daemon(&toml).await;
@@ -364,21 +343,15 @@ async fn acceptance(scale: u64) -> Option<String> {
              and sum by (target) (inferprobe_canary_checks_total{{result="match"}}) >= {})"#,
         compared * STABLE
     );
-    let waited = tokio::time::timeout(Duration::from_secs(120), async {
-        while prometheus
-            .query(&warmed)
-            .await
-            .ok()
-            .and_then(|v| v.first().copied())
-            .unwrap_or(0.0)
-            < runs.len() as f64
-        {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    })
+    let waited = until(
+        &prometheus,
+        &warmed,
+        Duration::from_secs(120),
+        at_least(runs.len() as f64),
+    )
     .await;
     assert!(
-        waited.is_ok(),
+        waited,
         "the stable replicas' warm-ups: {:?}",
         prometheus.query(&warmed).await
     );
@@ -386,15 +359,13 @@ async fn acceptance(scale: u64) -> Option<String> {
 
     // The rollout: each pool gets its new version's pod, and the analysis starts now.
     for (run, members) in runs.iter().zip(&stable_pods) {
-        let mut rolled = members.clone();
-        rolled.push((run.canary.clone(), pod(&run.name, CANARY, 0)));
-        write_pool(&run.file, &rolled);
+        let canary = (run.canary.clone(), version_pod(&run.name, CANARY, 0));
+        roll(&run.file, members, [canary]);
     }
     let rolled_at = Instant::now();
 
     let two_minutes = TWO_MINUTES / scale;
-    let mut ticks = tokio::time::interval(Duration::from_secs(1));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticks = every_second();
     // The wall-clock time of each second of the analysis (its queries are read again at
     // these instants), and how late the last tick ran.
     let mut clock = Vec::new();
@@ -609,13 +580,11 @@ async fn acceptance(scale: u64) -> Option<String> {
                         );
                     }
                 }
-                assert_eq!(a.argo_run(), Phase::Successful, "{at}");
-                assert!(a.argo_at.is_some_and(|t| t <= two_minutes), "{at}");
+                assert_argo(a, Phase::Successful, two_minutes, &at);
                 assert_eq!(a.canary, Canary::Promoted, "{at}");
             }
             Kind::Broken => {
-                assert_eq!(a.argo_run(), Phase::Failed, "{at}");
-                assert!(a.argo_at.is_some_and(|t| t <= two_minutes), "{at}");
+                assert_argo(a, Phase::Failed, two_minutes, &at);
                 assert_eq!(a.canary, Canary::RolledBack, "{at}");
             }
         }

@@ -15,8 +15,9 @@ use common::canary::sim;
 use common::gates::{self, ArgoLimits, Canary, Phase};
 use common::prometheus::Prometheus;
 use common::rollout::{
-    ALIKE, Analysis, FLAGGER_ROLLBACK, Gate, Labels, STABLE, TWO_MINUTES, prompts, prove,
-    write_pool,
+    ALIKE, Analysis, FLAGGER_ROLLBACK, Gate, STABLE, TWO_MINUTES, analyse, argo_pod, assert_argo,
+    assert_never_failed, at_least, discovery_block, flagger_pod, prompts, prove, roll, stable_pool,
+    until,
 };
 use common::templates::{argo, flagger};
 use common::{Sim, start_daemon, start_sim};
@@ -258,25 +259,14 @@ const TOP_K_IGNORED: &str = "2b1a0f9e8";
 
 /// A file_sd block checked by the canary and the sampler check, every minute scaled.
 fn sampled_block(name: &str, file: &Path, prompts: &Path, group_by: &str, scale: u64) -> String {
-    format!(
-        r#"
-        [[discovery]]
-        name = "{name}"
-        source = "file"
-        path = "{}"
-        refresh = "100ms"
-        [discovery.template]
-        backend = "openai-chat"
-        model = "m"
-        rate = 0.001
-        canary = {{ interval = "{}s", max_tokens = 16, prompts = "{}", group_by = ["{group_by}"] }}
-        sampler = {{ interval = "{}s" }}
-        "#,
-        file.display(),
+    let template = format!(
+        r#"canary = {{ interval = "{}s", max_tokens = 16, prompts = "{}", group_by = ["{group_by}"] }}
+        sampler = {{ interval = "{}s" }}"#,
         60 / scale,
         prompts.display(),
         60 / scale,
-    )
+    );
+    discovery_block(name, file, "m", &template)
 }
 
 /// Issue 57: a new version whose sampler ignores top-k (the simulator's `--sampler-fault
@@ -306,37 +296,19 @@ async fn the_gates_stop_a_version_whose_sampler_ignores_top_k_on_a_real_promethe
     let address = |i: usize| sims[i].addr.to_string();
     let prompts = prompts(dir.path(), (&sims[0].url(), &sims[10].url()), "m", None).await;
 
-    let argo_pod = |hash: &str, i: usize| -> Labels {
-        vec![
-            ("pod", format!("llm-{hash}-{i:05}")),
-            ("namespace", "inference".into()),
-            ("version", hash.into()),
-        ]
-    };
-    let flagger_pod = |app: &str, ns: &str, i: usize| -> Labels {
-        vec![
-            ("pod", format!("{app}-{i:05}")),
-            ("namespace", ns.into()),
-            ("app", app.into()),
-        ]
-    };
     let argo_file = dir.path().join("argo.json");
-    let argo_stable: Vec<_> = (0..2).map(|i| (address(i), argo_pod(STABLE, i))).collect();
-    write_pool(&argo_file, &argo_stable);
+    let argo_stable = stable_pool(&argo_file, (0..2).map(address), |i| argo_pod(STABLE, i));
     let namespaces = ["good", "topk"];
     let flagger_files = namespaces.map(|ns| dir.path().join(format!("{ns}.json")));
-    let primaries: Vec<Vec<_>> = namespaces
+    let primaries: Vec<_> = namespaces
         .iter()
+        .zip(&flagger_files)
         .enumerate()
-        .map(|(n, ns)| {
-            (0..2)
-                .map(|i| (address(2 + 2 * n + i), flagger_pod("llm-primary", ns, i)))
-                .collect()
+        .map(|(n, (ns, file))| {
+            let addresses = (0..2).map(|i| address(2 + 2 * n + i));
+            stable_pool(file, addresses, |i| flagger_pod("llm-primary", ns, i))
         })
         .collect();
-    for (file, members) in flagger_files.iter().zip(&primaries) {
-        write_pool(file, members);
-    }
     let toml = format!(
         "seed = 5\n{}{}{}",
         sampled_block("llm", &argo_file, &prompts, "version", SCALE),
@@ -352,45 +324,30 @@ async fn the_gates_stop_a_version_whose_sampler_ignores_top_k_on_a_real_promethe
     // Prometheus has seen it (as it has long before a real rollout).
     let warmed = r#"count(sum by (target) (inferprobe_canary_checks_total{result="match"}) >= 16)
         and on() count(min by (target) (inferprobe_sampler_checks_total{result="ok"}) >= 4) >= 3"#;
-    let waited = tokio::time::timeout(Duration::from_secs(60), async {
-        while prometheus
-            .query(warmed)
-            .await
-            .ok()
-            .and_then(|v| v.first().copied())
-            .unwrap_or(0.0)
-            < 3.0
-        {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    })
-    .await;
-    assert!(waited.is_ok(), "{}", daemon.scrape().await.text);
+    let waited = until(&prometheus, warmed, Duration::from_secs(60), at_least(3.0)).await;
+    assert!(waited, "{}", daemon.scrape().await.text);
 
     // The rollout: each pool gets its new version's pod, and the analysis starts now.
-    let mut argo_rolled = argo_stable.clone();
-    argo_rolled.push((address(6), argo_pod(ALIKE, 0)));
-    argo_rolled.push((address(8), argo_pod(TOP_K_IGNORED, 0)));
-    write_pool(&argo_file, &argo_rolled);
+    let new = [
+        (address(6), argo_pod(ALIKE, 0)),
+        (address(8), argo_pod(TOP_K_IGNORED, 0)),
+    ];
+    roll(&argo_file, &argo_stable, new);
     for (n, (file, members)) in flagger_files.iter().zip(&primaries).enumerate() {
-        let mut rolled = members.clone();
-        rolled.push((address(7 + 2 * n), flagger_pod("llm", namespaces[n], 0)));
-        write_pool(file, &rolled);
+        roll(
+            file,
+            members,
+            [(address(7 + 2 * n), flagger_pod("llm", namespaces[n], 0))],
+        );
     }
     let started = Instant::now();
     let mut healthy = Analysis::new(ALIKE, "good", SCALE);
     let mut faulty = Analysis::new(TOP_K_IGNORED, "topk", SCALE);
     let two_minutes = TWO_MINUTES / SCALE;
-    let mut ticks = tokio::time::interval(Duration::from_secs(1));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    for t in 0..=4 * two_minutes {
-        ticks.tick().await;
-        healthy.step(&prometheus, t).await;
-        faulty.step(&prometheus, t).await;
-        if healthy.done() && faulty.done() {
-            break;
-        }
-    }
+    analyse(&prometheus, SCALE, &mut [&mut healthy, &mut faulty], |a| {
+        a.iter().all(|a| a.done())
+    })
+    .await;
     let wall = started.elapsed();
     let sampler = healthy
         .argo
@@ -411,20 +368,8 @@ async fn the_gates_stop_a_version_whose_sampler_ignores_top_k_on_a_real_promethe
     daemon.stop().await;
 
     // The healthy version: never Failed nor Error, Successful and promoted in time.
-    for metric in &healthy.every_second {
-        for (t, values, phase) in metric {
-            assert_eq!(values.len(), 1, "at {t}s one number\n{report}");
-            assert!(
-                !matches!(phase, Phase::Failed | Phase::Error),
-                "the healthy version at {t}s: {phase:?}\n{report}"
-            );
-        }
-    }
-    assert_eq!(healthy.argo_run(), Phase::Successful, "{report}");
-    assert!(
-        healthy.argo_at.is_some_and(|t| t <= two_minutes),
-        "{report}"
-    );
+    assert_never_failed(&healthy, &report);
+    assert_argo(&healthy, Phase::Successful, two_minutes, &report);
     assert!(
         healthy.conclusive_at()[sampler].is_some_and(|t| t <= two_minutes),
         "{report}"
@@ -447,8 +392,7 @@ async fn the_gates_stop_a_version_whose_sampler_ignores_top_k_on_a_real_promethe
             );
         }
     }
-    assert_eq!(faulty.argo_run(), Phase::Failed, "{report}");
-    assert!(faulty.argo_at.is_some_and(|t| t <= two_minutes), "{report}");
+    assert_argo(&faulty, Phase::Failed, two_minutes, &report);
     assert_eq!(faulty.canary, Canary::RolledBack, "{report}");
     assert!(
         faulty

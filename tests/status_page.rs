@@ -171,3 +171,59 @@ async fn the_status_page_renders_in_a_real_browser() {
     );
     println!("status page screenshot: {}", shot.display());
 }
+
+/// The sampler check's section (docs/sampling.md): the server semantics its logprobs are
+/// read by, resolved from `/v1/models` (the simulator says `owned_by: "vllm"`, for a model
+/// of another name: the first entry) or configured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_page_shows_the_sampler_checks_server_semantics() {
+    let sim = start_sim(SimConfig {
+        ttft: Duration::from_millis(2),
+        itl: Duration::ZERO,
+        ..SimConfig::default()
+    })
+    .await;
+    let target = |name: &str, server: &str| {
+        format!(
+            r#"
+            [[targets]]
+            name = "{name}"
+            url = "{}"
+            model = "m"
+            rate = 0.001
+            sampler = {{ interval = "50ms"{server} }}
+            "#,
+            sim.url()
+        )
+    };
+    let toml = target("auto", "") + &target("configured", r#", server = "llama.cpp""#);
+    let daemon = start_daemon(&toml).await;
+    daemon
+        .wait_for(Duration::from_secs(30), |s| {
+            ["auto", "configured"]
+                .iter()
+                .all(|t| s.sum("inferprobe_sampler_checks_total", &[("target", *t)]) >= 2.0)
+        })
+        .await;
+    let page = daemon.get("/", None).await.text().await.unwrap();
+    daemon.stop().await;
+    let sampler = |name: &str| {
+        page.split(&format!("<section id=\"{name}\">"))
+            .nth(1)
+            .and_then(|s| s.split("</section>").next())
+            .and_then(|s| s.split("<h3>Sampler</h3>").nth(1))
+            .unwrap_or_else(|| panic!("no sampler section for {name}:\n{page}"))
+            .to_owned()
+    };
+    assert!(
+        sampler("auto")
+            .contains("server semantics: <b>vllm</b> (/v1/models: owned_by &quot;vllm&quot;)"),
+        "{}",
+        sampler("auto")
+    );
+    assert!(
+        sampler("configured").contains("server semantics: <b>llama.cpp</b> (configured)"),
+        "{}",
+        sampler("configured")
+    );
+}

@@ -68,3 +68,36 @@ fn a_2xx_that_is_not_a_stream() {
     let err = non_stream_error("application/json", nonstream);
     assert_eq!(err.category(), ErrorCategory::InvalidResponse);
 }
+
+#[test]
+fn the_models_list_is_beside_the_targets_v1_path() {
+    let at = |url: &str| models_url(&url.parse().unwrap()).to_string();
+    assert_eq!(
+        at("http://vllm:8000/v1/chat/completions"),
+        "http://vllm:8000/v1/models"
+    );
+    assert_eq!(
+        at("https://gw/team/llm/v1/completions?api-version=2"),
+        "https://gw/team/llm/v1/models"
+    );
+    // A path without /v1/ (a custom `endpoint`): the server's root.
+    assert_eq!(at("http://tgi/generate"), "http://tgi/v1/models");
+}
+
+#[test]
+fn the_models_entry_is_the_targets_model_else_the_first() {
+    let list = serde_json::json!({"data": [
+        {"id": "other", "owned_by": "a"},
+        {"id": "m", "owned_by": "b"},
+    ]});
+    let owner = |entry: Option<serde_json::Value>| entry.map(|e| e["owned_by"].clone());
+    assert_eq!(owner(model_entry(list.clone(), "m")), Some("b".into()));
+    assert_eq!(owner(model_entry(list, "served-as")), Some("a".into()));
+    for empty in [
+        serde_json::json!({"data": []}),
+        serde_json::json!({"object": "list"}),
+        serde_json::json!([{"id": "m"}]),
+    ] {
+        assert_eq!(model_entry(empty.clone(), "m"), None, "{empty}");
+    }
+}

@@ -31,6 +31,7 @@ use crate::metrics::{SamplerSeries, SkipReason, TargetMetrics};
 use crate::otlp::CheckTrace;
 use crate::probe::Prober;
 use crate::scheduler::Context;
+use crate::status::TargetStatus;
 use crate::ticker::{Ticker, Warmup};
 use calibration::Window;
 
@@ -40,6 +41,8 @@ pub struct Sinks {
     /// The target's own series: a round its budget has no room for is a skipped arrival.
     pub metrics: TargetMetrics,
     pub budget: Option<Budget>,
+    /// The status page's server semantics, recent rounds and last window.
+    pub status: Arc<TargetStatus>,
 }
 
 /// What a target's rounds share: the server's semantics once known, and the window.
@@ -49,6 +52,8 @@ struct State {
     /// What a server said to list raw logprobs has shown it lists (`None`: not yet).
     listing: Mutex<Option<support::Semantics>>,
     window: Mutex<Calibration>,
+    /// The status page's (the rounds report theirs to it).
+    status: Arc<TargetStatus>,
 }
 
 #[derive(Debug)]
@@ -78,6 +83,9 @@ pub async fn run(
     let mut ticker = Ticker::with_warmup(spec.interval, warmup);
     let pace = ticker.pace();
     let known = (spec.server != Server::Auto).then_some(spec.server);
+    if let Some(known) = known {
+        sinks.status.sampler_server(known.as_str(), "configured");
+    }
     let state = Arc::new(State {
         server: Mutex::new(known),
         listing: Mutex::new(None),
@@ -85,6 +93,7 @@ pub async fn run(
             window: Window::new(spec.window, spec.alpha),
             in_row: 0,
         }),
+        status: sinks.status,
     });
     let series = Arc::new(sinks.series);
     let mut round: u64 = 0;
@@ -142,25 +151,19 @@ async fn resolve(prober: &Prober, state: &State) -> Server {
         return known;
     }
     let target = &prober.target;
-    let mut url = target.url.clone();
-    let base = url.path().split("/v1/").next().unwrap_or("").to_owned();
-    url.set_path(&format!("{}/v1/models", base.trim_end_matches('/')));
-    url.set_query(None);
-    let server = match prober.get_json(url).await {
-        Ok(models) => {
-            let data = models.get("data").and_then(serde_json::Value::as_array);
-            let entry = data.and_then(|d| {
-                d.iter()
-                    .find(|m| {
-                        m.get("id").and_then(serde_json::Value::as_str) == Some(&target.model)
-                    })
-                    .or_else(|| d.first())
-            });
+    let server = match prober.model_entry().await {
+        Ok(entry) => {
             let owned_by = entry
+                .as_ref()
                 .and_then(|m| m.get("owned_by"))
                 .and_then(serde_json::Value::as_str)
                 .unwrap_or("");
             let server = Server::from_owned_by(owned_by);
+            let said = match entry {
+                Some(_) => format!("/v1/models: owned_by {owned_by:?}"),
+                None => "/v1/models lists no model".to_owned(),
+            };
+            state.status.sampler_server(server.as_str(), said);
             tracing::info!(target = %target.id, owned_by, server = server.as_str(),
                 "sampler check: the server's sampling semantics{}",
                 if server.semantics().is_none() { " are not established: the diversity test only (docs/sampling.md)" } else { "" });
@@ -168,6 +171,13 @@ async fn resolve(prober: &Prober, state: &State) -> Server {
         }
         Err(e) => {
             tracing::debug!(target = %target.id, error = %e, "sampler check: /v1/models unread; this round compares answers");
+            let unread = format!(
+                "/v1/models unread ({}): this round compares answers; asked again next round",
+                crate::report::redact(&e, target)
+            );
+            state
+                .status
+                .sampler_server(Server::Unknown.as_str(), unread);
             return Server::Unknown;
         }
     };

@@ -79,22 +79,7 @@ fn words(conversation: &Conversation) -> u64 {
 /// `max_model_len` of the target's model in `/v1/models` (vLLM, SGLang), beside the
 /// target's own path.
 async fn served_window(prober: &Prober) -> Result<u64, String> {
-    let target = &prober.target;
-    let mut url = target.url.clone();
-    let path = url.path().to_owned();
-    let base = path.find("/v1/").map_or("", |at| &path[..at]);
-    url.set_path(&format!("{base}/v1/models"));
-    url.set_query(None);
-    let models = prober.get_json(url).await?;
-    let data = models
-        .get("data")
-        .and_then(serde_json::Value::as_array)
-        .ok_or("no `data` list")?;
-    let entry = data
-        .iter()
-        .find(|m| m.get("id").and_then(serde_json::Value::as_str) == Some(target.model.as_str()))
-        .or(data.first())
-        .ok_or("no model listed")?;
+    let entry = prober.model_entry().await?.ok_or("no model listed")?;
     entry
         .get("max_model_len")
         .and_then(serde_json::Value::as_u64)

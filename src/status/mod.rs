@@ -8,6 +8,7 @@ mod canary;
 mod html;
 mod page;
 mod prefix;
+mod sampler;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
@@ -23,6 +24,9 @@ use crate::report::redact;
 pub use canary::CanaryCheck;
 pub use page::render;
 pub use prefix::PrefixCheck;
+pub use sampler::{
+    SampledTokens, SamplerRound, SamplerRow, SamplerServer, SamplerStatus, SamplerWindow,
+};
 
 /// One finished probe, as the page shows it.
 #[derive(Clone, Debug)]
@@ -97,9 +101,10 @@ pub struct TargetStatus {
     capacity: usize,
     canary: Mutex<VecDeque<CanaryCheck>>,
     prefix: Mutex<VecDeque<PrefixCheck>>,
+    sampler: Mutex<SamplerStatus>,
 }
 
-/// Canary checks (and prefix-cache pairs) kept per target for the page.
+/// Canary checks (and prefix-cache pairs, sampler rounds) kept per target for the page.
 const CANARY_CHECKS: usize = 20;
 
 impl TargetStatus {
@@ -123,6 +128,50 @@ impl TargetStatus {
     pub fn prefix_checks(&self) -> Vec<PrefixCheck> {
         let checks = self.prefix.lock().unwrap_or_else(|e| e.into_inner());
         checks.iter().cloned().collect()
+    }
+
+    /// The sampler check's semantics in use: `server` (`vllm`, `unknown`, …), and `how`
+    /// they were known (configured, or what `/v1/models` said).
+    pub fn sampler_server(&self, server: &'static str, how: impl Into<String>) {
+        self.sampler_status().server = Some(SamplerServer {
+            server,
+            how: how.into(),
+        });
+    }
+
+    /// The sampled tokens of the request `request_id`, judged: they go on its round's row
+    /// when [`TargetStatus::sampler_round`] reports it.
+    pub fn sampler_tokens(&self, request_id: &str, ok: u64, outside: u64, unscored: u64) {
+        let tokens = SampledTokens {
+            ok,
+            outside,
+            unscored,
+        };
+        self.sampler_status().tokens(request_id, tokens);
+    }
+
+    /// A sampler round's result (the newest of [`CANARY_CHECKS`] kept).
+    pub fn sampler_round(&self, round: SamplerRound) {
+        self.sampler_status().round(round, CANARY_CHECKS);
+    }
+
+    /// A full calibration window's χ² and p-value, and the windows in a row that failed
+    /// (0: this one passed).
+    pub fn sampler_window(&self, chi2: f64, p_value: f64, in_row: u32) {
+        self.sampler_status().window = Some(SamplerWindow {
+            at: SystemTime::now(),
+            chi2,
+            p_value,
+            in_row,
+        });
+    }
+
+    pub fn sampler(&self) -> SamplerStatus {
+        self.sampler_status().clone()
+    }
+
+    fn sampler_status(&self) -> std::sync::MutexGuard<'_, SamplerStatus> {
+        self.sampler.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Oldest first.
@@ -172,6 +221,10 @@ impl Board {
             .get(&target.id)
             .map(|old| old.prefix_checks())
             .unwrap_or_default();
+        let kept_sampler = targets
+            .get(&target.id)
+            .map(|old| old.sampler_status().kept())
+            .unwrap_or_default();
         let status = Arc::new(TargetStatus {
             name: target.id.clone(),
             origin: target.origin.clone(),
@@ -184,6 +237,7 @@ impl Board {
             capacity,
             canary: Mutex::new(kept_checks.into()),
             prefix: Mutex::new(kept_pairs.into()),
+            sampler: Mutex::new(kept_sampler),
         });
         targets.insert(target.id.clone(), Arc::clone(&status));
         status

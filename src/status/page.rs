@@ -165,6 +165,7 @@ fn section(out: &mut String, target: &TargetStatus) {
     out.push_str("</tbody></table>");
     super::canary::section(out, &target.canary_checks());
     super::prefix::section(out, &target.prefix_checks());
+    super::sampler::section(out, &target.sampler());
     out.push_str("</section>");
 }
 

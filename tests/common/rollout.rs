@@ -40,6 +40,161 @@ pub fn write_pool(path: &Path, members: &[(String, Labels)]) {
     std::fs::rename(&tmp, path).unwrap(); // whole, as a real file_sd writer must
 }
 
+/// A pool's stable replicas at `addresses`, the `i`-th labelled `pod(i)`, written to `file`.
+pub fn stable_pool(
+    file: &Path,
+    addresses: impl IntoIterator<Item = String>,
+    pod: impl Fn(usize) -> Labels,
+) -> Vec<(String, Labels)> {
+    let members: Vec<_> = addresses
+        .into_iter()
+        .enumerate()
+        .map(|(i, address)| (address, pod(i)))
+        .collect();
+    write_pool(file, &members);
+    members
+}
+
+/// A prompts file's line: `prompt`, its answer judged by the regex `expect`.
+pub fn known_answer(prompt: &str, expect: &str) -> String {
+    serde_json::json!({ "prompt": prompt, "expect": expect }).to_string()
+}
+
+/// `dir`/prompts.jsonl, a prompts file of `lines`.
+pub fn prompts_file(dir: &Path, lines: &[String]) -> PathBuf {
+    let path = dir.join("prompts.jsonl");
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    path
+}
+
+/// A pod `<name>-0000i` in `namespace`, its version told by `label` (Argo's pools group by
+/// `version`, Flagger's by `app`).
+pub fn pod(name: &str, namespace: &str, (label, value): (&'static str, &str), i: usize) -> Labels {
+    vec![
+        ("pod", format!("{name}-{i:05}")),
+        ("namespace", namespace.into()),
+        (label, value.into()),
+    ]
+}
+
+/// A pod of the Argo pool's version `hash` (its template hash, in `version`).
+pub fn argo_pod(hash: &str, i: usize) -> Labels {
+    pod(&format!("llm-{hash}"), "inference", ("version", hash), i)
+}
+
+/// A pod of Flagger's `app` (`llm-primary`: the stable one; `llm`: the canary) in `ns`.
+pub fn flagger_pod(app: &str, ns: &str, i: usize) -> Labels {
+    pod(app, ns, ("app", app), i)
+}
+
+/// The rollout: a pool's file with its `members` and the new version's pods.
+pub fn roll(
+    file: &Path,
+    members: &[(String, Labels)],
+    new: impl IntoIterator<Item = (String, Labels)>,
+) {
+    let mut rolled = members.to_vec();
+    rolled.extend(new);
+    write_pool(file, &rolled);
+}
+
+/// A file_sd discovery block of `openai-chat` replicas serving `model`, its file read every
+/// 100 ms, and `template` (the checks) added to its template.
+pub fn discovery_block(name: &str, file: &Path, model: &str, template: &str) -> String {
+    format!(
+        r#"
+        [[discovery]]
+        name = "{name}"
+        source = "file"
+        path = "{}"
+        refresh = "100ms"
+        [discovery.template]
+        backend = "openai-chat"
+        model = "{model}"
+        rate = 0.001
+        {template}
+        "#,
+        file.display(),
+    )
+}
+
+/// Whether `query`'s answer came to be `ready` within `within` (asked every 250 ms; an
+/// error is not ready).
+pub async fn until(
+    prometheus: &Prometheus,
+    query: &str,
+    within: Duration,
+    ready: impl Fn(&[f64]) -> bool,
+) -> bool {
+    let waited = tokio::time::timeout(within, async {
+        while !prometheus.query(query).await.is_ok_and(|v| ready(&v)) {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    });
+    waited.await.is_ok()
+}
+
+/// `ready` for [`until`]: a first value of at least `n`.
+pub fn at_least(n: f64) -> impl Fn(&[f64]) -> bool {
+    move |v| v.first().copied().unwrap_or(0.0) >= n
+}
+
+/// The analysis's clock: a tick a second from now, a late tick delaying the rest (never a
+/// burst of catching up).
+pub fn every_second() -> tokio::time::Interval {
+    let mut ticks = tokio::time::interval(Duration::from_secs(1));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks
+}
+
+/// Step `analyses` every second from the rollout, each in turn, until `done` says they
+/// have decided or four analyses' time (two minutes each, scaled) has passed.
+pub async fn analyse(
+    prometheus: &Prometheus,
+    scale: u64,
+    analyses: &mut [&mut Analysis],
+    done: impl Fn(&[&mut Analysis]) -> bool,
+) {
+    let mut ticks = every_second();
+    for t in 0..=4 * (TWO_MINUTES / scale) {
+        ticks.tick().await;
+        for analysis in analyses.iter_mut() {
+            analysis.step(prometheus, t).await;
+        }
+        if done(analyses) {
+            break;
+        }
+    }
+}
+
+/// Argo's run of `analysis` ended `phase`, within `seconds` of the analysis.
+pub fn assert_argo(analysis: &Analysis, phase: Phase, seconds: u64, context: &str) {
+    assert_eq!(analysis.argo_run(), phase, "{context}");
+    assert!(
+        analysis.argo_at.is_some_and(|t| t <= seconds),
+        "Argo decided at {:?} s, not by {seconds} s\n{context}",
+        analysis.argo_at
+    );
+}
+
+/// A healthy version's analysis: one number every second of every metric, never Failed
+/// nor Error.
+pub fn assert_never_failed(analysis: &Analysis, report: &str) {
+    for seconds in &analysis.every_second {
+        for (t, values, phase) in seconds {
+            assert_eq!(
+                values.len(),
+                1,
+                "at {t}s one number, never nothing\n{report}"
+            );
+            assert!(
+                !matches!(phase, Phase::Failed | Phase::Error),
+                "the healthy version at {t}s: {phase:?}\n{report}"
+            );
+        }
+    }
+}
+
 /// A prompts file: the prompts of `candidates` (a prompts file; the built-in set without
 /// one) compared by logprobs, and three of them known answers the baseline's weights (at
 /// `good`) give and other weights (at `other`) do not (as the shipped prompts have three).
@@ -83,47 +238,27 @@ pub async fn prompts(
         .map(|a| serde_json::json!({ "prompt": a.prompt }).to_string())
         .collect();
     for k in known {
-        lines.push(
-            serde_json::json!({
-                "prompt": k.prompt,
-                "expect": format!("^{}", regex::escape(&k.answer.text)),
-            })
-            .to_string(),
-        );
+        let expect = format!("^{}", regex::escape(&k.answer.text));
+        lines.push(known_answer(&k.prompt, &expect));
     }
-    let path = dir.join("prompts.jsonl");
-    std::fs::write(&path, lines.join("\n")).unwrap();
-    path
+    prompts_file(dir, &lines)
 }
 
 /// A file_sd discovery block whose replicas are checked every 4 s (a minute, scaled).
 fn block(name: &str, file: &Path, gate: &Gate, canary: &str) -> String {
-    format!(
-        r#"
-        [[discovery]]
-        name = "{name}"
-        source = "file"
-        path = "{}"
-        refresh = "100ms"
-        [discovery.template]
-        backend = "openai-chat"
-        model = "{}"
-        rate = 0.001
-        {}
-        canary = {{ interval = "{}s", max_tokens = 16, prompts = "{}", {}{canary} }}
-        "#,
-        file.display(),
-        gate.model,
-        // 30 s, scaled: a hung version's checks time out as they would.
-        if gate.hung.is_some() {
-            format!(r#"ttft_timeout = "{}ms""#, 30_000 / gate.scale)
-        } else {
-            String::new()
-        },
+    // 30 s, scaled: a hung version's checks time out as they would.
+    let timeout = match gate.hung {
+        Some(_) => format!(r#"ttft_timeout = "{}ms""#, 30_000 / gate.scale),
+        None => String::new(),
+    };
+    let template = format!(
+        r#"{timeout}
+        canary = {{ interval = "{}s", max_tokens = 16, prompts = "{}", {}{canary} }}"#,
         60 / gate.scale,
         gate.prompts.display(),
         gate.canary,
-    )
+    );
+    discovery_block(name, file, &gate.model, &template)
 }
 
 pub const STABLE: &str = "5d8f7c9b4";
@@ -173,41 +308,16 @@ pub struct Gate {
 /// skipped, Prometheus missing on a developer's machine).
 pub async fn prove(dir: &Path, gate: &Gate) -> Option<String> {
     let argo_file = dir.join("argo.json");
-    let argo_pod = |hash: &str, i: usize| -> Labels {
-        vec![
-            ("pod", format!("llm-{hash}-{i:05}")),
-            ("namespace", "inference".into()),
-            ("version", hash.into()),
-        ]
-    };
-    let flagger_pod = |app: &str, ns: &str, i: usize| -> Labels {
-        vec![
-            ("pod", format!("{app}-{i:05}")),
-            ("namespace", ns.into()),
-            ("app", app.into()),
-        ]
-    };
-    let argo_stable: Vec<_> = gate.stable[0]
-        .iter()
-        .enumerate()
-        .map(|(i, a)| (a.clone(), argo_pod(STABLE, i)))
-        .collect();
-    write_pool(&argo_file, &argo_stable);
+    let argo_stable = stable_pool(&argo_file, gate.stable[0].clone(), |i| argo_pod(STABLE, i));
     let flagger_files = [dir.join("good.json"), dir.join("bad.json")];
-    let primaries: Vec<Vec<_>> = ["good", "bad"]
+    let primaries: Vec<_> = ["good", "bad"]
         .iter()
+        .zip(&flagger_files)
         .zip(&gate.stable[1..])
-        .map(|(ns, stable)| {
-            stable
-                .iter()
-                .enumerate()
-                .map(|(i, a)| (a.clone(), flagger_pod("llm-primary", ns, i)))
-                .collect()
+        .map(|((ns, file), stable)| {
+            stable_pool(file, stable.clone(), |i| flagger_pod("llm-primary", ns, i))
         })
         .collect();
-    for (file, members) in flagger_files.iter().zip(&primaries) {
-        write_pool(file, members);
-    }
     // No block names a baseline: each template names its pair (issue 41, item 4).
     let by_app = r#"group_by = ["app"]"#;
     let by_hash = r#"group_by = ["version"]"#.to_owned();
@@ -227,33 +337,23 @@ pub async fn prove(dir: &Path, gate: &Gate) -> Option<String> {
     let stable_checks = format!(
         r#"sum by (target) (inferprobe_canary_checks_total{{result="match"}}) >= {per_block}"#
     );
-    let waited = tokio::time::timeout(Duration::from_secs(120), async {
-        while prometheus
-            .query(&stable_checks)
-            .await
-            .map_or(0, |v| v.len())
-            < 3
-        {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+    let waited = until(&prometheus, &stable_checks, Duration::from_secs(120), |v| {
+        v.len() >= 3
     })
     .await;
-    assert!(waited.is_ok(), "{}", daemon.scrape().await.text);
+    assert!(waited, "{}", daemon.scrape().await.text);
 
     // The rollout: each pool gets its new version's pod, and the analysis starts now.
-    let mut argo_rolled = argo_stable.clone();
-    argo_rolled.push((gate.alike[0].clone(), argo_pod(ALIKE, 0)));
-    argo_rolled.push((gate.other[0].clone(), argo_pod(OTHER, 0)));
-    argo_rolled.push(("127.0.0.1:1".to_owned(), argo_pod(BROKEN, 0)));
-    if let Some(hung) = &gate.hung {
-        argo_rolled.push((hung.clone(), argo_pod(HUNG, 0)));
-    }
-    write_pool(&argo_file, &argo_rolled);
+    let new = [
+        (gate.alike[0].clone(), argo_pod(ALIKE, 0)),
+        (gate.other[0].clone(), argo_pod(OTHER, 0)),
+        ("127.0.0.1:1".to_owned(), argo_pod(BROKEN, 0)),
+    ];
+    let hung_pod = gate.hung.clone().map(|hung| (hung, argo_pod(HUNG, 0)));
+    roll(&argo_file, &argo_stable, new.into_iter().chain(hung_pod));
     let canaries = [(&gate.alike[1], "good"), (&gate.other[1], "bad")];
     for ((file, members), (canary, ns)) in flagger_files.iter().zip(&primaries).zip(canaries) {
-        let mut rolled = members.clone();
-        rolled.push((canary.clone(), flagger_pod("llm", ns, 0)));
-        write_pool(file, &rolled);
+        roll(file, members, [(canary.clone(), flagger_pod("llm", ns, 0))]);
     }
     let mut healthy = Analysis::new(ALIKE, "good", gate.scale);
     let mut bad = Analysis::new(OTHER, "bad", gate.scale);
@@ -261,21 +361,15 @@ pub async fn prove(dir: &Path, gate: &Gate) -> Option<String> {
     let mut broken = Analysis::new(BROKEN, "none", gate.scale);
     let mut hung = Analysis::new(HUNG, "none", gate.scale);
     let two_minutes = TWO_MINUTES / gate.scale;
-    let mut ticks = tokio::time::interval(Duration::from_secs(1));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    for t in 0..=4 * two_minutes {
-        ticks.tick().await;
-        healthy.step(&prometheus, t).await;
-        bad.step(&prometheus, t).await;
-        broken.step(&prometheus, t).await;
-        if gate.hung.is_some() {
-            hung.step(&prometheus, t).await;
-        }
-        let hung_done = gate.hung.is_none() || hung.argo_at.is_some();
-        if healthy.done() && bad.done() && broken.argo_at.is_some() && hung_done {
-            break;
-        }
+    let mut analysed = vec![&mut healthy, &mut bad, &mut broken];
+    if gate.hung.is_some() {
+        analysed.push(&mut hung);
     }
+    // Decided: the two Flagger canaries by both controllers, the rest by Argo.
+    analyse(&prometheus, gate.scale, &mut analysed, |a| {
+        a[..2].iter().all(|a| a.done()) && a[2..].iter().all(|a| a.argo_at.is_some())
+    })
+    .await;
     let mut report = format!(
         "{}{}{}",
         healthy.report("same weights"),
@@ -291,19 +385,7 @@ pub async fn prove(dir: &Path, gate: &Gate) -> Option<String> {
         r#"inferprobe_canary_baseline_checks_total{{target="llm", group="{ALIKE}", baseline="{STABLE}", result="diverged"}}"#
     );
     assert_eq!(prometheus.query(&diverged).await, Ok(vec![0.0]), "{report}");
-    for seconds in &healthy.every_second {
-        for (t, values, phase) in seconds {
-            assert_eq!(
-                values.len(),
-                1,
-                "at {t}s one number, never nothing\n{report}"
-            );
-            assert!(
-                !matches!(phase, Phase::Failed | Phase::Error),
-                "the healthy version at {t}s: {phase:?}\n{report}"
-            );
-        }
-    }
+    assert_never_failed(&healthy, &report);
     // Issue 57: no block here has a sampler check, so the sampler metric reads 0 (nothing
     // to judge) from the first second and holds neither version back.
     for analysis in [&healthy, &bad] {
@@ -328,17 +410,13 @@ pub async fn prove(dir: &Path, gate: &Gate) -> Option<String> {
         for at in analysis.conclusive_at() {
             assert!(at.is_some_and(|t| t <= two_minutes), "{report}");
         }
-        assert!(
-            analysis.argo_at.is_some_and(|t| t <= two_minutes),
-            "{report}"
-        );
     }
+    assert_argo(&healthy, Phase::Successful, two_minutes, &report);
+    assert_argo(&bad, Phase::Failed, two_minutes, &report);
     // Flagger rolls back once `threshold` checks have failed, however early the data is in.
     let rollback = FLAGGER_ROLLBACK / gate.scale;
     assert!(bad.flagger_at.is_some_and(|t| t <= rollback), "{report}");
-    assert_eq!(healthy.argo_run(), Phase::Successful, "{report}");
     assert_eq!(healthy.canary, Canary::Promoted, "{report}");
-    assert_eq!(bad.argo_run(), Phase::Failed, "{report}");
     assert_eq!(bad.canary, Canary::RolledBack, "{report}");
     // A version whose checks all fail (errors, timeouts) fails both metrics (2), within
     // two minutes: it never waits forever.
@@ -348,11 +426,7 @@ pub async fn prove(dir: &Path, gate: &Gate) -> Option<String> {
         vec![&broken]
     };
     for analysis in failing {
-        assert_eq!(analysis.argo_run(), Phase::Failed, "{report}");
-        assert!(
-            analysis.argo_at.is_some_and(|t| t <= two_minutes),
-            "{report}"
-        );
+        assert_argo(analysis, Phase::Failed, two_minutes, &report);
         // By the first metric to see it (a hung version's known answers come later in
         // the round of prompts than its first comparisons).
         let two =

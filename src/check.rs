@@ -334,9 +334,8 @@ fn erlang_b(load: f64) -> impl Iterator<Item = f64> {
     })
 }
 
-/// The shortest answer the sampler check's diversity test scores, in characters
-/// (`DIVERSE_MIN_CHARS` in src/sampling/round.rs; docs/sampling.md, "Without logprobs").
-const DIVERSE_MIN_CHARS: u32 = 16;
+/// The shortest answer the sampler check's diversity test scores, in characters.
+const DIVERSE_MIN_CHARS: u32 = crate::sampling::DIVERSE_MIN_CHARS as u32;
 
 /// Where the sampler check cannot judge what it is set to (docs/sampling.md): a setting's
 /// top-k beyond what a list of `top_logprobs` shows exactly (its N − 1 best others,

@@ -222,6 +222,12 @@ async fn a_healthy_day_fires_no_sampler_alert() {
     );
     assert_eq!(rounds(&s, "sampling_ignored"), 0.0);
     let windows_seen = windows(&s, "ok") + windows(&s, "miscalibrated");
+    eprintln!(
+        "a healthy day: {windows_seen} windows, {} miscalibrated, {} rounds ok, {} unscored",
+        windows(&s, "miscalibrated"),
+        rounds(&s, "ok"),
+        rounds(&s, "unscored")
+    );
     assert!(windows_seen >= 250.0, "{windows_seen}");
     assert!(
         windows(&s, "miscalibrated") <= 1.0,

@@ -226,4 +226,11 @@ async fn the_status_page_shows_the_sampler_checks_server_semantics() {
         "{}",
         sampler("configured")
     );
+    // Its rounds, each with its tokens judged: the simulator lists raw logprobs, 64 a
+    // round inside the support, first at the production-like setting.
+    assert!(
+        sampler("auto").contains("<td>ok</td><td>temperature 0.7 · top_k 19 · top_p 0.8 · min_p 0</td><td>vllm</td><td>64 / 0 / 0</td>"),
+        "{}",
+        sampler("auto")
+    );
 }

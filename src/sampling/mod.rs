@@ -18,6 +18,7 @@
 
 pub mod calibration;
 mod round;
+pub use round::DIVERSE_MIN_CHARS;
 pub mod support;
 mod twin;
 

@@ -35,7 +35,7 @@ pub fn prompt_text(nonce: u64) -> String {
 }
 
 /// Answers this short tell too little apart: a model may end at once every time.
-pub(super) const DIVERSE_MIN_CHARS: usize = 16;
+pub const DIVERSE_MIN_CHARS: usize = 16;
 
 /// What an answer says: its reasoning, then its text (a reasoning model samples both).
 pub(super) fn answer_text(report: &ProbeReport) -> String {
@@ -110,6 +110,12 @@ pub(super) async fn run(
                 let category = e.category().as_str();
                 tracing::debug!(target = %target.id, request_id, error = %e, "sampler check failed");
                 series.round(category);
+                state.status.sampler_round(crate::status::SamplerRound {
+                    request_id: request_id.clone(),
+                    setting: params,
+                    server: asked.server.as_str(),
+                    result: category,
+                });
                 trace.finish(category, Some(e.to_string()));
                 return Some(false);
             }
@@ -147,6 +153,12 @@ pub(super) async fn run(
         None => diverse(&answers, (&last_id, target.id.as_str())),
     };
     series.round(result);
+    state.status.sampler_round(crate::status::SamplerRound {
+        request_id: last_id.clone(),
+        setting: params,
+        server: asked.server.as_str(),
+        result,
+    });
     trace.set(KeyValue::new(
         "inferprobe.sampler.server",
         asked.server.as_str(),
@@ -304,12 +316,18 @@ fn judge(
     series.tokens("ok", ok);
     series.tokens("outside_support", outside);
     series.tokens("unscored", unscored);
+    state
+        .status
+        .sampler_tokens(request_id, ok, outside, unscored);
     let mut calibration = state.window.lock().unwrap_or_else(|e| e.into_inner());
     let Calibration { window, in_row } = &mut *calibration;
     for u in pits {
         if let Some(tested) = window.push(u) {
             *in_row = if tested.miscalibrated { *in_row + 1 } else { 0 };
             series.window((tested.chi2, tested.p_value, tested.miscalibrated), *in_row);
+            state
+                .status
+                .sampler_window(tested.chi2, tested.p_value, *in_row);
             if tested.miscalibrated {
                 tracing::warn!(
                     target,

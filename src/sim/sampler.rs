@@ -190,9 +190,15 @@ impl super::model::ModelFlags {
                         (lp, kept)
                     }
                 };
-                let top = listed
+                // vLLM lists the sampled token and the N − 1 best others: a token drawn
+                // below the top N takes the last place.
+                let mut shown: Vec<usize> = listed.iter().copied().take(top_n).collect();
+                if !shown.contains(&pick) && listed.contains(&pick) && !shown.is_empty() {
+                    shown.pop();
+                    shown.push(pick);
+                }
+                let top = shown
                     .iter()
-                    .take(top_n)
                     .map(|&i| (word(ranked[i].0), values[i]))
                     .collect();
                 let text = word(ranked[pick].0);

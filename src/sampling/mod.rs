@@ -18,7 +18,7 @@
 
 pub mod calibration;
 mod round;
-pub use round::DIVERSE_MIN_CHARS;
+pub use twin::DIVERSE_MIN_CHARS;
 pub mod support;
 mod twin;
 

@@ -8,7 +8,7 @@ use rand::RngExt;
 use tokio_util::sync::CancellationToken;
 
 use super::support::{self, Params, Support};
-use super::twin::{self, Answered, Step};
+use super::twin::{self, Answered, DIVERSE_MIN_CHARS, Step, answer_text};
 use super::{Calibration, State};
 use crate::endpoint::sampling::{SamplingSpec, Server};
 use crate::metrics::SamplerSeries;
@@ -32,15 +32,6 @@ pub fn prompt_text(nonce: u64) -> String {
         "{} Write a long list of random words, unrelated to each other, separated by spaces, as varied as you can. Do not explain. Begin:",
         synthetic::nonce(nonce)
     )
-}
-
-/// Answers this short tell too little apart: a model may end at once every time.
-pub const DIVERSE_MIN_CHARS: usize = 16;
-
-/// What an answer says: its reasoning, then its text (a reasoning model samples both).
-pub(super) fn answer_text(report: &ProbeReport) -> String {
-    let r = &report.record.response;
-    format!("{}{}", r.other_text, r.text)
 }
 
 pub(super) async fn run(

@@ -6,10 +6,18 @@
 
 use tokio_util::sync::CancellationToken;
 
-use super::round::{DIVERSE_MIN_CHARS, answer_text};
 use crate::otlp::CheckTrace;
-use crate::probe::{Outcome, Prober};
+use crate::probe::{Outcome, ProbeReport, Prober};
 use crate::prompt::Prompt;
+
+/// Answers this short tell too little apart: a model may end at once every time.
+pub const DIVERSE_MIN_CHARS: usize = 16;
+
+/// What an answer says: its reasoning, then its text (a reasoning model samples both).
+pub(super) fn answer_text(report: &ProbeReport) -> String {
+    let r = &report.record.response;
+    format!("{}{}", r.other_text, r.text)
+}
 
 /// Two draws agreeing less often than this, by the first one's own probabilities, agree
 /// because the server did not draw.

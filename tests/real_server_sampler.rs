@@ -40,7 +40,20 @@ const SETTINGS: &str = "[
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs llama-server: scripts/real-server/setup.sh"]
 async fn a_healthy_llama_server_samples_inside_the_support_and_calibrated() {
-    let server = llama::start(&llama::tiny(), 4096, &[]).await;
+    // A server whose own defaults would change what is drawn, as an operator may start
+    // one: a dynamic temperature and adaptive-p in its chain. The check's request turns
+    // them off (its `samplers` list replaces the chain).
+    let defaults = [
+        "--dynatemp-range",
+        "0.5",
+        "--dynatemp-exp",
+        "100",
+        "--samplers",
+        "top_k;top_p;min_p;temperature;adaptive_p",
+        "--adaptive-target",
+        "0.3",
+    ];
+    let server = llama::start(&llama::tiny(), 4096, &defaults).await;
     // Both logprob routes; alpha 1e-6: a healthy window fails once in a million.
     let sampler = format!(
         "sampler = {{ interval = \"250ms\", max_tokens = 128, server = \"llama.cpp\", alpha = 1e-6, settings = {} }}",

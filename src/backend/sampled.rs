@@ -44,8 +44,16 @@ const SAMPLING_KEYS: &[&str] = &[
     "logits_processors",
     "samplers",
     "dynatemp_range",
+    "dynatemp_exponent",
+    "adaptive_target",
+    "adaptive_decay",
+    "min_keep",
     "n_probs",
 ];
+
+/// llama.cpp's chain as the check judges it: a server's `--samplers` may add others
+/// (adaptive-p, XTC, DRY) or reorder these, and the request's list replaces it.
+const LLAMA_CHAIN: [&str; 4] = ["top_k", "top_p", "min_p", "temperature"];
 
 /// Spell `s` in a built request body of `backend`.
 pub fn apply(backend: BackendKind, body: &mut Map<String, Value>, s: &Sampled) {
@@ -107,6 +115,12 @@ pub fn apply(backend: BackendKind, body: &mut Map<String, Value>, s: &Sampled) {
             ("dry_multiplier", Value::from(0.0)),
             ("top_n_sigma", Value::from(-1.0)),
             ("mirostat", Value::from(0)),
+            // A server's `--dynatemp-range` turns temperature into a range, and
+            // `--adaptive-target` reshapes the distribution: both off.
+            ("dynatemp_range", Value::from(0.0)),
+            ("adaptive_target", Value::from(-1.0)),
+            ("min_keep", Value::from(0)),
+            ("samplers", Value::from(LLAMA_CHAIN.to_vec())),
             ("post_sampling_probs", Value::Bool(true)),
         ],
         // Strict APIs refuse fields they do not know: temperature alone.

@@ -111,6 +111,8 @@ enum Told {
     Miscalibrated,
     /// The twin drew the same answer: `sampling_ignored`.
     Ignored,
+    /// Logprobs no distribution has: `invalid_logprobs`.
+    Invalid,
     /// Not at all: a processed list shows the distribution the faulty sampler used.
     Unseen,
 }
@@ -128,6 +130,7 @@ async fn each_fault_is_told_within_two_windows() {
         (F::Greedy, Ignored),
         (F::StuckRng, Ignored),
         (F::StuckRace, Ignored),
+        (F::InvalidLogprobs, Invalid),
     ];
     let processed = [
         (F::TopKIgnored, Outside),
@@ -138,6 +141,7 @@ async fn each_fault_is_told_within_two_windows() {
         (F::Greedy, Ignored),
         (F::StuckRng, Ignored),
         (F::StuckRace, Ignored),
+        (F::InvalidLogprobs, Invalid),
     ];
     let cases = raw
         .map(|(f, t)| (f, t, LogprobsMode::Raw, "openai-chat"))
@@ -151,6 +155,7 @@ async fn each_fault_is_told_within_two_windows() {
             .wait_for(Duration::from_secs(60), |s| {
                 rounds(s, "outside_support") > 0.0
                     || rounds(s, "sampling_ignored") >= 2.0
+                    || rounds(s, "invalid_logprobs") >= 2.0
                     || windows(s, "ok") + windows(s, "miscalibrated") >= 2.0
             })
             .await;
@@ -165,6 +170,7 @@ async fn each_fault_is_told_within_two_windows() {
             // Every round whose lists can tell, and none read ok.
             Ignored => ignored >= 2.0 && rounds(&s, "ok") == 0.0 && outside == 0.0,
             Unseen => outside == 0.0 && ignored == 0.0,
+            Invalid => rounds(&s, "invalid_logprobs") >= 2.0 && rounds(&s, "ok") == 0.0,
         };
         assert!(
             ok,

@@ -11,6 +11,7 @@ use super::support::{self, Params, Support};
 use super::twin::{self, Answered, DIVERSE_MIN_CHARS, Step, answer_text};
 use super::{Calibration, State};
 use crate::endpoint::sampling::{SamplingSpec, Server};
+use crate::logprobs::Unreadable;
 use crate::metrics::SamplerSeries;
 use crate::otlp::CheckTrace;
 use crate::probe::{Outcome, ProbeReport, Prober};
@@ -116,10 +117,14 @@ pub(super) async fn run(
     }
     let result = match semantics {
         Some(semantics) => {
+            // vLLM lists every one asked for (a dropped token as -9999), but its
+            // completions key them by text, so tokens spelled alike (parts of a
+            // character) fold into one: a shorter list is missing some.
+            let full = matches!(asked.server, Server::Vllm | Server::VllmProcessed)
+                .then_some(asked.spec.top_logprobs as usize);
             let (judged, steps) = judge(
                 &answers[0],
-                &params,
-                semantics,
+                (&params, semantics, full),
                 (state, series),
                 (&last_id, target.id.as_str()),
             );
@@ -209,27 +214,24 @@ async fn seeded_pair(
 /// Judge every sampled token of one answer; its PITs go to the window.
 fn judge(
     report: &ProbeReport,
-    params: &Params,
-    semantics: support::Semantics,
+    (params, semantics, full): (&Params, support::Semantics, Option<usize>),
     (state, series): (&State, &SamplerSeries),
     (request_id, target): (&str, &str),
 ) -> (&'static str, Vec<Step>) {
     let Some(logprobs) = &report.record.response.logprobs else {
         return ("unscored", Vec::new());
     };
-    if let Some(why) = &logprobs.unreadable {
-        tracing::warn!(target, request_id, error = %why, "sampler check: the logprobs are unreadable");
-        return ("unscored", Vec::new());
-    }
-    if let Some((at, value)) = impossible(&logprobs.positions) {
-        tracing::warn!(
-            target,
-            request_id,
-            position = at,
-            value,
-            "sampler check: a logprob no distribution has (above 0, or not a number): the server's logprobs are wrong"
-        );
-        return ("invalid_logprobs", Vec::new());
+    match &logprobs.unreadable {
+        Some(Unreadable::Impossible(why)) => {
+            tracing::warn!(target, request_id, error = %why,
+                "sampler check: a logprob no distribution has (above 0, or not a number): the server's logprobs are wrong");
+            return ("invalid_logprobs", Vec::new());
+        }
+        Some(why) => {
+            tracing::warn!(target, request_id, error = %why, "sampler check: the logprobs are unreadable");
+            return ("unscored", Vec::new());
+        }
+        None => {}
     }
     let semantics = match semantics {
         support::Semantics::Raw => {
@@ -253,7 +255,7 @@ fn judge(
         // listed with a logprob), they may be processed ones, which read as raw would
         // apply temperature and truncation twice: a token is outside only if it is under
         // both readings, and no PIT is made.
-        let judged = match semantics {
+        let mut judged = match semantics {
             Some(semantics) => support::judge(position, params, semantics),
             None => {
                 let raw = support::judge(position, params, support::Semantics::Raw);
@@ -269,6 +271,10 @@ fn judge(
                 }
             }
         };
+        if full.is_some_and(|n| position.top.len() < n) {
+            // Tokens missing from the list: what is kept is bounded still, not known.
+            judged.pit = None;
+        }
         match judged.support {
             Support::Inside => ok += 1,
             Support::Unknown => unscored += 1,
@@ -336,16 +342,6 @@ fn judge(
         _ => "ok",
     };
     (result, steps)
-}
-
-/// A logprob above 0 (beyond rounding) or not a number: no distribution has one.
-fn impossible(positions: &[crate::logprobs::Position]) -> Option<(usize, f64)> {
-    const SLACK: f64 = 1e-3;
-    let bad = |lp: f64| lp.is_nan() || lp > SLACK;
-    positions.iter().enumerate().find_map(|(at, p)| {
-        let values = p.logprob.into_iter().chain(p.top.iter().map(|&(_, lp)| lp));
-        values.into_iter().find(|&lp| bad(lp)).map(|lp| (at, lp))
-    })
 }
 
 /// Answers to one prompt at temperature 1: all the same means sampling was ignored.

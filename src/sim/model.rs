@@ -91,6 +91,8 @@ pub enum SamplerFault {
     StuckRace,
     /// `--outside-rate` of the tokens drawn from outside the allowed set.
     OutsideNucleus,
+    /// Each sampled token listed with a logprob above 0 (broken numerics).
+    InvalidLogprobs,
 }
 
 /// What the listed logprobs are.

@@ -203,9 +203,13 @@ impl super::model::ModelFlags {
                     .collect();
                 let text = word(ranked[pick].0);
                 prefix = hash(prefix, text.as_bytes());
+                let logprob = match self.sampler_fault {
+                    SamplerFault::InvalidLogprobs => 0.5,
+                    _ => values[pick],
+                };
                 ToyToken {
                     text,
-                    logprob: values[pick],
+                    logprob,
                     top,
                 }
             })

@@ -302,7 +302,7 @@ fn judge(
             || params.top_p < 1.0
             || params.min_p > 0.0;
         steps.push(Step {
-            bytes: position.token.key().len(),
+            bytes: (!position.token.is_opaque()).then(|| position.token.key().len()),
             ln_own: judged
                 .pit
                 .filter(|_| !single)

@@ -25,8 +25,9 @@ const RARE: f64 = 1e-6;
 
 /// What the judgement knows of one sampled token, for comparing its answer with another.
 pub(super) struct Step {
-    /// The token's bytes (where it ends in the answer).
-    pub bytes: usize,
+    /// The token's bytes (where it ends in the answer); `None` for a token spelled
+    /// without them (part of a character, as vLLM lists it: no text, no bytes).
+    pub bytes: Option<usize>,
     /// The log of its probability in the distribution asked for, at most; `None` where
     /// not known, or where the list names it alone: a processed list cannot tell a
     /// sampler that truncated to one token from a model that left one.
@@ -133,7 +134,12 @@ fn repeat(first: Answered<'_>, again: &str) -> Repeat {
     // The first answer's tokens within the common part.
     let (mut end, mut ln_p, mut unknown, mut lone, mut n) = (0, 0.0, false, true, 0);
     for step in first.steps {
-        end += step.bytes;
+        let Some(bytes) = step.bytes else {
+            // Where the common part ends is no longer known: what follows may not be in it.
+            unknown = true;
+            break;
+        };
+        end += bytes;
         if end > short.len() {
             break;
         }
@@ -164,7 +170,7 @@ mod tests {
         let steps = words
             .iter()
             .map(|&(w, ln_own, lone)| Step {
-                bytes: w.len(),
+                bytes: Some(w.len()),
                 ln_own,
                 lone,
             })
@@ -199,8 +205,25 @@ mod tests {
         assert_eq!(at(None, false).0, Repeat::Unknown);
         // One token listed where the request lets nothing cut to one: not drawn.
         assert_eq!(at(None, true).0, Repeat::Rare);
+        // A token spelled without its bytes ends what is known of the common part: the
+        // two sure words before it are all the product has.
+        let (text, mut known) = steps(&words.map(|w| (w, Some(0.01f64.ln()), false)));
+        known[0].ln_own = Some(0.0);
+        known[1].ln_own = Some(0.0);
+        known[2].bytes = None;
+        let first = Answered {
+            text: &text,
+            steps: &known,
+        };
+        assert_eq!(repeat(first, &words[..4].concat()), Repeat::Unknown);
+        known[0].ln_own = Some(-20.0);
+        let first = Answered {
+            text: &text,
+            steps: &known,
+        };
+        assert_eq!(repeat(first, &words[..4].concat()), Repeat::Rare);
         // Too short to tell.
-        let (text, steps) = steps(&[(" a", Some(-9.0), false), (" b", Some(-9.0), false)]);
+        let (text, steps) = self::steps(&[(" a", Some(-9.0), false), (" b", Some(-9.0), false)]);
         let first = Answered {
             text: &text,
             steps: &steps,

@@ -358,6 +358,25 @@ fn sampler_warnings(spec: &SamplingSpec) -> Vec<String> {
             ));
         }
     }
+    // A processed list of one token is a confident model or a truncation to one, unless
+    // nothing in the request could truncate to one: only such a setting tells a forced
+    // greedy decoding behind processed lists (docs/sampling.md, "The twin").
+    let processed = matches!(
+        spec.server,
+        Server::Auto | Server::LlamaCpp | Server::VllmProcessed
+    );
+    let telling = |p: &&crate::endpoint::sampling::Params| {
+        p.temperature > 0.0 && p.top_k != 1 && p.top_p >= 1.0 && p.min_p <= 0.0
+    };
+    if processed && !spec.settings.iter().any(|p| telling(&p)) {
+        warnings.push(format!(
+            "sampler.settings: none is top-k alone (temperature above 0, top_k other than 1, top_p = 1, min_p = 0); {} lists the distribution it drew from, where one token listed may be top-p or min-p cutting to one, so greedy decoding forced behind such lists reads unscored, never sampling_ignored; add a setting such as {{ temperature = 1.0, top_k = 5 }}",
+            match spec.server {
+                Server::Auto => "a server read as processed (llama.cpp, vLLM processed_logprobs)",
+                s => s.as_str(),
+            }
+        ));
+    }
     if spec.server.semantics().is_none() && spec.max_tokens < DIVERSE_MIN_CHARS {
         let when = match spec.server {
             Server::Auto => " (server = auto: wherever /v1/models names neither vllm nor llamacpp)",

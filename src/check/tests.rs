@@ -102,3 +102,20 @@ fn erlang_b_gives_the_shares_docs_alerts_md_tabulates() {
         assert!((b[4] - four).abs() < 5e-5, "{load}: {}", b[4]);
     }
 }
+
+#[test]
+fn a_processed_server_needs_a_setting_that_only_top_k_truncates() {
+    let telling = |w: &String| w.contains("none is top-k alone");
+    // The helper's settings are top-k alone: nothing to say.
+    let spec = sampler(Server::LlamaCpp, 20, 64);
+    assert!(!sampler_warnings(&spec).iter().any(telling));
+    // Every setting with a top-p or a min-p: a forced greedy reads unscored.
+    let mut cut = spec.clone();
+    for p in &mut cut.settings {
+        p.top_p = 0.8;
+    }
+    assert!(sampler_warnings(&cut).iter().any(telling));
+    // Raw lists tell it anyway (the distribution asked for is rebuilt).
+    cut.server = Server::Vllm;
+    assert!(!sampler_warnings(&cut).iter().any(telling));
+}

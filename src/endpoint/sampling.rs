@@ -88,7 +88,12 @@ impl SamplingSpec {
                 "{} answers a round at temperature 1 compared (no logprobs: the diversity test only)",
                 self.samples
             ),
-            s => format!("{}'s logprobs, {} listed per token", s.as_str(), self.top_logprobs),
+            s => format!(
+                "{}'s logprobs, {} listed per token, and a {}-token twin without (longer past a preamble listed alone; a third, seeded, when the two repeat)",
+                s.as_str(),
+                self.top_logprobs,
+                self.twin_tokens()
+            ),
         };
         format!(
             "sampler check every {}, {} output tokens a round, {} settings in turn; {how}; calibration over {} tokens (false alarm {} a window, two in a row to warn)",

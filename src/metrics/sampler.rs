@@ -111,7 +111,7 @@ impl SamplerFamilies {
     pub(super) fn register(&self, r: &mut Registry) {
         r.register(
             "sampler_checks",
-            "Rounds of the sampler check (a sampled request for random words, its tokens judged against the distribution asked for) by result: ok, outside_support (a token no correct sampler draws), sampling_ignored (answers at temperature 1 all identical; no logprobs), unscored (nothing to judge: no logprobs came back), or the probes' error category",
+            "Rounds of the sampler check (a sampled request for random words, its tokens judged against the distribution asked for) by result: ok, outside_support (a token no correct sampler draws), sampling_ignored (the round's twin, or the answers without logprobs, identical where two draws rarely are), fixed_seed (identical, but a seeded request differs), invalid_logprobs (a logprob above 0 or not a number), unscored (nothing to judge), or the probes' error category",
             self.rounds.clone(),
         );
         r.register(

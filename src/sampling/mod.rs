@@ -100,10 +100,13 @@ pub async fn run(
     let mut round: u64 = 0;
     while let Some((now, permit)) = ticker.tick(&stop).await {
         let server = resolve(&prober, &state).await;
+        let seeded = spec.seed_every > 0 && (round + 1) % u64::from(spec.seed_every) == 0;
+        // What the round asks for at least: a twin that repeats the answer (rare), and
+        // one that reaches past a preamble listed alone, ask more, uncharged.
         let cost = match server.semantics() {
             Some(_) => spec.max_tokens + spec.twin_tokens(),
             None => spec.max_tokens * spec.samples,
-        };
+        } + if seeded { 2 * spec.max_tokens } else { 0 };
         if let Some(budget) = &sinks.budget {
             if !budget.try_spend(now, cost) {
                 sinks.metrics.skipped(SkipReason::Budget);
@@ -112,7 +115,6 @@ pub async fn run(
         }
         let settings = spec.settings[(round % spec.settings.len() as u64) as usize];
         round += 1;
-        let seeded = spec.seed_every > 0 && round % u64::from(spec.seed_every) == 0;
         let trace = CheckTrace::new(
             ctx.spans.clone(),
             ctx.sample(),

@@ -308,6 +308,7 @@ fn judge(
                 .filter(|_| !single)
                 .map(|(_, own)| own.max(f64::MIN_POSITIVE).ln()),
             lone: single && !one_allowed,
+            single,
         });
     }
     series.tokens("ok", ok);

@@ -35,6 +35,8 @@ pub(super) struct Step {
     /// Its list names it alone where the request lets nothing truncate to one (top-k
     /// above 1, no top-p or min-p): a sampler that did not draw.
     pub lone: bool,
+    /// Its list names it alone.
+    pub single: bool,
 }
 
 /// The round's answer, as its twin is compared with it.
@@ -64,7 +66,10 @@ pub(super) async fn twin(
 ) -> Option<Option<&'static str>> {
     let target = &prober.target;
     let mut prompt = prompt.clone();
-    prompt.max_tokens = crate::endpoint::sampling::TWIN_TOKENS.min(prompt.max_tokens);
+    // Past the first answer's leading tokens listed alone (a model sure of a preamble,
+    // on a processed list): 16 that tell.
+    let unknown = first.steps.iter().take_while(|s| s.single).count() as u32;
+    prompt.max_tokens = (crate::endpoint::sampling::TWIN_TOKENS + unknown).min(prompt.max_tokens);
     if let Some(sampled) = &mut prompt.sampled {
         sampled.top_logprobs = 0;
     }
@@ -96,10 +101,10 @@ pub(super) async fn twin(
         if let Some(sampled) = &mut prompt.sampled {
             sampled.seed = Some(rand::random::<u32>().into());
         }
-        let Some(seeded) = ask(&prompt, "twin-seeded").await? else {
-            return Some(None);
-        };
-        if repeat(first, &seeded) == Repeat::Differs {
+        // A seeded request that failed (an API refusing seeds) tells nothing against the
+        // evidence: the repeat stands.
+        let seeded = ask(&prompt, "twin-seeded").await?;
+        if seeded.is_some_and(|seeded| repeat(first, &seeded) == Repeat::Differs) {
             tracing::info!(target = %target.id, "sampler check: unseeded requests draw alike and a seeded one does not: the server uses one seed for every request that names none");
             return Some(Some("fixed_seed"));
         }
@@ -173,6 +178,7 @@ mod tests {
                 bytes: Some(w.len()),
                 ln_own,
                 lone,
+                single: lone,
             })
             .collect();
         (text, steps)

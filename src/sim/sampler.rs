@@ -207,11 +207,7 @@ impl super::model::ModelFlags {
                     SamplerFault::InvalidLogprobs => 0.5,
                     _ => values[pick],
                 };
-                ToyToken {
-                    text,
-                    logprob,
-                    top,
-                }
+                ToyToken { text, logprob, top }
             })
             .collect()
     }

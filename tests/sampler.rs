@@ -31,7 +31,7 @@ fn config(url: &str, backend: &str, extra: &str) -> String {
         url = "{url}"
         model = "m"
         backend = "{backend}"
-        rate = 0.001
+        rate = 1e-6
         sampler = {{ interval = "20ms"{extra} }}
         "#
     )

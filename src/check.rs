@@ -365,10 +365,7 @@ fn sampler_warnings(spec: &SamplingSpec) -> Vec<String> {
         spec.server,
         Server::Auto | Server::LlamaCpp | Server::VllmProcessed
     );
-    let telling = |p: &&crate::endpoint::sampling::Params| {
-        p.temperature > 0.0 && p.top_k != 1 && p.top_p >= 1.0 && p.min_p <= 0.0
-    };
-    if processed && !spec.settings.iter().any(|p| telling(&p)) {
+    if processed && spec.settings.iter().all(|p| p.may_keep_one()) {
         warnings.push(format!(
             "sampler.settings: none is top-k alone (temperature above 0, top_k other than 1, top_p = 1, min_p = 0); {} lists the distribution it drew from, where one token listed may be top-p or min-p cutting to one, so greedy decoding forced behind such lists reads unscored, never sampling_ignored; add a setting such as {{ temperature = 1.0, top_k = 5 }}",
             match spec.server {

@@ -15,6 +15,14 @@ pub struct Params {
     pub min_p: f64,
 }
 
+impl Params {
+    /// Whether a correct sampler may keep a single token: a list naming one token alone is
+    /// then a truncation, not evidence that the server did not draw.
+    pub fn may_keep_one(&self) -> bool {
+        self.temperature <= 0.0 || self.top_k == 1 || self.top_p < 1.0 || self.min_p > 0.0
+    }
+}
+
 /// What the listed logprobs are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Semantics {

@@ -297,17 +297,13 @@ fn judge(
             .filter(|&&(_, lp)| lp > support::IMPOSSIBLE)
             .count()
             == 1;
-        let one_allowed = params.temperature <= 0.0
-            || params.top_k == 1
-            || params.top_p < 1.0
-            || params.min_p > 0.0;
         steps.push(Step {
             bytes: (!position.token.is_opaque()).then(|| position.token.key().len()),
             ln_own: judged
                 .pit
                 .filter(|_| !single)
                 .map(|(_, own)| own.max(f64::MIN_POSITIVE).ln()),
-            lone: single && !one_allowed,
+            lone: single && !params.may_keep_one(),
             single,
         });
     }

@@ -13,6 +13,7 @@ use url::Url;
 use crate::prompt::PromptSource;
 use crate::validation::Validation;
 
+pub mod adapters;
 pub mod canary;
 pub mod prefix_cache;
 pub mod sampling;
@@ -184,6 +185,8 @@ pub struct Target {
     pub session: Option<std::sync::Arc<session::SessionSpec>>,
     /// The sampler check (docs/sampling.md), off unless set.
     pub sampler: Option<std::sync::Arc<sampling::SamplingSpec>>,
+    /// The adapter check (docs/adapters.md), off unless set.
+    pub adapters: Option<std::sync::Arc<adapters::AdapterSpec>>,
     /// The controller revision of the pod behind a discovered target (see
     /// `discovery::owner::REVISION_LABELS`): the canary's default group. Never a label.
     pub revision: Option<String>,

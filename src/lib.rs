@@ -32,6 +32,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod adapters;
 pub mod backend;
 pub mod bench;
 pub mod budget;

@@ -255,6 +255,11 @@ impl Prober {
     /// SGLang, llama.cpp list one per model), or the first entry when none has its id (a
     /// server that serves one model under another name). `Ok(None)`: the list was read but
     /// names no model (no `data`, or an empty one); `Err`: it was not read (for the log).
+    /// The server's whole `GET /v1/models` answer (the adapter check reads its adapters).
+    pub async fn models(&self) -> Result<serde_json::Value, String> {
+        self.get_json(models_url(&self.target.url)).await
+    }
+
     pub async fn model_entry(&self) -> Result<Option<serde_json::Value>, String> {
         let models = self.get_json(models_url(&self.target.url)).await?;
         Ok(model_entry(models, &self.target.model))

@@ -82,6 +82,8 @@ pub struct Supervisor {
     running: BTreeMap<String, Running>,
     /// Canary answers by group (a discovery block's replicas, or a static target).
     books: Arc<Books>,
+    /// What the adapter checks of a block's replicas share.
+    adapter_fleets: Arc<crate::adapters::Fleets>,
     /// Node-local blocks' pools, for votes (filled by discovery).
     pools: Arc<canary::votes::Pools>,
 }
@@ -101,6 +103,7 @@ impl Supervisor {
             schedulers: TaskTracker::new(),
             running: BTreeMap::new(),
             books: Arc::default(),
+            adapter_fleets: Arc::default(),
             pools: Arc::default(),
         }
     }
@@ -256,6 +259,29 @@ impl Supervisor {
                     status: Arc::clone(&status),
                 };
                 self.schedulers.spawn(crate::sampling::run(
+                    Arc::clone(&prober),
+                    Arc::clone(spec),
+                    sinks,
+                    stop.clone(),
+                    self.ctx.clone(),
+                ));
+            }
+            if let (Some(spec), Some(series)) = (&target.adapters, metrics.adapters()) {
+                let group = target.canary_group().or_else(|| target.revision.clone());
+                let family = crate::adapters::family(
+                    &target.name,
+                    &target.model,
+                    group.as_deref().unwrap_or(""),
+                    spec,
+                );
+                let sinks = crate::adapters::Sinks {
+                    series: series.clone(),
+                    metrics: metrics.clone(),
+                    budget: budget.clone(),
+                    fleets: Arc::clone(&self.adapter_fleets),
+                    family,
+                };
+                self.schedulers.spawn(crate::adapters::run(
                     Arc::clone(&prober),
                     Arc::clone(spec),
                     sinks,

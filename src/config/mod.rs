@@ -5,6 +5,7 @@
 //! place that checks it and fills in defaults, so every other module can trust its input.
 //! Errors name the key path (`targets[1].rate`) and the source (file or env variable).
 
+mod adapters;
 mod canary;
 mod discovery;
 mod fields;
@@ -38,9 +39,9 @@ pub use discovery::{
 };
 pub use fields::RESERVED_LABELS;
 pub use raw::{
-    RawCanary, RawConfig, RawDepth, RawDiscovery, RawDuration, RawKubernetes, RawMedia, RawMetrics,
-    RawPort, RawPrefixCache, RawSampler, RawSamplerSettings, RawSession, RawSlo, RawTarget,
-    RawTracing, RawValidation,
+    RawAdapters, RawCanary, RawConfig, RawDepth, RawDiscovery, RawDuration, RawKubernetes,
+    RawMedia, RawMetrics, RawPort, RawPrefixCache, RawSampler, RawSamplerSettings, RawSession,
+    RawSlo, RawTarget, RawTracing, RawValidation,
 };
 pub use validate::validate;
 

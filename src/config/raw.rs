@@ -199,6 +199,8 @@ pub struct RawTarget {
     pub session: Option<RawSession>,
     /// The sampler check: sampled tokens judged against the distribution asked for.
     pub sampler: Option<RawSampler>,
+    /// The adapter check: each LoRA adapter served, applied, and the base model intact.
+    pub adapters: Option<RawAdapters>,
     /// Send a W3C `traceparent` header with every probe (default true).
     pub trace_context: Option<bool>,
     /// A W3C `tracestate` value sent with it, e.g. `vendor=value`.
@@ -309,6 +311,25 @@ pub struct RawSampler {
     pub samples: Option<u64>,
     /// Every this many rounds, a seeded pair (0: never).
     pub seed_every: Option<u64>,
+}
+
+/// `adapters = { interval, per_round, max_adapters, max_tokens, top_logprobs, margin,
+/// prompts, names, discover }` (docs/adapters.md).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdapters {
+    pub interval: Option<RawDuration>,
+    pub per_round: Option<u64>,
+    pub max_adapters: Option<u64>,
+    pub max_tokens: Option<u64>,
+    pub top_logprobs: Option<u64>,
+    pub margin: Option<f64>,
+    /// A prompts file (the canary's format; plain prompts only).
+    pub prompts: Option<String>,
+    /// Adapters checked whether listed or not.
+    pub names: Option<Vec<String>>,
+    /// Follow the adapters `/v1/models` lists (default true).
+    pub discover: Option<bool>,
 }
 
 /// One round's `{ temperature, top_k, top_p, min_p }`.
@@ -434,6 +455,7 @@ impl RawTarget {
             prefix_cache,
             session,
             sampler,
+            adapters,
             trace_context,
             tracestate,
             connection,

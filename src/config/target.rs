@@ -111,6 +111,11 @@ pub(super) fn validate_target(
         .as_ref()
         .map(|raw| super::sampler::sampler(&at, raw, backend).map(std::sync::Arc::new))
         .transpose()?;
+    let adapters = t
+        .adapters
+        .as_ref()
+        .map(|raw| super::adapters::adapters(&at, raw, backend).map(std::sync::Arc::new))
+        .transpose()?;
     let session = t
         .session
         .as_ref()
@@ -302,6 +307,7 @@ pub(super) fn validate_target(
         prefix_cache,
         session,
         sampler,
+        adapters,
         revision: None,
         workload: None,
         created: None,

@@ -37,8 +37,11 @@ pub const LE: &str = "le";
 /// on anything but a histogram.
 pub const BOUND: &str = "bound";
 
+/// A LoRA adapter of the target's model (the adapter check's series).
+pub const ADAPTER: &str = "adapter";
+
 /// Every name above.
-pub const RESERVED: [&str; 13] = [
+pub const RESERVED: [&str; 14] = [
     TARGET, MODEL, BACKEND, CATEGORY, REASON, GROUP, BASELINE, RESULT, CAPABILITY, RULE, SLO, LE,
-    BOUND,
+    BOUND, ADAPTER,
 ];

@@ -5,6 +5,7 @@
 //! series exists from the moment the target starts (error counters at zero for every
 //! category), so `rate()` and absence alerts work before the first failure.
 
+mod adapters;
 mod canary;
 mod dual;
 mod expose;
@@ -35,6 +36,7 @@ use prometheus_client::registry::Registry;
 use crate::endpoint::{Slo, Target};
 use crate::error::ErrorCategory;
 
+pub use adapters::AdapterSeries;
 pub use canary::{CanaryVerdict, CheckResult, InvalidReason};
 use dual::DualHistogram;
 pub use expose::Format;
@@ -126,6 +128,7 @@ pub struct Metrics {
     prefix: prefix::PrefixFamilies,
     session: session::SessionFamilies,
     sampler: sampler::SamplerFamilies,
+    adapters: adapters::AdapterFamilies,
     spans: ExportMetrics,
     /// Recording a probe holds this shared; encoding holds it exclusively. So every scrape
     /// sees each probe entirely or not at all: `requests_total` = successes + errors and
@@ -349,6 +352,11 @@ impl Metrics {
                 let group = group.as_deref().unwrap_or("");
                 self.sampler.series(&labels, group, spec.seed_every > 0)
             }),
+            adapters: target.adapters.as_ref().map(|_| {
+                let group = target.canary_group().or_else(|| target.revision.clone());
+                self.adapters
+                    .series(&labels, group.as_deref().unwrap_or(""))
+            }),
             labels,
             snapshot: Arc::clone(&self.snapshot),
             registered: self.prompt_tokens_total.clone(),
@@ -419,6 +427,9 @@ impl Metrics {
         if target.sampler.is_none() {
             self.sampler.remove(&labels);
         }
+        if target.adapters.is_none() {
+            self.adapters.remove(&labels);
+        }
     }
 
     pub fn remove_target(&self, labels: &TargetLabels) {
@@ -472,6 +483,7 @@ impl Metrics {
         self.prefix.remove(labels);
         self.session.remove(labels);
         self.sampler.remove(labels);
+        self.adapters.remove(labels);
     }
 }
 

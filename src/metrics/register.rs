@@ -50,6 +50,7 @@ impl Metrics {
             prefix: Default::default(),
             session: Default::default(),
             sampler: Default::default(),
+            adapters: Default::default(),
             spans: Default::default(),
             snapshot: Arc::default(),
             histograms: Arc::default(),
@@ -58,6 +59,7 @@ impl Metrics {
         m.prefix.register(r);
         m.session.register(r);
         m.sampler.register(r);
+        m.adapters.register(r);
         r.register(
             "trace_spans_exported",
             "Probe spans the OTLP exporter delivered to the collector",

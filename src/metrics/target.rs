@@ -93,6 +93,8 @@ pub struct TargetMetrics {
     pub(super) session: Option<super::session::SessionSeries>,
     /// For targets with a sampler check.
     pub(super) sampler: Option<super::sampler::SamplerSeries>,
+    /// For targets with an adapter check.
+    pub(super) adapters: Option<super::adapters::AdapterSeries>,
     pub(super) snapshot: Arc<RwLock<()>>,
     /// A family every registered target has a series in (`prompt_tokens_total`), removed
     /// with the target's.
@@ -127,6 +129,11 @@ impl TargetMetrics {
     /// The session check's series (`None` without one).
     pub fn session(&self) -> Option<&super::session::SessionSeries> {
         self.session.as_ref()
+    }
+
+    /// The adapter check's series (`None` without one).
+    pub fn adapters(&self) -> Option<&super::adapters::AdapterSeries> {
+        self.adapters.as_ref()
     }
 
     /// The sampler check's series (`None` without one).

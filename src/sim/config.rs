@@ -87,6 +87,9 @@ pub struct SimConfig {
     /// `max_model_len` (without it, no window is enforced and none reported).
     #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_model_len: Option<u64>,
+    /// LoRA adapters, as vLLM serves them (`super::adapters`).
+    #[command(flatten)]
+    pub lora: Box<super::adapters::LoraFlags>,
 }
 
 /// `--replicas N --route R`: the simulator as a gateway in front of N replicas, each with
@@ -321,6 +324,7 @@ impl Default for SimConfig {
             model: Box::default(),
             gateway: Box::default(),
             max_model_len: None,
+            lora: Box::default(),
         }
     }
 }

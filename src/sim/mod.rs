@@ -9,6 +9,7 @@
 //! malformed part is a 400 in the dialect's error format), can lengthen the prefill, and
 //! are listed at `GET /sim/media` for tests to see what a probe sent.
 
+pub mod adapters;
 mod config;
 mod conversation;
 pub mod faults;
@@ -71,6 +72,7 @@ struct Shared {
     /// One per replica behind the gateway (`--replicas`).
     prefix_caches: Vec<Mutex<prefix_cache::PrefixCache>>,
     next_replica: std::sync::atomic::AtomicUsize,
+    adapters: adapters::Adapters,
 }
 
 /// Requests whose trace context `/sim/traces` remembers.
@@ -114,7 +116,6 @@ pub async fn serve(
         })
         .collect();
     let shared = Arc::new(Shared {
-        config,
         rng: Mutex::new(rng),
         timeline,
         loader: media::Loader::new()?,
@@ -123,6 +124,8 @@ pub async fn serve(
         served: server_metrics::ServerMetrics::default(),
         prefix_caches,
         next_replica: std::sync::atomic::AtomicUsize::new(0),
+        adapters: adapters::Adapters::new(&config.lora),
+        config,
     });
     let options = crate::server::ServeOptions {
         close_grace: Duration::from_secs(1),
@@ -145,7 +148,22 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
             return Ok(json_response(StatusCode::OK, json!({"status": "ok"})));
         }
         (&Method::GET, "/v1/models") => {
-            return Ok(json_response(StatusCode::OK, models(&shared.config)));
+            return Ok(json_response(StatusCode::OK, models(shared)));
+        }
+        (&Method::POST, path @ ("/v1/load_lora_adapter" | "/v1/unload_lora_adapter")) => {
+            let load = path == "/v1/load_lora_adapter";
+            let body = match Limited::new(req.into_body(), 1 << 16).collect().await {
+                Ok(body) => body.to_bytes(),
+                Err(_) => return Ok(error(StatusCode::BAD_REQUEST, "unreadable body")),
+            };
+            let (status, said) = match load {
+                true => shared.adapters.load(&body),
+                false => shared.adapters.unload(&body),
+            };
+            return Ok(match status.is_success() {
+                true => Response::new(full(Bytes::from(said))),
+                false => error(status, &said),
+            });
         }
         (&Method::GET, "/sim/media") => {
             return Ok(json_response(StatusCode::OK, shared.ledger.json()));
@@ -184,19 +202,24 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
 /// The header naming the replica that served a request, behind a gateway.
 pub const SERVED_BY: &str = "x-served-by";
 
-/// `GET /v1/models`: the one model, with its window as vLLM reports it when
-/// `--max-model-len` sets one.
-fn models(config: &SimConfig) -> Value {
+/// `GET /v1/models`: the base model, with its window as vLLM reports it when
+/// `--max-model-len` sets one, then its adapters.
+fn models(shared: &Shared) -> Value {
+    let config = &shared.config;
     // What a sampled request's logprobs are, said the way vLLM and llama.cpp say it.
     let owned_by = match config.model.logprobs_mode {
         sampler::LogprobsMode::Raw => "vllm",
         sampler::LogprobsMode::Processed => "llamacpp",
     };
-    let mut model = json!({"id": "sim", "object": "model", "owned_by": owned_by});
+    let base = shared.adapters.base();
+    let mut model =
+        json!({"id": base, "object": "model", "owned_by": owned_by, "root": base, "parent": null});
     if let Some(window) = config.max_model_len {
         model["max_model_len"] = json!(window);
     }
-    json!({"object": "list", "data": [model]})
+    let mut data = vec![model];
+    data.extend(shared.adapters.listing());
+    json!({"object": "list", "data": data})
 }
 
 /// A request to a generating endpoint, served by the replica it routes to (set in
@@ -276,6 +299,19 @@ async fn generate(
     if let Some(refused) = respond::refusal(&request, fault, &credential) {
         return refused;
     }
+    // The base model or an adapter answers (`adapters`), with its own toy weights.
+    let config = match shared.adapters.resolve(&request.model) {
+        adapters::Answerer::NotFound => {
+            let said = adapters::not_found_message(&request.model);
+            return error(StatusCode::NOT_FOUND, &said);
+        }
+        adapters::Answerer::Base { corrupted: false } => std::borrow::Cow::Borrowed(&shared.config),
+        answerer => {
+            let mut config = shared.config.clone();
+            *config.model = answerer.model(&shared.config.model);
+            std::borrow::Cow::Owned(config)
+        }
+    };
     // After the status faults: a gateway's 429 never reaches the model server. The token
     // schedule stays anchored at arrival, so loading counts towards the time to first
     // token instead of being added to it.
@@ -291,7 +327,7 @@ async fn generate(
         }
         shared.ledger.record(request_id.as_deref(), &loaded);
     }
-    if let Some(refused) = respond::beyond_window(&request, shared.config.max_model_len) {
+    if let Some(refused) = respond::beyond_window(&request, config.max_model_len) {
         return refused;
     }
     // The prefix cache's faults change what it serves, not the response: after them the
@@ -309,17 +345,17 @@ async fn generate(
     // A session fault changes what is said, not how it is served.
     if fault.is_none_or(|f| Fault::SESSION.contains(&f)) {
         let served = server_metrics::Served {
-            ttft: plan::first_token(&request, &shared.config),
-            itl: shared.config.itl,
+            ttft: plan::first_token(&request, &config),
+            itl: config.itl,
             prompt_tokens: request.prompt_tokens,
-            output_tokens: plan::output_tokens(&request, &shared.config),
+            output_tokens: plan::output_tokens(&request, &config),
         };
         shared.served.record(&request.model, &served);
     }
     if !request.stream {
-        return respond::whole(&request, &shared.config, fault, arrival).await;
+        return respond::whole(&request, &config, fault, arrival).await;
     }
-    let steps = shared.with_rng(|rng| stream_steps(&request, &shared.config, fault, rng));
+    let steps = shared.with_rng(|rng| stream_steps(&request, &config, fault, rng));
     let timeline = shared.timeline.as_ref().map(|out| Timeline {
         out: Arc::clone(out),
         request_id: request_id.unwrap_or_default(),

@@ -1,0 +1,161 @@
+//! What a block's replicas share for the adapter check: the adapters each replica listed
+//! and when (an adapter one replica lists and another does not is `missing` there), the
+//! references' books (one per adapter version, one for the base model, each the canary's
+//! majority rule: [`crate::canary::book`]) and, per adapter version and prompt, whether
+//! its reference parts from the base's.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::canary::book::Book;
+use crate::canary::books::Books;
+
+/// An adapter and the path it was loaded from (`root` in `/v1/models`): a new version at
+/// a new path learns its own references.
+pub type Version = (String, String);
+
+#[derive(Debug, Default)]
+pub struct Fleets {
+    books: Books,
+    state: Mutex<HashMap<String, Family>>,
+}
+
+#[derive(Debug, Default)]
+struct Family {
+    /// Per adapter: the replicas that listed it, with the path and when.
+    listed: BTreeMap<String, HashMap<String, (String, Instant)>>,
+    /// Per adapter version and prompt: its reference parts from the base's.
+    informative: HashMap<(Version, String), bool>,
+}
+
+impl Fleets {
+    fn with<T>(&self, family: &str, f: impl FnOnce(&mut Family) -> T) -> T {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        f(state.entry(family.to_owned()).or_default())
+    }
+
+    /// The book of an adapter version (`None`: the base model) in `family`.
+    pub fn book(&self, family: &str, version: Option<&Version>) -> Arc<Book> {
+        let key = version.map_or_else(String::new, |(name, root)| format!("{name}\u{0}{root}"));
+        self.books.group(family, Some(&key))
+    }
+
+    /// `replica` lists `here` now (name → path); the adapters any replica of the family
+    /// listed within `fresh`, each with the path most replicas list it at.
+    pub fn listed(
+        &self,
+        family: &str,
+        replica: &str,
+        here: &BTreeMap<String, String>,
+        fresh: Duration,
+    ) -> BTreeMap<String, String> {
+        let now = Instant::now();
+        self.with(family, |f| {
+            for (name, by) in f.listed.iter_mut() {
+                if !here.contains_key(name) {
+                    by.remove(replica);
+                }
+            }
+            for (name, root) in here {
+                let by = f.listed.entry(name.clone()).or_default();
+                by.insert(replica.to_owned(), (root.clone(), now));
+            }
+            for by in f.listed.values_mut() {
+                by.retain(|_, (_, at)| now.duration_since(*at) <= fresh);
+            }
+            f.listed.retain(|_, by| !by.is_empty());
+            f.listed
+                .iter()
+                .map(|(name, by)| {
+                    let mut roots: BTreeMap<&str, usize> = BTreeMap::new();
+                    for (root, _) in by.values() {
+                        *roots.entry(root).or_default() += 1;
+                    }
+                    let root = roots
+                        .into_iter()
+                        .max_by_key(|&(_, n)| n)
+                        .map_or_else(String::new, |(r, _)| r.to_owned());
+                    (name.clone(), root)
+                })
+                .collect()
+        })
+    }
+
+    /// Record whether `version`'s reference on `prompt` parts from the base's.
+    pub fn set_informative(&self, family: &str, version: &Version, prompt: &str, yes: bool) {
+        self.with(family, |f| {
+            f.informative
+                .insert((version.clone(), prompt.to_owned()), yes);
+        });
+    }
+
+    /// Whether it does (`None`: not known yet).
+    pub fn informative(&self, family: &str, version: &Version, prompt: &str) -> Option<bool> {
+        self.with(family, |f| {
+            f.informative
+                .get(&(version.clone(), prompt.to_owned()))
+                .copied()
+        })
+    }
+
+    /// Of `prompts`, how many are known to tell `version` from the base and how many not.
+    pub fn counts(&self, family: &str, version: &Version, prompts: &[String]) -> (usize, usize) {
+        self.with(family, |f| {
+            let mut key = (version.clone(), String::new());
+            prompts.iter().fold((0, 0), |(yes, no), p| {
+                p.clone_into(&mut key.1);
+                match f.informative.get(&key) {
+                    Some(true) => (yes + 1, no),
+                    Some(false) => (yes, no + 1),
+                    None => (yes, no),
+                }
+            })
+        })
+    }
+
+    /// Forget what was learned of versions no replica lists or checks any more.
+    pub fn forget_except(&self, family: &str, keep: &[Version]) {
+        self.with(family, |f| {
+            f.informative.retain(|(v, _), _| keep.contains(v));
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn here(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(n, r)| ((*n).to_owned(), (*r).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn an_adapter_stays_in_the_union_while_any_replica_lists_it() {
+        let fleets = Fleets::default();
+        let fresh = Duration::from_secs(60);
+        fleets.listed("f", "r1", &here(&[("a", "/a"), ("b", "/b")]), fresh);
+        let union = fleets.listed("f", "r2", &here(&[("a", "/a2")]), fresh);
+        assert_eq!(union.len(), 2, "b is r1's");
+        // r1 unloads b: nobody lists it.
+        let union = fleets.listed("f", "r1", &here(&[("a", "/a2")]), fresh);
+        assert_eq!(union, here(&[("a", "/a2")]));
+        // Other families are their own.
+        assert!(fleets.listed("g", "r1", &here(&[]), fresh).is_empty());
+    }
+
+    #[test]
+    fn what_a_version_tells_is_kept_per_prompt() {
+        let fleets = Fleets::default();
+        let v: Version = ("a".into(), "/a".into());
+        fleets.set_informative("f", &v, "p1", true);
+        fleets.set_informative("f", &v, "p2", false);
+        let prompts = ["p1".to_owned(), "p2".to_owned(), "p3".to_owned()];
+        assert_eq!(fleets.counts("f", &v, &prompts), (1, 1));
+        fleets.forget_except("f", &[]);
+        assert_eq!(fleets.counts("f", &v, &prompts), (0, 0));
+    }
+}

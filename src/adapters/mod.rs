@@ -1,0 +1,99 @@
+//! The adapter check (docs/adapters.md): is each LoRA adapter a replica serves available,
+//! really applied, and leaving the base model alone? A multi-LoRA server's worst failure
+//! is silent: the request for an adapter succeeds, at normal speed, with the base model's
+//! answer (vllm#55193), or a loaded adapter corrupts the base model's own requests
+//! (vllm#42008). What a server and its controllers say (`vllm:lora_requests_info`, a
+//! resource's status) is that an adapter is loaded, never that it is applied.
+//!
+//! Every interval a replica gets a round: its `/v1/models` read for the adapters whose
+//! `parent` is the target's model (and the configured names); one greedy prompt, in turn,
+//! asked of the base model and of the next `per_round` adapters. Each answer is compared
+//! by the canary's rule with its reference (a majority of the block's replicas, as the
+//! canary learns one: [`fleet`]), and an adapter's also with the base model's, which
+//! tells `applied` from `base_served` ([`judge`]). The rounds' requests reach none of the
+//! target's own series.
+
+mod fleet;
+mod judge;
+mod round;
+
+pub use fleet::Fleets;
+
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::budget::Budget;
+use crate::endpoint::adapters::AdapterSpec;
+use crate::metrics::{AdapterSeries, SkipReason, TargetMetrics};
+use crate::probe::Prober;
+use crate::scheduler::Context;
+use crate::ticker::{Ticker, Warmup};
+
+/// Where a check's outcomes go, and what the block's replicas share.
+pub struct Sinks {
+    pub series: AdapterSeries,
+    /// The target's own series: a round its budget has no room for is a skipped arrival.
+    pub metrics: TargetMetrics,
+    pub budget: Option<Budget>,
+    pub fleets: Arc<Fleets>,
+    /// The family of replicas whose answers are compared: the block, the model, the
+    /// version it serves and the settings that shape an answer.
+    pub family: String,
+}
+
+/// The family key of a target's adapter check.
+pub fn family(name: &str, model: &str, group: &str, spec: &AdapterSpec) -> String {
+    format!(
+        "{name}\u{0}{model}\u{0}{group}\u{0}{}\u{0}{}\u{0}{}",
+        spec.max_tokens, spec.top_logprobs, spec.margin
+    )
+}
+
+/// Run a round every interval until `stop`, each as a probe task of `ctx` (drained at
+/// shutdown like every probe); a round still running when the next is due delays it.
+pub async fn run(
+    prober: Arc<Prober>,
+    spec: Arc<AdapterSpec>,
+    sinks: Sinks,
+    stop: CancellationToken,
+    ctx: Context,
+) {
+    // A replica just found goes through its prompts back to back, so every adapter's
+    // references are learned within seconds, not after as many intervals.
+    let n = spec.prompts.len().min(8);
+    let warmup = Warmup {
+        least: n,
+        most: n,
+        at_once: 1,
+    };
+    let mut ticker = Ticker::with_warmup(spec.interval, warmup);
+    let pace = ticker.pace();
+    let state = Arc::new(Mutex::new(round::Replica::new(&prober.target, &sinks)));
+    let sinks = Arc::new(sinks);
+    while let Some((now, permit)) = ticker.tick(&stop).await {
+        let cost = (1 + spec.per_round as u32) * spec.max_tokens;
+        if let Some(budget) = &sinks.budget {
+            if !budget.try_spend(now, cost) {
+                sinks.metrics.skipped(SkipReason::Budget);
+                continue;
+            }
+        }
+        let (prober, spec, state, sinks, abort, pace) = (
+            Arc::clone(&prober),
+            Arc::clone(&spec),
+            Arc::clone(&state),
+            Arc::clone(&sinks),
+            ctx.abort.clone(),
+            Arc::clone(&pace),
+        );
+        ctx.probes.spawn(async move {
+            let _permit = permit;
+            match round::run(&prober, &spec, &state, &sinks, &abort).await {
+                Some(true) => pace.succeeded(),
+                Some(false) => pace.failed(),
+                None => {}
+            }
+        });
+    }
+}

@@ -1,0 +1,42 @@
+//! A target's validated adapter-check settings (docs/adapters.md): which LoRA adapters it
+//! checks, how many per round, and the greedy prompts their answers are compared on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdapterSpec {
+    pub interval: Duration,
+    /// Adapters asked per round, in turn (with the base model once).
+    pub per_round: usize,
+    /// Adapters that get their own series; the rest are counted, never labelled.
+    pub max_adapters: usize,
+    pub max_tokens: u32,
+    pub top_logprobs: u32,
+    /// The canary's rule: how far (nats) a reference must lead a received token.
+    pub margin: f64,
+    /// Greedy prompts, one per round in turn.
+    pub prompts: Arc<[String]>,
+    /// Adapters checked whether `/v1/models` lists them or not (first in the cap).
+    pub names: Vec<String>,
+    /// Follow the adapters `/v1/models` lists (`parent` = the base model).
+    pub discover: bool,
+}
+
+impl AdapterSpec {
+    /// Requests a replica gets an hour, and output tokens at most: a round per interval,
+    /// the base model and `per_round` adapters (fewer while fewer are loaded).
+    pub fn requests_per_hour(&self, adapters: usize) -> (f64, f64) {
+        let rounds = 3600.0 / self.interval.as_secs_f64().max(1e-3);
+        let requests = rounds * (1 + self.per_round.min(adapters)) as f64;
+        (requests, requests * f64::from(self.max_tokens))
+    }
+
+    /// How often one of `adapters` is asked on a replica: every this many rounds.
+    pub fn rounds_per_adapter(&self, adapters: usize) -> usize {
+        adapters
+            .min(self.max_adapters)
+            .div_ceil(self.per_round)
+            .max(1)
+    }
+}

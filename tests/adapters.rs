@@ -1,0 +1,278 @@
+//! The adapter check (issue 58) against simulators serving LoRA adapters as vLLM does: in
+//! a pool of four, each fault is found on its replica and its adapter (an adapter served
+//! as the base, one missing where the others list it, one that corrupts the base model),
+//! with nothing on the healthy ones; an adapter served as the base everywhere reads as
+//! changing nothing; adapters loaded and unloaded at run time are followed; a server
+//! listing 500 adapters gets series for the cap only.
+
+use crate::common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Scrape, start_daemon, start_sim};
+use inferprobe::sim::SimConfig;
+use inferprobe::sim::adapters::{AdapterFault, LoraFlags};
+
+fn sim(adapters: &[&str], faults: &[(&str, AdapterFault)]) -> SimConfig {
+    let lora = LoraFlags {
+        adapters: adapters
+            .iter()
+            .map(|a| ((*a).to_owned(), format!("/adapters/{a}")))
+            .collect(),
+        faults: faults.iter().map(|(a, f)| ((*a).to_owned(), *f)).collect(),
+        served_model_name: Some("m".into()),
+    };
+    SimConfig {
+        ttft: Duration::from_millis(2),
+        itl: Duration::from_micros(200),
+        lora: Box::new(lora),
+        ..SimConfig::default()
+    }
+}
+
+fn pool_config(file: &Path, adapters: &str) -> String {
+    format!(
+        r#"
+        [[discovery]]
+        name = "pool"
+        source = "file"
+        path = "{}"
+        refresh = "100ms"
+        [discovery.template]
+        backend = "openai-chat"
+        rate = 1e-6
+        adapters = {{ {adapters} }}
+        "#,
+        file.display()
+    )
+}
+
+fn pool_file(dir: &Path, sims: &[&common::Sim]) -> std::path::PathBuf {
+    let addresses: Vec<String> = sims.iter().map(|s| s.addr.to_string()).collect();
+    let model: &[(&str, &str)] = &[("model", "m")];
+    let members: Vec<_> = addresses.iter().map(|a| (a.as_str(), model)).collect();
+    common::pool_file(dir, &members)
+}
+
+fn checks(s: &Scrape, pod: &str, adapter: &str, result: &str) -> f64 {
+    let labels = [("pod", pod), ("adapter", adapter), ("result", result)];
+    s.sum("inferprobe_adapter_checks_total", &labels)
+}
+
+fn base(s: &Scrape, pod: &str, result: &str) -> f64 {
+    let labels = [("pod", pod), ("result", result)];
+    s.sum("inferprobe_adapter_base_checks_total", &labels)
+}
+
+const BAD: [&str; 5] = ["base_served", "diverged", "missing", "not_found", "failed"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_pool_of_four_each_fault_is_found_on_its_replica_and_adapter() {
+    use AdapterFault::{BaseServed, CorruptsBase};
+    let r0 = start_sim(sim(&["a", "b"], &[])).await;
+    let r1 = start_sim(sim(&["a", "b"], &[("a", BaseServed)])).await;
+    let r2 = start_sim(sim(&["a"], &[])).await;
+    let r3 = start_sim(sim(&["a", "b"], &[("a", CorruptsBase)])).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = pool_file(dir.path(), &[&r0, &r1, &r2, &r3]);
+    let daemon = start_daemon(&pool_config(&file, r#"interval = "20ms""#)).await;
+    let s = daemon
+        .wait_for(Duration::from_secs(90), |s| {
+            ["r0", "r1", "r2", "r3"].iter().all(|pod| {
+                checks(s, pod, "a", "applied") + checks(s, pod, "a", "base_served") >= 12.0
+                    && base(s, pod, "match") + base(s, pod, "diverged") >= 12.0
+            })
+        })
+        .await;
+    daemon.stop().await;
+    // The healthy replica: every adapter applied, its base model intact.
+    for adapter in ["a", "b"] {
+        for bad in BAD {
+            assert_eq!(checks(&s, "r0", adapter, bad), 0.0, "r0 {adapter} {bad}");
+        }
+        assert!(checks(&s, "r0", adapter, "applied") >= 5.0, "r0 {adapter}");
+    }
+    assert_eq!(base(&s, "r0", "diverged"), 0.0);
+    // r1 answers for `a` with the base model: base_served, every time it is judged.
+    assert!(checks(&s, "r1", "a", "base_served") >= 12.0);
+    assert_eq!(checks(&s, "r1", "a", "applied"), 0.0);
+    assert_eq!(checks(&s, "r1", "b", "base_served"), 0.0, "b is fine on r1");
+    // r2 never loaded `b`, which the others list: missing there, and only there.
+    assert!(checks(&s, "r2", "b", "missing") >= 5.0);
+    assert_eq!(checks(&s, "r2", "b", "applied"), 0.0);
+    for pod in ["r0", "r1", "r3"] {
+        assert_eq!(checks(&s, pod, "b", "missing"), 0.0, "{pod}");
+    }
+    // r3's `a` corrupts its base model: most base answers diverge, its adapters are fine.
+    let (diverged, matched) = (base(&s, "r3", "diverged"), base(&s, "r3", "match"));
+    assert!(
+        diverged >= 0.6 * (diverged + matched),
+        "r3 base: {diverged} diverged, {matched} matched"
+    );
+    for pod in ["r0", "r1", "r2"] {
+        assert_eq!(base(&s, pod, "diverged"), 0.0, "{pod}'s base");
+    }
+    assert_eq!(checks(&s, "r3", "a", "base_served"), 0.0);
+    // The rounds reach none of the target's own series.
+    assert_eq!(s.requests("pool"), 0.0);
+    assert_eq!(s.sum("inferprobe_adapters_listed", &[("pod", "r2")]), 1.0);
+    assert_eq!(s.sum("inferprobe_adapters_listed", &[("pod", "r0")]), 2.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adapter_served_as_the_base_everywhere_reads_as_changing_nothing() {
+    let silent = || start_sim(sim(&["a", "b"], &[("a", AdapterFault::BaseServed)]));
+    let (r0, r1, r2) = (silent().await, silent().await, silent().await);
+    let dir = tempfile::tempdir().unwrap();
+    let file = pool_file(dir.path(), &[&r0, &r1, &r2]);
+    let daemon = start_daemon(&pool_config(&file, r#"interval = "20ms""#)).await;
+    let prompts = 8.0; // the built-in ones
+    let uninformative = |s: &Scrape, adapter: &str| {
+        s.sum(
+            "inferprobe_adapter_uninformative_prompts",
+            &[("pod", "r0"), ("adapter", adapter)],
+        )
+    };
+    let informative = |s: &Scrape, adapter: &str| {
+        s.sum(
+            "inferprobe_adapter_informative_prompts",
+            &[("pod", "r0"), ("adapter", adapter)],
+        )
+    };
+    let s = daemon
+        .wait_for(Duration::from_secs(60), |s| {
+            uninformative(s, "a") >= prompts && informative(s, "b") >= 6.0
+        })
+        .await;
+    daemon.stop().await;
+    // Learned from the replicas alone, the adapter's reference is the base's answer on
+    // every prompt: nothing to judge it by, and the gauge says so (no page: a warning).
+    assert_eq!(informative(&s, "a"), 0.0);
+    for pod in ["r0", "r1", "r2"] {
+        assert_eq!(checks(&s, pod, "a", "base_served"), 0.0);
+        assert_eq!(checks(&s, pod, "a", "applied"), 0.0);
+    }
+    assert!(checks(&s, "r0", "b", "applied") >= 1.0);
+}
+
+async fn post(url: &str, path: &str, body: serde_json::Value) -> reqwest::StatusCode {
+    let response = reqwest::Client::new()
+        .post(format!("{url}{path}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    response.status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adapters_loaded_and_unloaded_at_run_time_are_followed() {
+    let server = start_sim(sim(&[], &[])).await;
+    let config = format!(
+        r#"
+        [[targets]]
+        name = "lone"
+        url = "{}"
+        model = "m"
+        backend = "openai"
+        rate = 1e-6
+        adapters = {{ interval = "20ms" }}
+        "#,
+        server.url()
+    );
+    let daemon = start_daemon(&config).await;
+    let applied = |s: &Scrape| {
+        s.sum(
+            "inferprobe_adapter_checks_total",
+            &[("adapter", "x"), ("result", "applied")],
+        )
+    };
+    let load = |path: &str| serde_json::json!({"lora_name": "x", "lora_path": path});
+    assert_eq!(
+        post(&server.url(), "/v1/load_lora_adapter", load("/v1/x")).await,
+        200
+    );
+    let s = daemon
+        .wait_for(Duration::from_secs(30), |s| applied(s) >= 10.0)
+        .await;
+    for bad in BAD {
+        assert_eq!(
+            s.sum("inferprobe_adapter_checks_total", &[("result", bad)]),
+            0.0,
+            "{bad}"
+        );
+    }
+    // Unloaded: its series go, and nothing counts it missing.
+    let unload = serde_json::json!({"lora_name": "x"});
+    assert_eq!(
+        post(&server.url(), "/v1/unload_lora_adapter", unload).await,
+        200
+    );
+    let s = daemon
+        .wait_for(Duration::from_secs(30), |s| {
+            s.sum("inferprobe_adapters_listed", &[]) == 0.0
+                && s.matching("inferprobe_adapter_checks_total", &[("adapter", "x")])
+                    .count()
+                    == 0
+        })
+        .await;
+    assert_eq!(s.sum("inferprobe_adapter_checks_total", &[]), 0.0);
+    // A new version (another path, other weights) learns its own references: applied,
+    // not diverged from the old one's.
+    assert_eq!(
+        post(&server.url(), "/v1/load_lora_adapter", load("/v2/x")).await,
+        200
+    );
+    let s = daemon
+        .wait_for(Duration::from_secs(30), |s| applied(s) >= 10.0)
+        .await;
+    daemon.stop().await;
+    for bad in BAD {
+        assert_eq!(
+            s.sum("inferprobe_adapter_checks_total", &[("result", bad)]),
+            0.0,
+            "{bad}"
+        );
+    }
+    assert!(
+        s.sum(
+            "inferprobe_adapter_base_checks_total",
+            &[("result", "match")]
+        ) >= 10.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_hundred_adapters_get_series_for_the_cap_only() {
+    let names: Vec<String> = (0..500).map(|i| format!("lora-{i:03}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let server = start_sim(sim(&refs, &[])).await;
+    let config = format!(
+        r#"
+        [[targets]]
+        name = "many"
+        url = "{}"
+        model = "m"
+        backend = "openai-chat"
+        rate = 1e-6
+        adapters = {{ interval = "20ms", max_adapters = 20, per_round = 4 }}
+        "#,
+        server.url()
+    );
+    let daemon = start_daemon(&config).await;
+    let s = daemon
+        .wait_for(Duration::from_secs(30), |s| {
+            s.sum("inferprobe_adapter_checks_total", &[("result", "applied")]) >= 40.0
+        })
+        .await;
+    daemon.stop().await;
+    assert_eq!(s.sum("inferprobe_adapters_listed", &[]), 500.0);
+    assert_eq!(s.sum("inferprobe_adapters_unchecked", &[]), 480.0);
+    let adapters: std::collections::BTreeSet<String> = s
+        .matching("inferprobe_adapter_checks_total", &[])
+        .filter_map(|sample| sample.labels.get("adapter").cloned())
+        .collect();
+    assert_eq!(adapters.len(), 20, "{adapters:?}");
+    assert!(adapters.contains("lora-000") && adapters.contains("lora-019"));
+}

@@ -85,6 +85,9 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
                 eprintln!("warning: {}: {warning}", target.name);
             }
         }
+        if let Some(spec) = &target.adapters {
+            say!("  {}: {}", target.name, spec.describe());
+        }
         if let Some(canary) = &target.canary {
             say!(
                 "  {}: {}",
@@ -419,6 +422,13 @@ fn cost(target: &Target, max_replicas: Option<usize>) -> Option<String> {
         let (p, o) = spec.tokens_per_hour();
         parts.push(format!(
             "the sampler check about {p} prompt and at most {o} output tokens"
+        ));
+        (prompt, output) = (prompt + p, output + o);
+    }
+    if let Some(spec) = &target.adapters {
+        let (p, o) = spec.tokens_per_hour();
+        parts.push(format!(
+            "the adapter check about {p} prompt and at most {o} output tokens (however many adapters)"
         ));
         (prompt, output) = (prompt + p, output + o);
     }

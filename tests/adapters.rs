@@ -20,7 +20,7 @@ fn sim(adapters: &[&str], faults: &[(&str, AdapterFault)]) -> SimConfig {
             .iter()
             .map(|a| ((*a).to_owned(), format!("/adapters/{a}")))
             .collect(),
-        faults: faults.iter().map(|(a, f)| ((*a).to_owned(), *f)).collect(),
+        lora_faults: faults.iter().map(|(a, f)| ((*a).to_owned(), *f)).collect(),
         served_model_name: Some("m".into()),
     };
     SimConfig {

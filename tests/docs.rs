@@ -201,7 +201,16 @@ fn documented_metrics() -> BTreeSet<String> {
 /// series until a discovered pool has them (Kubernetes, two versions); cached prompt
 /// tokens: none until a server reports them (the daemon here is scraped before a probe);
 /// a session's per-turn series: none until its turns ran.
-const ONLY_WHEN_USED: [(&str, &str); 17] = [
+const ONLY_WHEN_USED: [(&str, &str); 20] = [
+    ("inferprobe_adapter_checks", "tests/adapters.rs"),
+    (
+        "inferprobe_adapter_informative_prompts",
+        "tests/adapters.rs",
+    ),
+    (
+        "inferprobe_adapter_uninformative_prompts",
+        "tests/adapters.rs",
+    ),
     (
         "inferprobe_canary_baseline_checks",
         "tests/canary_groups.rs",
@@ -260,6 +269,7 @@ async fn every_exported_metric_is_documented_and_every_documented_one_exported()
         prefix_cache = {{ interval = "1h", objective = 0.9 }}
         session = {{ interval = "1h" }}
         sampler = {{ interval = "1h" }}
+        adapters = {{ interval = "1h" }}
         [[targets]]
         name = "k"
         url = "{}"
@@ -351,6 +361,7 @@ fn documented_keys() -> BTreeSet<String> {
         "docs/backends.md",
         "docs/structured.md",
         "docs/sessions.md",
+        "docs/adapters.md",
     ] {
         for line in read(page).lines().filter(|l| l.starts_with("| `")) {
             let cell = line.split('|').nth(1).unwrap_or("");
@@ -392,6 +403,7 @@ fn every_configuration_key_is_documented_and_every_documented_key_accepted() {
         fields::<RawKubernetes>(),
         fields::<RawTracing>(),
         fields::<inferprobe::config::RawSession>(),
+        fields::<inferprobe::config::RawAdapters>(),
         fields::<inferprobe::config::RawMetrics>(),
     ] {
         assert!(!set.is_empty(), "serde listed no fields");

@@ -59,7 +59,17 @@ async fn every_family_at_once_passes_the_strict_parsers() {
         ..SimConfig::default()
     })
     .await;
-    let (v1, v2) = (start_sim(sim(0)).await, start_sim(sim(7)).await);
+    // Each serves a LoRA adapter `a` of `m`, for the adapter check's series.
+    let with_adapter = |seed| {
+        let mut config = sim(seed);
+        config.lora.adapters = vec![("a".into(), "/adapters/a".into())];
+        config.lora.served_model_name = Some("m".into());
+        config
+    };
+    let (v1, v2) = (
+        start_sim(with_adapter(0)).await,
+        start_sim(with_adapter(7)).await,
+    );
     let dir = tempfile::tempdir().unwrap();
     // Each replica's file_sd group names labels the exporter writes itself.
     let pool = common::pool_file(
@@ -120,6 +130,7 @@ async fn every_family_at_once_passes_the_strict_parsers() {
         [discovery.template]
         rate = 0.5
         canary = {{ interval = "20ms", max_tokens = 16, group_by = ["version"], baseline = "v1" }}
+        adapters = {{ interval = "20ms" }}
         "#,
         url = failing.url(),
         pool = pool.display(),
@@ -142,6 +153,7 @@ async fn every_family_at_once_passes_the_strict_parsers() {
                 &[("target", "chat")],
             ) >= 1.0
             && baseline >= 1.0
+            && s.sum("inferprobe_adapter_checks_total", &[("adapter", "a")]) >= 1.0
     };
     let scrape = daemon.wait_for(Duration::from_secs(60), features).await;
     let openmetrics = daemon

@@ -32,6 +32,46 @@ impl AdapterSpec {
         (requests, requests * f64::from(self.max_tokens))
     }
 
+    /// Prompt and at most output tokens an hour on a replica with `per_round` adapters or
+    /// more: the prompts' words at 4 tokens per 3, in turn.
+    pub fn tokens_per_hour(&self) -> (u64, u64) {
+        let (requests, output) = self.requests_per_hour(self.per_round);
+        let words: usize = self
+            .prompts
+            .iter()
+            .map(|p| p.split_whitespace().count())
+            .sum();
+        let per_prompt = (words as f64 * 4.0 / 3.0) / self.prompts.len().max(1) as f64;
+        (
+            (requests * per_prompt).round() as u64,
+            output.round() as u64,
+        )
+    }
+
+    /// What `check` says of the check.
+    pub fn describe(&self) -> String {
+        let names = match self.names.is_empty() {
+            true => String::new(),
+            false => format!(" and {}", self.names.join(", ")),
+        };
+        let listed = if self.discover {
+            "the adapters /v1/models lists"
+        } else {
+            ""
+        };
+        let every = |n: usize| self.rounds_per_adapter(n) as f64 * self.interval.as_secs_f64();
+        format!(
+            "adapter check of {listed}{names}: a round every {:?}, the base model and {} adapter(s) asked {} greedy tokens each; an adapter is asked every {:.0}s with 10 adapters, every {:.0}s at the cap of {}",
+            self.interval,
+            self.per_round,
+            self.max_tokens,
+            every(10),
+            every(self.max_adapters),
+            self.max_adapters
+        )
+        .replace("of  and ", "of ")
+    }
+
     /// How often one of `adapters` is asked on a replica: every this many rounds.
     pub fn rounds_per_adapter(&self, adapters: usize) -> usize {
         adapters

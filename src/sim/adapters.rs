@@ -45,7 +45,7 @@ pub struct LoraFlags {
     pub adapters: Vec<(String, String)>,
     /// A fault of one adapter, `NAME=base-served|corrupts-base|not-found`. Repeatable.
     #[arg(long = "lora-fault", value_name = "NAME=FAULT", value_parser = parse_lora_fault)]
-    pub faults: Vec<(String, AdapterFault)>,
+    pub lora_faults: Vec<(String, AdapterFault)>,
     /// The base model's name: `/v1/models` lists it, and a request for a name that is
     /// neither it nor a loaded adapter gets a 404 (without it: `sim`, and any name is
     /// the base while no adapter is loaded).
@@ -116,7 +116,7 @@ impl Adapters {
     pub fn new(flags: &LoraFlags) -> Self {
         let fault = |name: &str| {
             flags
-                .faults
+                .lora_faults
                 .iter()
                 .find(|(n, _)| n == name)
                 .map(|&(_, f)| f)
@@ -244,7 +244,7 @@ mod tests {
     fn flags(adapters: &[&str], faults: &[&str], name: Option<&str>) -> LoraFlags {
         LoraFlags {
             adapters: adapters.iter().map(|s| parse_lora(s).unwrap()).collect(),
-            faults: faults
+            lora_faults: faults
                 .iter()
                 .map(|s| parse_lora_fault(s).unwrap())
                 .collect(),

@@ -183,11 +183,15 @@ pub async fn execute(command: Command) -> u8 {
             Ok(golden) => match crate::canary::record::write(&golden, &args.out) {
                 Ok(()) => {
                     println!(
-                        "{}: {} answer(s) from {} ({})",
+                        "{}: {} answer(s) from {} ({}){}",
                         args.out.display(),
                         golden.answers.len(),
                         golden.url,
-                        golden.model
+                        golden.model,
+                        match golden.adapters.len() {
+                            0 => String::new(),
+                            n => format!(", and {n} adapter(s)'"),
+                        }
                     );
                     0
                 }

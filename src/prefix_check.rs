@@ -167,6 +167,7 @@ async fn check(
             structure: None,
             cache_breakpoint: Some(shared),
             conversation,
+            extra: None,
         };
         // A pair waiting out its gap at shutdown is dropped, unjudged: its warm request
         // would go out after the daemon was told to stop, and hold the drain for the gap.

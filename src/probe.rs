@@ -255,9 +255,15 @@ impl Prober {
     /// SGLang, llama.cpp list one per model), or the first entry when none has its id (a
     /// server that serves one model under another name). `Ok(None)`: the list was read but
     /// names no model (no `data`, or an empty one); `Err`: it was not read (for the log).
-    /// The server's whole `GET /v1/models` answer (the adapter check reads its adapters).
-    pub async fn models(&self) -> Result<serde_json::Value, String> {
-        self.get_json(models_url(&self.target.url)).await
+    /// The server's whole `GET /v1/models` answer (the adapter check reads its adapters),
+    /// or with `llama_cpp` llama-server's `GET /lora-adapters`.
+    pub async fn models(&self, llama_cpp: bool) -> Result<serde_json::Value, String> {
+        let mut url = models_url(&self.target.url);
+        if llama_cpp {
+            let path = url.path().trim_end_matches("/v1/models").to_owned();
+            url.set_path(&format!("{path}/lora-adapters"));
+        }
+        self.get_json(url).await
     }
 
     pub async fn model_entry(&self) -> Result<Option<serde_json::Value>, String> {
@@ -288,6 +294,11 @@ impl Prober {
         {
             // `inferprobe check` refused what this format cannot spell.
             let _ = self.backend.structure(body, structure);
+        }
+        if let (Some(extra), RequestBody::Json(serde_json::Value::Object(body))) =
+            (&prompt.extra, &mut spec.body)
+        {
+            body.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
         let parallel = prompt.conversation.as_ref().and_then(|c| c.parallel_calls);
         if let (Some(allowed), RequestBody::Json(serde_json::Value::Object(body))) =

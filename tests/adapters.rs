@@ -276,3 +276,59 @@ async fn five_hundred_adapters_get_series_for_the_cap_only() {
     assert_eq!(adapters.len(), 20, "{adapters:?}");
     assert!(adapters.contains("lora-000") && adapters.contains("lora-019"));
 }
+
+/// References recorded on a trusted endpoint (`canary record --adapters`) page on a whole
+/// pool serving an adapter as the base: learned ones cannot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recorded_references_find_an_adapter_served_as_the_base_everywhere() {
+    use inferprobe::canary::record::{RecordArgs, record, write};
+    let trusted = start_sim(sim(&["a", "b"], &[])).await;
+    let dir = tempfile::tempdir().unwrap();
+    let golden_path = dir.path().join("golden.json");
+    let args = RecordArgs {
+        backend: Some("openai-chat".into()),
+        url: Some(trusted.url()),
+        model: Some("m".into()),
+        max_tokens: Some(16),
+        adapters: true,
+        out: golden_path.clone(),
+        ..RecordArgs::default()
+    };
+    let golden = record(&args).await.unwrap();
+    write(&golden, &golden_path).unwrap();
+    let names: Vec<&str> = golden.adapters.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(golden.adapters[0].root, "/adapters/a");
+    // The toy adapters part from the base on most prompts; those that do not are left out.
+    assert!(
+        golden.adapters.iter().all(|a| a.answers.len() >= 5),
+        "{:?}",
+        golden
+            .adapters
+            .iter()
+            .map(|a| a.answers.len())
+            .collect::<Vec<_>>()
+    );
+    let silent = || start_sim(sim(&["a", "b"], &[("a", AdapterFault::BaseServed)]));
+    let (r0, r1) = (silent().await, silent().await);
+    let file = pool_file(dir.path(), &[&r0, &r1]);
+    let adapters = format!(r#"interval = "20ms", golden = "{}""#, golden_path.display());
+    let daemon = start_daemon(&pool_config(&file, &adapters)).await;
+    let s = daemon
+        .wait_for(Duration::from_secs(60), |s| {
+            ["r0", "r1"].iter().all(|pod| {
+                checks(s, pod, "a", "base_served") >= 10.0 && checks(s, pod, "b", "applied") >= 10.0
+            })
+        })
+        .await;
+    daemon.stop().await;
+    for pod in ["r0", "r1"] {
+        assert_eq!(checks(&s, pod, "a", "applied"), 0.0, "{pod}");
+        for bad in BAD {
+            assert_eq!(checks(&s, pod, "b", bad), 0.0, "{pod} b {bad}");
+        }
+        assert_eq!(base(&s, pod, "diverged"), 0.0);
+        let recorded = [("pod", pod), ("adapter", "a")];
+        assert_eq!(s.sum("inferprobe_adapter_recorded", &recorded), 1.0);
+    }
+}

@@ -15,9 +15,12 @@
 
 mod fleet;
 mod judge;
+mod llama;
+mod record;
 mod round;
 
 pub use fleet::Fleets;
+pub use record::record;
 
 use std::sync::{Arc, Mutex};
 

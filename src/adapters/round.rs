@@ -15,11 +15,16 @@ use crate::canary::book::Member;
 use crate::canary::compare::{self, Verdict as Compared};
 use crate::canary::lineage::Lineage;
 use crate::endpoint::Target;
-use crate::endpoint::adapters::AdapterSpec;
+use crate::endpoint::adapters::{AdapterSpec, Recorded};
 use crate::endpoint::canary::Reference;
 use crate::error::ProbeError;
 use crate::probe::{Outcome, Prober};
 use crate::prompt::{Greedy, Prompt};
+
+/// The recorded references, where they are this target's model's.
+fn recorded<'a>(spec: &'a AdapterSpec, target: &Target) -> Option<&'a Recorded> {
+    spec.golden.as_deref().filter(|g| g.model == target.model)
+}
 
 /// A listing of another replica counts this long at least (a replica that left).
 const FRESH_AT_LEAST: Duration = Duration::from_secs(10);
@@ -39,6 +44,8 @@ pub(super) struct Replica {
     /// The adapters with series now, and how many were past the cap when last said.
     checked: Vec<String>,
     said_over: usize,
+    /// llama-server's adapter ids by name, where it is one (`super::llama`).
+    llama: Option<BTreeMap<String, i64>>,
 }
 
 impl Replica {
@@ -56,6 +63,7 @@ impl Replica {
             here: BTreeMap::new(),
             checked: Vec::new(),
             said_over: 0,
+            llama: None,
         }
     }
 
@@ -96,8 +104,42 @@ fn refused_as_unknown(e: &ProbeError) -> bool {
             && (body.contains("does not exist") || body.contains("not found")))
 }
 
+/// What the replica lists (name → path), and llama-server's ids where it is one.
+type Listing = (BTreeMap<String, String>, Option<BTreeMap<String, i64>>);
+
+async fn listing(prober: &Prober, spec: &AdapterSpec) -> Result<Listing, String> {
+    let model = &prober.target.model;
+    let models = match spec.llama_cpp {
+        Some(true) => None,
+        _ => Some(prober.models(false).await?),
+    };
+    let owned_by_llama = models.iter().any(|m| {
+        let entries = m.get("data").and_then(serde_json::Value::as_array);
+        entries
+            .into_iter()
+            .flatten()
+            .any(|e| e.get("owned_by").and_then(serde_json::Value::as_str) == Some("llamacpp"))
+    });
+    if spec.llama_cpp.unwrap_or(owned_by_llama) {
+        let found = super::llama::adapters_of(&prober.models(true).await?);
+        let here = found
+            .iter()
+            .map(|(n, (root, _))| (n.clone(), root.clone()))
+            .collect();
+        let ids = found.into_iter().map(|(n, (_, id))| (n, id)).collect();
+        return Ok((here, Some(ids)));
+    }
+    let here = match (spec.discover, models) {
+        (true, Some(models)) => adapters_of(&models, model),
+        _ => BTreeMap::new(),
+    };
+    Ok((here, None))
+}
+
 /// What this round asks: the prompt, and the adapters (with their versions).
 struct Plan {
+    /// llama-server's adapter ids by name, where it is one.
+    llama: Option<BTreeMap<String, i64>>,
     prompt: String,
     chosen: Vec<Version>,
     /// Every adapter with series.
@@ -108,18 +150,15 @@ struct Plan {
 /// Read the listing and choose this round's adapters; the series follow the adapters.
 async fn plan(prober: &Prober, spec: &AdapterSpec, state: &Mutex<Replica>, sinks: &Sinks) -> Plan {
     let target = &prober.target;
-    let listing = match spec.discover {
-        true => prober
-            .models()
-            .await
-            .map(|m| adapters_of(&m, &target.model)),
-        false => Ok(BTreeMap::new()),
-    };
+    let listing = listing(prober, spec).await;
     let mut replica = state.lock().unwrap_or_else(|e| e.into_inner());
     match listing {
-        Ok(here) => replica.here = here,
+        Ok((here, ids)) => {
+            replica.here = here;
+            replica.llama = ids;
+        }
         Err(e) => tracing::debug!(target = %target.id, error = %crate::report::redact(&e, target),
-            "adapter check: /v1/models unread; the last listing stands"),
+            "adapter check: the adapters' listing unread; the last one stands"),
     }
     let fresh = (spec.interval * 3).max(FRESH_AT_LEAST);
     let union = sinks
@@ -172,6 +211,7 @@ async fn plan(prober: &Prober, spec: &AdapterSpec, state: &Mutex<Replica>, sinks
         replica.turn = at + 1;
     }
     Plan {
+        llama: replica.llama.clone(),
         prompt,
         chosen,
         checked: all,
@@ -196,6 +236,7 @@ fn greedy_prompt(spec: &AdapterSpec, text: &str, model: &str) -> Prompt {
         structure: None,
         cache_breakpoint: None,
         conversation: None,
+        extra: None,
     }
 }
 
@@ -204,7 +245,10 @@ async fn ask(
     prober: &Prober,
     spec: &AdapterSpec,
     text: &str,
-    model: &str,
+    (model, extra): (
+        &str,
+        Option<Arc<serde_json::Map<String, serde_json::Value>>>,
+    ),
     abort: &CancellationToken,
 ) -> Result<Option<Reference>, ProbeError> {
     let request_id = format!(
@@ -212,7 +256,10 @@ async fn ask(
         prober.target.request_id_prefix,
         rand::random::<u64>()
     );
-    let prompt = greedy_prompt(spec, text, model);
+    let prompt = Prompt {
+        extra,
+        ..greedy_prompt(spec, text, model)
+    };
     let report = prober
         .probe_sampled(&request_id, &prompt, abort, true)
         .await;
@@ -233,12 +280,44 @@ pub(super) async fn run(
 ) -> Option<bool> {
     let plan = plan(prober, spec, state, sinks).await;
     let target = &prober.target;
-    let base_asked = ask(prober, spec, &plan.prompt, &target.model, abort);
-    let asked = join_all(
-        plan.chosen
-            .iter()
-            .map(|(name, _)| ask(prober, spec, &plan.prompt, name, abort)),
-    );
+    // vLLM names an adapter in `model`; llama-server takes a `lora` list of ids, in which
+    // an adapter it does not list cannot be named at all (`missing` without asking).
+    let select = |name: Option<&str>| match &plan.llama {
+        None => Some((name.unwrap_or(&target.model).to_owned(), None)),
+        Some(ids) => {
+            let all: Vec<i64> = ids.values().copied().collect();
+            let chosen = match name {
+                None => None,
+                Some(name) => Some(*ids.get(name)?),
+            };
+            Some((
+                target.model.clone(),
+                Some(super::llama::selection(&all, chosen)),
+            ))
+        }
+    };
+    let base_selection = select(None);
+    let base_asked = async {
+        match &base_selection {
+            Some((model, extra)) => {
+                ask(prober, spec, &plan.prompt, (model, extra.clone()), abort).await
+            }
+            None => Ok(None),
+        }
+    };
+    let selections: Vec<_> = plan
+        .chosen
+        .iter()
+        .map(|(name, _)| select(Some(name)))
+        .collect();
+    let asked = join_all(selections.iter().map(|selection| async {
+        match selection {
+            Some((model, extra)) => {
+                Some(ask(prober, spec, &plan.prompt, (model, extra.clone()), abort).await)
+            }
+            None => None,
+        }
+    }));
     let (base, answers) = tokio::join!(base_asked, asked);
     let mut ok = true;
     // The base model first: its answer and reference are what the adapters' are told from.
@@ -248,8 +327,10 @@ pub(super) async fn run(
             let answer = Arc::new(answer);
             let book = sinks.fleets.book(&sinks.family, None);
             let base_member = Arc::clone(&state.lock().unwrap_or_else(|e| e.into_inner()).base);
-            let reference =
-                book.observe(&base_member, &plan.prompt, Arc::clone(&answer), spec.margin);
+            let reference = match recorded(spec, target).and_then(|g| g.base.get(&plan.prompt)) {
+                Some(golden) => Ok(Arc::clone(golden)),
+                None => book.observe(&base_member, &plan.prompt, Arc::clone(&answer), spec.margin),
+            };
             let result = match &reference {
                 _ if answer.positions.is_empty() => "unscored",
                 Ok(r) => match compare::answers(r, &answer, spec.margin) {
@@ -275,6 +356,12 @@ pub(super) async fn run(
     };
     for (version, answer) in plan.chosen.iter().zip(answers) {
         let name = &version.0;
+        let Some(answer) = answer else {
+            // llama-server does not list it here: it cannot be asked for.
+            ok = false;
+            sinks.series.check(name, "missing");
+            continue;
+        };
         let result = match answer {
             Ok(None) => return None,
             Ok(Some(answer)) => {
@@ -311,8 +398,16 @@ pub(super) async fn run(
     // What every checked adapter's prompts tell, learned here or by another replica (which
     // may have found the last prompt this one will now pass).
     for version in &plan.checked {
-        let (yes, no) = sinks.fleets.counts(&sinks.family, version, &spec.prompts);
+        let golden = recorded(spec, target).and_then(|g| g.adapter(&version.0, &version.1));
+        let (yes, no) = match golden {
+            Some(g) => (
+                g.answers.len(),
+                spec.prompts.len().saturating_sub(g.answers.len()),
+            ),
+            None => sinks.fleets.counts(&sinks.family, version, &spec.prompts),
+        };
         sinks.series.prompts(&version.0, yes, no);
+        sinks.series.recorded(&version.0, golden.is_some());
     }
     Some(ok)
 }
@@ -331,11 +426,20 @@ fn judged(
         return "unscored"; // no logprobs: nothing to compare by the rule
     }
     let answer = Arc::new(answer);
-    let book = sinks.fleets.book(&sinks.family, Some(version));
-    let reference = book
-        .observe(member, prompt, Arc::clone(&answer), spec.margin)
-        .ok();
-    let verdict = judge::judge(&answer, reference.as_deref(), base, own_base, spec.margin);
+    let verdict = match recorded(spec, target).and_then(|g| g.adapter(&version.0, &version.1)) {
+        // Recorded on a trusted endpoint: a prompt it did not keep tells nothing.
+        Some(golden) => match golden.answers.get(prompt) {
+            Some(reference) => judge::judge(&answer, Some(reference), base, own_base, spec.margin),
+            None => Verdict::Uninformative,
+        },
+        None => {
+            let book = sinks.fleets.book(&sinks.family, Some(version));
+            let reference = book
+                .observe(member, prompt, Arc::clone(&answer), spec.margin)
+                .ok();
+            judge::judge(&answer, reference.as_deref(), base, own_base, spec.margin)
+        }
+    };
     let informative = match verdict {
         Verdict::Uninformative => Some(false),
         Verdict::Unscored(_) => None,

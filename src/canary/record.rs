@@ -51,6 +51,14 @@ pub struct RecordArgs {
     /// of its model.
     #[arg(long)]
     pub group: Option<String>,
+    /// Record the LoRA adapters the endpoint's /v1/models lists (`parent` = the model)
+    /// too: each one's answers where they part from the base model's, the adapter
+    /// check's references (docs/adapters.md).
+    #[arg(long)]
+    pub adapters: bool,
+    /// An adapter to record whether listed or not (repeatable; implies --adapters).
+    #[arg(long = "adapter", value_name = "NAME")]
+    pub adapter: Vec<String>,
     /// Where to write the golden file.
     #[arg(long)]
     pub out: PathBuf,
@@ -194,6 +202,12 @@ pub async fn record(args: &RecordArgs) -> Result<Golden, RecordError> {
             answer: pair.swap_remove(0),
         });
     }
+    let adapters = match args.adapters || !args.adapter.is_empty() {
+        true => crate::adapters::record(&prober, &spec, &answers, &args.adapter)
+            .await
+            .map_err(RecordError::Endpoint)?,
+        false => Vec::new(),
+    };
     Ok(Golden {
         format: GOLDEN_FORMAT.into(),
         model: target.model.clone(),
@@ -207,6 +221,7 @@ pub async fn record(args: &RecordArgs) -> Result<Golden, RecordError> {
         top_logprobs: spec.top_logprobs,
         group: args.group.clone(),
         answers,
+        adapters,
     })
 }
 

@@ -74,6 +74,7 @@ pub fn prompt(spec: &CanarySpec, text: &str, model: &str) -> Prompt {
         structure: None,
         cache_breakpoint: None,
         conversation: None,
+        extra: None,
     }
 }
 

@@ -8,7 +8,9 @@ use std::time::Duration;
 use super::fields::{duration, in_range};
 use super::{ConfigError, RawAdapters};
 use crate::endpoint::BackendKind;
-use crate::endpoint::adapters::AdapterSpec;
+use std::collections::HashMap;
+
+use crate::endpoint::adapters::{AdapterSpec, Recorded, RecordedAdapter};
 use crate::endpoint::canary;
 
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
@@ -49,9 +51,21 @@ pub(super) fn adapters(
             format!("{margin} must be a positive number of nats"),
         ));
     }
-    let prompts: Vec<String> = match &raw.prompts {
-        None => canary::BUILT_IN.iter().map(|p| (*p).to_owned()).collect(),
-        Some(path) => canary::load_prompts(Path::new(path))
+    let golden = raw
+        .golden
+        .as_deref()
+        .map(|path| recorded(&at, raw, backend, path))
+        .transpose()?;
+    let prompts: Vec<String> = match (&raw.prompts, &golden) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::new(
+                at("golden"),
+                "a golden file brings its own prompts: set `prompts` or `golden`, not both",
+            ));
+        }
+        (None, Some((_, prompts, _))) => prompts.clone(),
+        (None, None) => canary::BUILT_IN.iter().map(|p| (*p).to_owned()).collect(),
+        (Some(path), None) => canary::load_prompts(Path::new(path))
             .map_err(|e| ConfigError::new(at("prompts"), e))?
             .into_iter()
             .filter(|p| p.structure.is_none() && p.expect.is_none())
@@ -79,6 +93,19 @@ pub(super) fn adapters(
     if names.len() != configured {
         return Err(ConfigError::new(at("names"), "names an adapter twice"));
     }
+    let llama_cpp = match raw.server.as_deref() {
+        None | Some("auto") => None,
+        Some("vllm") => Some(false),
+        Some("llama.cpp") => Some(true),
+        Some(other) => {
+            return Err(ConfigError::new(
+                at("server"),
+                format!(
+                    "unknown server {other:?}: auto, vllm (adapters named in `model`, as SGLang and most OpenAI-compatible servers do) or llama.cpp"
+                ),
+            ));
+        }
+    };
     let discover = raw.discover.unwrap_or(true);
     if names.is_empty() && !discover {
         return Err(ConfigError::new(
@@ -116,5 +143,78 @@ pub(super) fn adapters(
         prompts: Arc::from(prompts),
         names,
         discover,
+        golden: golden.map(|(_, _, recorded)| Arc::new(recorded)),
+        llama_cpp,
     })
+}
+
+/// A golden file's references, its prompts, and what it was recorded with, checked
+/// against this target's settings.
+fn recorded(
+    at: &dyn Fn(&str) -> String,
+    raw: &RawAdapters,
+    backend: BackendKind,
+    path: &str,
+) -> Result<(canary::Golden, Vec<String>, Recorded), ConfigError> {
+    let fail = |e: String| ConfigError::new(at("golden"), e);
+    let (golden, _) = canary::load_golden(Path::new(path)).map_err(fail)?;
+    if golden.adapters.is_empty() {
+        return Err(fail(format!(
+            "{path} holds no adapter's answers: record it with `inferprobe canary record --adapters`"
+        )));
+    }
+    if golden.backend != backend.as_str() {
+        return Err(fail(format!(
+            "{path} was recorded with backend {}, this target uses {backend}: a chat template changes every answer; record it again",
+            golden.backend
+        )));
+    }
+    for (key, set, recorded) in [
+        ("max_tokens", raw.max_tokens, golden.max_tokens),
+        ("top_logprobs", raw.top_logprobs, golden.top_logprobs),
+    ] {
+        if set.is_some_and(|v| v != u64::from(recorded)) {
+            return Err(ConfigError::new(
+                at(key),
+                format!(
+                    "{path} was recorded with {key} = {recorded}; leave it unset or record again"
+                ),
+            ));
+        }
+    }
+    let by_prompt = |answers: &[canary::GoldenAnswer]| -> HashMap<String, Arc<canary::Reference>> {
+        answers
+            .iter()
+            .filter(|a| a.expect.is_none() && !a.answer.positions.is_empty())
+            .map(|a| (a.prompt.clone(), Arc::new(a.answer.clone())))
+            .collect()
+    };
+    let base = by_prompt(&golden.answers);
+    let prompts: Vec<String> = golden
+        .answers
+        .iter()
+        .filter(|a| base.contains_key(&a.prompt))
+        .map(|a| a.prompt.clone())
+        .collect();
+    let adapters = golden
+        .adapters
+        .iter()
+        .map(|a| {
+            let answers = by_prompt(&a.answers);
+            (
+                a.name.clone(),
+                RecordedAdapter {
+                    root: a.root.clone(),
+                    answers,
+                },
+            )
+        })
+        .collect();
+    let recorded = Recorded {
+        path: path.to_owned(),
+        model: golden.model.clone(),
+        base,
+        adapters,
+    };
+    Ok((golden, prompts, recorded))
 }

@@ -314,7 +314,7 @@ pub struct RawSampler {
 }
 
 /// `adapters = { interval, per_round, max_adapters, max_tokens, top_logprobs, margin,
-/// prompts, names, discover }` (docs/adapters.md).
+/// prompts, names, discover, golden, server }` (docs/adapters.md).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RawAdapters {
@@ -330,6 +330,10 @@ pub struct RawAdapters {
     pub names: Option<Vec<String>>,
     /// Follow the adapters `/v1/models` lists (default true).
     pub discover: Option<bool>,
+    /// A golden file from `inferprobe canary record --adapters`.
+    pub golden: Option<String>,
+    /// `auto`, `vllm` or `llama.cpp`: how adapters are listed and chosen.
+    pub server: Option<String>,
 }
 
 /// One round's `{ temperature, top_k, top_p, min_p }`.

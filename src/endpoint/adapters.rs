@@ -1,8 +1,11 @@
 //! A target's validated adapter-check settings (docs/adapters.md): which LoRA adapters it
 //! checks, how many per round, and the greedy prompts their answers are compared on.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+
+use super::canary::Reference;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct AdapterSpec {
@@ -21,6 +24,40 @@ pub struct AdapterSpec {
     pub names: Vec<String>,
     /// Follow the adapters `/v1/models` lists (`parent` = the base model).
     pub discover: bool,
+    /// References recorded on a trusted endpoint (`canary record --adapters`).
+    pub golden: Option<Arc<Recorded>>,
+    /// How adapters are listed and chosen: `Some(true)` llama-server's (`/lora-adapters`,
+    /// a `lora` list per request), `Some(false)` vLLM's (`/v1/models`, `model`), `None`
+    /// read from `/v1/models`' `owned_by`.
+    pub llama_cpp: Option<bool>,
+}
+
+/// A golden file's references for the adapter check, by prompt.
+#[derive(Debug, PartialEq)]
+pub struct Recorded {
+    pub path: String,
+    /// The model it was recorded for: it applies to replicas of that model only.
+    pub model: String,
+    pub base: HashMap<String, Arc<Reference>>,
+    pub adapters: HashMap<String, RecordedAdapter>,
+}
+
+#[derive(Debug, PartialEq)]
+pub struct RecordedAdapter {
+    /// The version recorded (`root` in `/v1/models`; empty: any).
+    pub root: String,
+    /// Its answers on the prompts where they part from the base's; no other prompt tells.
+    pub answers: HashMap<String, Arc<Reference>>,
+}
+
+impl Recorded {
+    /// The recorded references of adapter `name` listed at `root`: another version (a
+    /// new path) learns its own.
+    pub fn adapter(&self, name: &str, root: &str) -> Option<&RecordedAdapter> {
+        let recorded = self.adapters.get(name)?;
+        let same = recorded.root.is_empty() || root.is_empty() || recorded.root == root;
+        same.then_some(recorded)
+    }
 }
 
 impl AdapterSpec {

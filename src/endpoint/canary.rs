@@ -325,6 +325,22 @@ pub struct Golden {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
     pub answers: Vec<GoldenAnswer>,
+    /// `canary record --adapters`: each LoRA adapter's answers on the prompts where they
+    /// part from the base model's (`answers`): the adapter check's references.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adapters: Vec<GoldenAdapter>,
+}
+
+/// One adapter's recorded answers (docs/adapters.md, "Recorded references").
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoldenAdapter {
+    pub name: String,
+    /// The path `/v1/models` listed it at (`root`): the version recorded.
+    #[serde(default)]
+    pub root: String,
+    /// Prompts on which its answer and the base's agree are not kept: they tell nothing.
+    pub answers: Vec<GoldenAnswer>,
 }
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]

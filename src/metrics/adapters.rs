@@ -38,6 +38,7 @@ pub(super) struct AdapterFamilies {
     base: LabeledFamily<BaseResult, Counter>,
     informative: LabeledFamily<ByAdapter, Gauge>,
     uninformative: LabeledFamily<ByAdapter, Gauge>,
+    recorded: LabeledFamily<ByAdapter, Gauge>,
     listed: LabeledFamily<Grouped, Gauge>,
     unchecked: LabeledFamily<Grouped, Gauge>,
 }
@@ -88,6 +89,15 @@ impl AdapterSeries {
             .set(uninformative as i64);
     }
 
+    /// Whether `adapter` is judged against references recorded on a trusted endpoint.
+    pub fn recorded(&self, adapter: &str, yes: bool) {
+        let key = self.named(adapter);
+        self.families
+            .recorded
+            .get_or_insert(key, Gauge::default)
+            .set(i64::from(yes));
+    }
+
     /// Adapters the replica lists, and adapters of its block past the cap.
     pub fn listing(&self, listed: usize, unchecked: usize) {
         let f = &self.families;
@@ -108,7 +118,7 @@ impl AdapterSeries {
             |named: &Named| named[0] != *group || !adapters.iter().any(|a| *a == named[1].1);
         f.checks
             .retain(|(t, (named, _))| t != target || !other(named));
-        for family in [&f.informative, &f.uninformative] {
+        for family in [&f.informative, &f.uninformative, &f.recorded] {
             family.retain(|(t, named)| t != target || !other(named));
         }
         for adapter in adapters {
@@ -144,6 +154,11 @@ impl AdapterFamilies {
             self.uninformative.clone(),
         );
         r.register(
+            "adapter_recorded",
+            "1 where an adapter's checks are judged against references recorded on a trusted endpoint (adapters.golden, for the version listed), 0 where learned from the replicas",
+            self.recorded.clone(),
+        );
+        r.register(
             "adapters_listed",
             "LoRA adapters the replica's /v1/models lists with the target's model as their parent",
             self.listed.clone(),
@@ -175,7 +190,7 @@ impl AdapterFamilies {
     fn remove_where(&self, gone: impl Fn(&TargetLabels, &str) -> bool) {
         self.checks.retain(|(t, (n, _))| !gone(t, &n[0].1));
         self.base.retain(|(t, (g, _))| !gone(t, &g[0].1));
-        for family in [&self.informative, &self.uninformative] {
+        for family in [&self.informative, &self.uninformative, &self.recorded] {
             family.retain(|(t, n)| !gone(t, &n[0].1));
         }
         for family in [&self.listed, &self.unchecked] {

@@ -50,6 +50,9 @@ pub struct Prompt {
     /// A session's turn: the whole history, sent instead of `text` by the chat dialects
     /// (`text` then holds the last user message, for the log).
     pub conversation: Option<Arc<conversation::Conversation>>,
+    /// Fields set in the JSON body last, over everything else: the adapter check's
+    /// llama.cpp `lora` list (an adapter chosen per request, not by `model`).
+    pub extra: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
 }
 
 /// How a canary asks: greedy decoding (temperature 0), a fixed seed, and this many
@@ -242,6 +245,7 @@ impl PromptSource {
             structure: self.structure.clone(),
             cache_breakpoint: None,
             conversation: None,
+            extra: None,
         }
     }
 }

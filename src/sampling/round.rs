@@ -76,6 +76,7 @@ pub(super) async fn run(
         structure: None,
         cache_breakpoint: None,
         conversation: None,
+        extra: None,
     };
     let mut answers = Vec::with_capacity(requests as usize);
     let mut last_id = String::new();

@@ -236,6 +236,7 @@ pub(super) async fn session(
             structure: Some(std::sync::Arc::clone(structure)),
             cache_breakpoint: None,
             conversation: Some(std::sync::Arc::new(conversation.clone())),
+            extra: None,
         };
         // A target stopped (removed, reloaded, the daemon shutting down) sends no more
         // turns and counts none: its series are gone, and a late count would make them

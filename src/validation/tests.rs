@@ -15,6 +15,7 @@ fn prompt() -> Prompt {
         structure: None,
         cache_breakpoint: None,
         conversation: None,
+        extra: None,
         max_tokens: 8,
         model: "lora-a".into(),
     }

@@ -277,6 +277,7 @@ pub fn backends(input: &[u8]) {
         structure: None,
         cache_breakpoint: None,
         conversation: None,
+        extra: None,
         max_tokens: 4,
         model: "m".into(),
     };

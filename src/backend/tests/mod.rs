@@ -35,6 +35,7 @@ fn prompt(max_tokens: u32) -> Prompt {
         structure: None,
         cache_breakpoint: None,
         conversation: None,
+        extra: None,
         max_tokens,
         model: "m".into(),
     }

@@ -92,6 +92,8 @@ mod prefix_servers;
 mod prometheus_rules;
 #[path = "real_server.rs"]
 mod real_server;
+#[path = "real_server_adapters.rs"]
+mod real_server_adapters;
 #[path = "real_server_canary.rs"]
 mod real_server_canary;
 #[path = "real_server_prefix.rs"]

@@ -47,6 +47,15 @@ if [ ! -f "$OUT/tiny-mmproj.gguf" ]; then
   log "writing the tiny random-weight vision projector"
   "$OUT/venv/bin/python" scripts/real-server/make_tiny_mmproj.py "$OUT/tiny-mmproj.gguf" >&2
 fi
+if [ ! -f "$OUT/noop/tiny-lora-b.gguf" ]; then
+  log "writing two random LoRA adapters of the tiny model, and one that changes nothing (the adapter check's)"
+  "$OUT/venv/bin/python" scripts/real-server/make_tiny_lora.py "$OUT/tiny.gguf" "$OUT/tiny-lora-a.gguf" --seed 1 --rank 4 >&2
+  "$OUT/venv/bin/python" scripts/real-server/make_tiny_lora.py "$OUT/tiny.gguf" "$OUT/tiny-lora-b.gguf" --seed 2 --rank 8 >&2
+  # Same file names in noop/: a replica started there lists its adapters at the same paths.
+  mkdir -p "$OUT/noop"
+  "$OUT/venv/bin/python" scripts/real-server/make_tiny_lora.py "$OUT/tiny.gguf" "$OUT/noop/tiny-lora-a.gguf" --seed 1 --rank 4 --no-effect >&2
+  cp "$OUT/tiny-lora-b.gguf" "$OUT/noop/tiny-lora-b.gguf"
+fi
 echo "$OUT/bin/llama-server"
 echo "$OUT/tiny.gguf"
 echo "$OUT/tiny-mmproj.gguf"

@@ -37,9 +37,23 @@ impl Drop for Server {
 
 /// `llama-server` serving `model` (as `tiny`) on a free port, four slots, healthy.
 pub async fn start(model: &std::path::Path, context: u32, extra: &[&str]) -> Server {
+    start_in(None, model, context, extra).await
+}
+
+/// [`start`] with its working directory `cwd` (relative `--lora` paths are listed as given).
+pub async fn start_in(
+    cwd: Option<&std::path::Path>,
+    model: &std::path::Path,
+    context: u32,
+    extra: &[&str],
+) -> Server {
     let binary = path("LLAMA_SERVER", "bin/llama-server");
     let port = super::closed_port().await;
-    let child = Command::new(binary)
+    let mut command = Command::new(binary);
+    if let Some(cwd) = cwd {
+        command.current_dir(cwd);
+    }
+    let child = command
         .args([
             "-m",
             model.to_str().unwrap(),

@@ -16,6 +16,8 @@ DASHBOARD = dashboard(
     "the agent sessions' turns.",
 )
 
+ADAPTER_CHECKS = "inferprobe_adapter_checks_total"
+
 # What the [[discovery]] blocks report: a block's name stands in for the target it finds.
 DISCOVERY = f'{{{SITE_MATCH}, discovery=~"$target", node=~"$node"}}'
 # The SLO compliance table's target cells open the target dashboard.
@@ -401,6 +403,43 @@ PANELS = [
                    links=True),
             (f"max by ({SITE}, target, pod) (inferprobe_sampler_miscalibrated_windows_in_row{sel()})",
              "{{target}} {{pod}}"),
+        ),
+    ]),
+    row("Adapters", 124, collapsed=True, panels=[
+        table(
+            "Adapters by target, replica and adapter (over the time range)", (0, 125, 24, 9),
+            "The adapter check over the time range picked, per LoRA adapter and replica: its "
+            "answers that followed the adapter's reference (applied), the base model's instead "
+            "(base served: InferprobeAdapterNotApplied pages on a replica whose peers apply it, "
+            "or against recorded references), neither (diverged), requests refused as an "
+            "unknown model (unavailable: missing here, or listed and refused), and the prompts "
+            "on which the adapter's answer parts from the base's (0 with every prompt tried: "
+            "InferprobeAdapterNoEffect). The alerts and what to check: docs/alerts.md, Adapters.",
+            "short",
+            *(summed(ADAPTER_CHECKS, "target", "pod", "adapter", fn="increase",
+                     window="$__range", extra=(f'result=~"{r}"',))
+              for r in ("applied", "base_served", "diverged", "missing|not_found")),
+            f"max by ({SITE}, target, pod, adapter) "
+            f"(inferprobe_adapter_informative_prompts{sel()})",
+            overrides=[
+                *(override(name, ("color", {"mode": "thresholds"}),
+                           ("thresholds", thresholds("green", (1, "red"))),
+                           ("custom.cellOptions", {"type": "color-text"}))
+                  for name in ("Base served", "Diverged", "Unavailable")),
+                override("target", ("links", [TARGET_CELL_LINK])),
+            ],
+            transformations=merged(["target", "pod", "adapter"], [
+                "Applied", "Base served", "Diverged", "Unavailable", "Informative prompts",
+            ]),
+        ),
+        timeseries(
+            "Base model's answers diverged beside adapters", (0, 134, 24, 8),
+            "Per target and replica, the base model's greedy answers that diverged from its "
+            "reference where it was sure, on a replica serving adapters: a loaded adapter "
+            "corrupting the base model's requests (InferprobeAdapterBaseCorrupted).",
+            series("short", "answers", links=True),
+            (summed("inferprobe_adapter_base_checks_total", "target", "pod", fn="increase",
+                    extra=('result="diverged"',)), "{{target}} {{pod}}"),
         ),
     ]),
 ]

@@ -48,6 +48,11 @@ pub(super) const EXPORTED_SERIES: &[&str] = &[
     "inferprobe_sampler_calibration_windows_total",
     "inferprobe_sampler_calibration_p_value",
     "inferprobe_sampler_miscalibrated_windows_in_row",
+    // The adapter check (issue 58): an adapter's checks, the base model's, the prompts that
+    // tell an adapter from the base.
+    "inferprobe_adapter_checks_total",
+    "inferprobe_adapter_base_checks_total",
+    "inferprobe_adapter_informative_prompts",
 ];
 
 /// The histograms that carry native buckets beside their classic ones (a protobuf scrape):

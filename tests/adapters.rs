@@ -1,6 +1,6 @@
 //! The adapter check (issue 58) against simulators serving LoRA adapters as vLLM does: in
-//! a pool of four, each fault is found on its replica and its adapter (an adapter served
-//! as the base, one missing where the others list it, one that corrupts the base model),
+//! a pool of five, each fault is found on its replica and its adapter (an adapter served
+//! as the base, one lost where the others list it, one that corrupts the base model),
 //! with nothing on the healthy ones; an adapter served as the base everywhere reads as
 //! changing nothing; adapters loaded and unloaded at run time are followed; a server
 //! listing 500 adapters gets series for the cap only.
@@ -68,21 +68,35 @@ fn base(s: &Scrape, pod: &str, result: &str) -> f64 {
 const BAD: [&str; 5] = ["base_served", "diverged", "missing", "not_found", "failed"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn in_a_pool_of_four_each_fault_is_found_on_its_replica_and_adapter() {
+async fn in_a_pool_of_five_each_fault_is_found_on_its_replica_and_adapter() {
     use AdapterFault::{BaseServed, CorruptsBase};
     let r0 = start_sim(sim(&["a", "b"], &[])).await;
     let r1 = start_sim(sim(&["a", "b"], &[("a", BaseServed)])).await;
-    let r2 = start_sim(sim(&["a"], &[])).await;
+    let r2 = start_sim(sim(&["a", "b"], &[])).await;
     let r3 = start_sim(sim(&["a", "b"], &[("a", CorruptsBase)])).await;
+    // Placed without `b` (a controller places adapters on some replicas): not missing.
+    let r4 = start_sim(sim(&["a"], &[])).await;
     let dir = tempfile::tempdir().unwrap();
-    let file = pool_file(dir.path(), &[&r0, &r1, &r2, &r3]);
+    let file = pool_file(dir.path(), &[&r0, &r1, &r2, &r3, &r4]);
     let daemon = start_daemon(&pool_config(&file, r#"interval = "20ms""#)).await;
+    // r2 loses `b` once it has served it (a pod's server restarted without it).
+    daemon
+        .wait_for(Duration::from_secs(60), |s| {
+            checks(s, "r2", "b", "applied") >= 3.0
+        })
+        .await;
+    let unload = serde_json::json!({"lora_name": "b"});
+    assert_eq!(
+        post(&r2.url(), "/v1/unload_lora_adapter", unload).await,
+        200
+    );
     let s = daemon
         .wait_for(Duration::from_secs(90), |s| {
-            ["r0", "r1", "r2", "r3"].iter().all(|pod| {
-                checks(s, pod, "a", "applied") + checks(s, pod, "a", "base_served") >= 12.0
-                    && base(s, pod, "match") + base(s, pod, "diverged") >= 12.0
-            })
+            checks(s, "r2", "b", "missing") >= 5.0
+                && ["r0", "r1", "r2", "r3", "r4"].iter().all(|pod| {
+                    checks(s, pod, "a", "applied") + checks(s, pod, "a", "base_served") >= 12.0
+                        && base(s, pod, "match") + base(s, pod, "diverged") >= 12.0
+                })
         })
         .await;
     daemon.stop().await;
@@ -98,19 +112,25 @@ async fn in_a_pool_of_four_each_fault_is_found_on_its_replica_and_adapter() {
     assert!(checks(&s, "r1", "a", "base_served") >= 12.0);
     assert_eq!(checks(&s, "r1", "a", "applied"), 0.0);
     assert_eq!(checks(&s, "r1", "b", "base_served"), 0.0, "b is fine on r1");
-    // r2 never loaded `b`, which the others list: missing there, and only there.
+    // r2 lost `b`, which the others list: missing there, and only there; r4 never had it.
     assert!(checks(&s, "r2", "b", "missing") >= 5.0);
-    assert_eq!(checks(&s, "r2", "b", "applied"), 0.0);
-    for pod in ["r0", "r1", "r3"] {
+    for pod in ["r0", "r1", "r3", "r4"] {
         assert_eq!(checks(&s, pod, "b", "missing"), 0.0, "{pod}");
     }
+    assert_eq!(
+        s.sum(
+            "inferprobe_adapter_checks_total",
+            &[("pod", "r4"), ("adapter", "b")]
+        ),
+        0.0
+    );
     // r3's `a` corrupts its base model: most base answers diverge, its adapters are fine.
     let (diverged, matched) = (base(&s, "r3", "diverged"), base(&s, "r3", "match"));
     assert!(
         diverged >= 0.6 * (diverged + matched),
         "r3 base: {diverged} diverged, {matched} matched"
     );
-    for pod in ["r0", "r1", "r2"] {
+    for pod in ["r0", "r1", "r2", "r4"] {
         assert_eq!(base(&s, pod, "diverged"), 0.0, "{pod}'s base");
     }
     assert_eq!(checks(&s, "r3", "a", "base_served"), 0.0);

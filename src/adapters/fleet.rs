@@ -82,6 +82,16 @@ impl Fleets {
         })
     }
 
+    /// Forget `replica`'s listings (it is gone).
+    pub fn forget(&self, family: &str, replica: &str) {
+        self.with(family, |f| {
+            for by in f.listed.values_mut() {
+                by.remove(replica);
+            }
+            f.listed.retain(|_, by| !by.is_empty());
+        });
+    }
+
     /// Record whether `version`'s reference on `prompt` parts from the base's.
     pub fn set_informative(&self, family: &str, version: &Version, prompt: &str, yes: bool) {
         self.with(family, |f| {

@@ -41,11 +41,26 @@ pub(super) struct Replica {
     round: usize,
     /// What `/v1/models` listed last (name → path).
     here: BTreeMap<String, String>,
+    /// Adapters this replica has listed since it was found: one it lists no more while
+    /// another replica does was lost here (`missing`); one it never listed was placed
+    /// elsewhere (a controller places adapters on some replicas) and is not asked here.
+    seen: std::collections::HashSet<String>,
+    /// Where this replica's listings are kept, to forget them when it goes.
+    fleets: Arc<super::Fleets>,
+    family: String,
     /// The adapters with series now, and how many were past the cap when last said.
     checked: Vec<String>,
     said_over: usize,
     /// llama-server's adapter ids by name, where it is one (`super::llama`).
     llama: Option<BTreeMap<String, i64>>,
+}
+
+impl Drop for Replica {
+    /// A replica gone takes its listings with it: its adapters are not `missing` on the
+    /// others for the minutes a stale listing would last.
+    fn drop(&mut self) {
+        self.fleets.forget(&self.family, &self.id);
+    }
 }
 
 impl Replica {
@@ -61,6 +76,9 @@ impl Replica {
             turn: 0,
             round: 0,
             here: BTreeMap::new(),
+            seen: std::collections::HashSet::new(),
+            fleets: Arc::clone(&sinks.fleets),
+            family: sinks.family.clone(),
             checked: Vec::new(),
             said_over: 0,
             llama: None,
@@ -154,6 +172,7 @@ async fn plan(prober: &Prober, spec: &AdapterSpec, state: &Mutex<Replica>, sinks
     let mut replica = state.lock().unwrap_or_else(|e| e.into_inner());
     match listing {
         Ok((here, ids)) => {
+            replica.seen.extend(here.keys().cloned());
             replica.here = here;
             replica.llama = ids;
         }
@@ -204,7 +223,9 @@ async fn plan(prober: &Prober, spec: &AdapterSpec, state: &Mutex<Replica>, sinks
         }
         let at = (replica.turn + k) % n;
         let version = &all[at];
-        if sinks.fleets.informative(&sinks.family, version, &prompt) == Some(false) {
+        // Configured names are expected everywhere; a listed adapter where it was placed.
+        let placed = spec.names.contains(&version.0) || replica.seen.contains(&version.0);
+        if !placed || sinks.fleets.informative(&sinks.family, version, &prompt) == Some(false) {
             continue;
         }
         chosen.push(version.clone());

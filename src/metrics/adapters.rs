@@ -135,7 +135,7 @@ impl AdapterFamilies {
     pub(super) fn register(&self, r: &mut Registry) {
         r.register(
             "adapter_checks",
-            "Checks of a LoRA adapter on a replica (a greedy answer asked of the adapter by name, compared with the adapter's and the base model's references) by result: applied (it follows the adapter's reference), base_served (it follows the base model's: the adapter is not applied), diverged (neither), missing (the replica neither lists nor serves an adapter other replicas list), not_found (listed, yet a request for it is refused as an unknown model), failed (the request failed otherwise), unscored (no reference yet, or a prompt on which the adapter answers as the base)",
+            "Checks of a LoRA adapter on a replica (a greedy answer asked of the adapter by name, compared with the adapter's and the base model's references) by result: applied (it follows the adapter's reference), base_served (it follows the base model's: the adapter is not applied), diverged (neither), missing (an adapter the replica listed before, or a configured name, refused or no longer listed while other replicas list it: lost here), not_found (listed, yet a request for it is refused as an unknown model), failed (the request failed otherwise), unscored (no reference yet, or a prompt on which the adapter answers as the base)",
             self.checks.clone(),
         );
         r.register(

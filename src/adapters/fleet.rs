@@ -1,8 +1,7 @@
 //! What a block's replicas share for the adapter check: the adapters each replica listed
 //! and when (an adapter one replica lists and another does not is `missing` there), the
 //! references' books (one per adapter version, one for the base model, each the canary's
-//! majority rule: [`crate::canary::book`]) and, per adapter version and prompt, whether
-//! its reference parts from the base's.
+//! majority rule: [`crate::canary::book`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -25,8 +24,6 @@ pub struct Fleets {
 struct Family {
     /// Per adapter: the replicas that listed it, with the path and when.
     listed: BTreeMap<String, HashMap<String, (String, Instant)>>,
-    /// Per adapter version and prompt: its reference parts from the base's.
-    informative: HashMap<(Version, String), bool>,
 }
 
 impl Fleets {
@@ -91,45 +88,6 @@ impl Fleets {
             f.listed.retain(|_, by| !by.is_empty());
         });
     }
-
-    /// Record whether `version`'s reference on `prompt` parts from the base's.
-    pub fn set_informative(&self, family: &str, version: &Version, prompt: &str, yes: bool) {
-        self.with(family, |f| {
-            f.informative
-                .insert((version.clone(), prompt.to_owned()), yes);
-        });
-    }
-
-    /// Whether it does (`None`: not known yet).
-    pub fn informative(&self, family: &str, version: &Version, prompt: &str) -> Option<bool> {
-        self.with(family, |f| {
-            f.informative
-                .get(&(version.clone(), prompt.to_owned()))
-                .copied()
-        })
-    }
-
-    /// Of `prompts`, how many are known to tell `version` from the base and how many not.
-    pub fn counts(&self, family: &str, version: &Version, prompts: &[String]) -> (usize, usize) {
-        self.with(family, |f| {
-            let mut key = (version.clone(), String::new());
-            prompts.iter().fold((0, 0), |(yes, no), p| {
-                p.clone_into(&mut key.1);
-                match f.informative.get(&key) {
-                    Some(true) => (yes + 1, no),
-                    Some(false) => (yes, no + 1),
-                    None => (yes, no),
-                }
-            })
-        })
-    }
-
-    /// Forget what was learned of versions no replica lists or checks any more.
-    pub fn forget_except(&self, family: &str, keep: &[Version]) {
-        self.with(family, |f| {
-            f.informative.retain(|(v, _), _| keep.contains(v));
-        });
-    }
 }
 
 #[cfg(test)]
@@ -155,17 +113,9 @@ mod tests {
         assert_eq!(union, here(&[("a", "/a2")]));
         // Other families are their own.
         assert!(fleets.listed("g", "r1", &here(&[]), fresh).is_empty());
-    }
-
-    #[test]
-    fn what_a_version_tells_is_kept_per_prompt() {
-        let fleets = Fleets::default();
-        let v: Version = ("a".into(), "/a".into());
-        fleets.set_informative("f", &v, "p1", true);
-        fleets.set_informative("f", &v, "p2", false);
-        let prompts = ["p1".to_owned(), "p2".to_owned(), "p3".to_owned()];
-        assert_eq!(fleets.counts("f", &v, &prompts), (1, 1));
-        fleets.forget_except("f", &[]);
-        assert_eq!(fleets.counts("f", &v, &prompts), (0, 0));
+        // A replica that goes takes its listings with it.
+        fleets.forget("f", "r1");
+        fleets.forget("f", "r2");
+        assert!(fleets.listed("f", "r3", &here(&[]), fresh).is_empty());
     }
 }

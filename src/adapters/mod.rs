@@ -15,7 +15,9 @@
 
 mod fleet;
 mod judge;
+mod listing;
 mod llama;
+mod plan;
 mod record;
 mod round;
 
@@ -72,7 +74,7 @@ pub async fn run(
     };
     let mut ticker = Ticker::with_warmup(spec.interval, warmup);
     let pace = ticker.pace();
-    let state = Arc::new(Mutex::new(round::Replica::new(&prober.target, &sinks)));
+    let state = Arc::new(Mutex::new(plan::Replica::new(&prober.target, &sinks)));
     let sinks = Arc::new(sinks);
     while let Some((now, permit)) = ticker.tick(&stop).await {
         let cost = (1 + spec.per_round as u32) * spec.max_tokens;

@@ -22,7 +22,7 @@ pub async fn record(
 ) -> Result<Vec<GoldenAdapter>, String> {
     let target = &prober.target;
     let mut adapters: BTreeMap<String, String> = match prober.models(false).await {
-        Ok(models) => super::round::adapters_of(&models, &target.model),
+        Ok(models) => super::listing::adapters_of(&models, &target.model),
         Err(e) if !names.is_empty() => {
             eprintln!("warning: /v1/models unread ({e}): recording the named adapters only");
             BTreeMap::new()

@@ -47,12 +47,12 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
         loaded.targets.len()
     );
     let examples = loaded.discovery.iter().filter_map(|d| {
-        let source = Some((d.source.kind(), d.max_targets));
+        let source = Some((d.source.kind(), d.max_targets, d.source.node_local()));
         Some((Arc::new(d.example().ok()?), source))
     });
     let configured = loaded.targets.iter().map(|t| (Arc::clone(t), None));
     for (target, block) in configured.chain(examples) {
-        let source = block.map(|(kind, _)| kind);
+        let source = block.map(|(kind, _, _)| kind);
         say!("  {}: {}", target.name, slo(&target));
         if let Some(spec) = &target.prefix_cache {
             let exact = target.prompts.tokenizer.is_some();
@@ -87,6 +87,10 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
         }
         if let Some(spec) = &target.adapters {
             say!("  {}: {}", target.name, spec.describe());
+            let node_local = block.is_some_and(|(_, _, node_local)| node_local);
+            for warning in spec.warnings(node_local) {
+                eprintln!("warning: {}: {warning}", target.name);
+            }
         }
         if let Some(canary) = &target.canary {
             say!(
@@ -104,7 +108,7 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
                 );
             }
         }
-        if let Some(line) = cost(&target, block.map(|(_, max)| max)) {
+        if let Some(line) = cost(&target, block.map(|(_, max, _)| max)) {
             say!("  {}: {line}", target.name);
         }
         for warning in skips_at_slo(&target)

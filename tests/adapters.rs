@@ -389,3 +389,36 @@ async fn a_healthy_pool_with_benign_noise_counts_nothing_wrong_in_a_days_rounds(
         assert_eq!(base(&s, pod, "diverged"), 0.0, "{pod}");
     }
 }
+
+/// An adapter version at a new path on one replica (mid-rollout of the adapter's weights)
+/// learns its own references: no replica reads it as diverged, old or new.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_adapter_version_on_one_replica_is_not_a_divergence() {
+    let versioned = |path: &str| {
+        let mut config = sim(&[], &[]);
+        config.lora.adapters = vec![("a".into(), path.into())];
+        start_sim(config)
+    };
+    let (r0, r1, r2) = (
+        versioned("/ad/a-v1").await,
+        versioned("/ad/a-v1").await,
+        versioned("/ad/a-v1").await,
+    );
+    let r3 = versioned("/ad/a-v2").await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = pool_file(dir.path(), &[&r0, &r1, &r2, &r3]);
+    let daemon = start_daemon(&pool_config(&file, r#"interval = "20ms""#)).await;
+    let s = daemon
+        .wait_for(Duration::from_secs(60), |s| {
+            ["r0", "r1", "r2", "r3"]
+                .iter()
+                .all(|pod| checks(s, pod, "a", "applied") >= 20.0)
+        })
+        .await;
+    daemon.stop().await;
+    for pod in ["r0", "r1", "r2", "r3"] {
+        for bad in BAD {
+            assert_eq!(checks(&s, pod, "a", bad), 0.0, "{pod} {bad}");
+        }
+    }
+}

@@ -109,11 +109,66 @@ impl AdapterSpec {
         .replace("of  and ", "of ")
     }
 
+    /// What the configuration leaves the check unable to see (`check` says).
+    pub fn warnings(&self, node_local: bool) -> Vec<String> {
+        let mut said = Vec::new();
+        // The shipped alerts need 3 answers (2 refusals) in 30 minutes: an adapter asked
+        // every 10 minutes at most.
+        let every = self.interval.as_secs_f64().max(1e-3);
+        let seen = (600.0 / every).floor() as usize * self.per_round;
+        if self.max_adapters > seen {
+            said.push(format!(
+                "adapters: with more than {seen} adapters an adapter is asked on a replica less than every 10 minutes (max_adapters = {}), and the shipped alerts, which need 3 answers in 30 minutes, cannot fire for them: raise per_round or shorten interval",
+                self.max_adapters
+            ));
+        }
+        if node_local && self.golden.is_none() {
+            said.push("adapters: on a node_local block each probe pod compares only the replicas on its node (no votes from other nodes, unlike the canary): with one replica per node an adapter's reference is that replica's own first answer, and one served as the base from the start is never seen; record references (adapters.golden, `inferprobe canary record --adapters`)".to_owned());
+        }
+        said
+    }
+
     /// How often one of `adapters` is asked on a replica: every this many rounds.
     pub fn rounds_per_adapter(&self, adapters: usize) -> usize {
         adapters
             .min(self.max_adapters)
             .div_ceil(self.per_round)
             .max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(per_round: usize, max_adapters: usize) -> AdapterSpec {
+        AdapterSpec {
+            interval: Duration::from_secs(60),
+            per_round,
+            max_adapters,
+            max_tokens: 16,
+            top_logprobs: 5,
+            margin: 1.0,
+            prompts: Arc::from(vec!["p".to_owned()]),
+            names: Vec::new(),
+            discover: true,
+            golden: None,
+            llama_cpp: None,
+        }
+    }
+
+    #[test]
+    fn check_says_when_the_alerts_cannot_see_every_adapter() {
+        assert!(
+            spec(2, 20).warnings(false).is_empty(),
+            "the defaults are seen"
+        );
+        let said = spec(2, 21).warnings(false);
+        assert!(said[0].contains("more than 20 adapters"), "{said:?}");
+        assert!(spec(4, 40).warnings(false).is_empty());
+        let said = spec(2, 20).warnings(true);
+        assert!(said[0].contains("node_local"), "{said:?}");
+        assert_eq!(spec(2, 20).rounds_per_adapter(20), 10);
+        assert_eq!(spec(2, 20).requests_per_hour(10), (180.0, 2880.0));
     }
 }

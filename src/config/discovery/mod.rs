@@ -96,6 +96,16 @@ pub enum Source {
 }
 
 impl Source {
+    /// Whether the block sees only its own node's replicas (`node_local`).
+    pub fn node_local(&self) -> bool {
+        match self {
+            Self::Pods { node, .. }
+            | Self::EndpointSlices { node, .. }
+            | Self::InferencePool { node, .. } => node.is_some(),
+            Self::File { .. } => false,
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Pods { .. } => "pods",

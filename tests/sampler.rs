@@ -57,9 +57,12 @@ async fn a_healthy_sampler_reads_ok_in_both_logprob_semantics() {
     ] {
         let sim = start_sim(sim_config(SamplerFault::None, mode)).await;
         let daemon = start_daemon(&config(&sim.url(), backend, "")).await;
+        // A round's tokens reach its window before its result is counted: a scrape between
+        // the two sees the window without the round, so both are waited for.
         let s = daemon
             .wait_for(Duration::from_secs(60), |s| {
                 windows(s, "ok") + windows(s, "miscalibrated") >= 4.0
+                    && s.sum("inferprobe_sampler_checks_total", &[]) >= 16.0
             })
             .await;
         daemon.stop().await;

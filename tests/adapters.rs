@@ -329,6 +329,31 @@ async fn recorded_references_find_an_adapter_served_as_the_base_everywhere() {
             .map(|a| a.answers.len())
             .collect::<Vec<_>>()
     );
+    // What `check` refuses with it: settings other than recorded, another backend, a
+    // prompts file beside it.
+    for (extra, says) in [
+        (", max_tokens = 32", "recorded with max_tokens = 16"),
+        (r#", prompts = "x.jsonl""#, "not both"),
+    ] {
+        let toml = pool_config(
+            Path::new("pool.json"),
+            &format!(r#"golden = "{}"{extra}"#, golden_path.display()),
+        );
+        let error = common::parse_config(&toml).unwrap_err().to_string();
+        assert!(error.contains(says), "{error}");
+    }
+    let other_backend = pool_config(
+        Path::new("pool.json"),
+        &format!(r#"golden = "{}""#, golden_path.display()),
+    )
+    .replace(r#"backend = "openai-chat""#, r#"backend = "openai""#);
+    let error = common::parse_config(&other_backend)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("recorded with backend openai-chat"),
+        "{error}"
+    );
     let silent = || start_sim(sim(&["a", "b"], &[("a", AdapterFault::BaseServed)]));
     let (r0, r1) = (silent().await, silent().await);
     let file = pool_file(dir.path(), &[&r0, &r1]);

@@ -196,6 +196,11 @@ fn recorded(
         .filter(|a| base.contains_key(&a.prompt))
         .map(|a| a.prompt.clone())
         .collect();
+    if prompts.is_empty() {
+        return Err(fail(format!(
+            "{path} holds no base answer with logprobs to compare (known answers are the canary's): record it again"
+        )));
+    }
     let adapters = golden
         .adapters
         .iter()

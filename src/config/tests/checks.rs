@@ -116,6 +116,52 @@ fn invalid_values_name_their_key() {
             "targets[0].request_id_prefix",
             "at most 64",
         ),
+        // The adapter check (docs/adapters.md).
+        (
+            "backend = \"anthropic\"\nadapters = {}",
+            "targets[0].adapters",
+            "needs openai or openai-chat",
+        ),
+        (
+            "adapters = { server = \"sglang\" }",
+            "targets[0].adapters.server",
+            "unknown server",
+        ),
+        (
+            "adapters = { names = [\"a\", \"a\"] }",
+            "targets[0].adapters.names",
+            "twice",
+        ),
+        (
+            "adapters = { names = [\"\"] }",
+            "targets[0].adapters.names[0]",
+            "1 to 256",
+        ),
+        (
+            "adapters = { discover = false }",
+            "targets[0].adapters",
+            "no adapter to check",
+        ),
+        (
+            "adapters = { per_round = 0 }",
+            "targets[0].adapters.per_round",
+            "between 1",
+        ),
+        (
+            "adapters = { margin = -1.0 }",
+            "targets[0].adapters.margin",
+            "positive",
+        ),
+        (
+            "adapters = { interval = \"1ms\" }",
+            "targets[0].adapters.interval",
+            "between 10ms",
+        ),
+        (
+            "adapters = { golden = \"/nonexistent/golden.json\" }",
+            "targets[0].adapters.golden",
+            "cannot read",
+        ),
     ];
     for (line, key, reason) in cases {
         let err = error_for(&format!("{MINIMAL}{line}\n"));

@@ -31,7 +31,8 @@ fn sim(adapters: &[&str], faults: &[(&str, AdapterFault)]) -> SimConfig {
     }
 }
 
-fn pool_config(file: &Path, adapters: &str) -> String {
+/// A file_sd block `pool` checked by the adapter check with `adapters`' settings.
+pub(crate) fn pool_config(file: &Path, adapters: &str) -> String {
     format!(
         r#"
         [[discovery]]

@@ -30,20 +30,7 @@ async fn a_llama_server_adapter_that_changes_nothing_reads_base_served_on_its_re
         tmp.path(),
         &[(&r0.url, tiny), (&r1.url, tiny), (&r2.url, tiny)],
     );
-    let config = format!(
-        r#"
-        [[discovery]]
-        name = "pool"
-        source = "file"
-        path = "{}"
-        refresh = "100ms"
-        [discovery.template]
-        backend = "openai-chat"
-        rate = 1e-6
-        adapters = {{ interval = "100ms" }}
-        "#,
-        file.display()
-    );
+    let config = crate::adapters::pool_config(&file, r#"interval = "100ms""#);
     let daemon = start_daemon(&config).await;
     let (a, b) = ("tiny-lora-a", "tiny-lora-b");
     let s = daemon

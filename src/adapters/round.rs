@@ -19,32 +19,11 @@ use crate::endpoint::adapters::{AdapterSpec, Recorded};
 use crate::endpoint::canary::Reference;
 use crate::error::ProbeError;
 use crate::probe::{Outcome, Prober};
-use crate::prompt::{Greedy, Prompt};
+use crate::prompt::Prompt;
 /// The recorded references, where they are this target's model's.
 fn recorded<'a>(spec: &'a AdapterSpec, target: &Target) -> Option<&'a Recorded> {
     spec.golden.as_deref().filter(|g| g.model == target.model)
 }
-fn greedy_prompt(spec: &AdapterSpec, text: &str, model: &str) -> Prompt {
-    Prompt {
-        text: text.to_owned(),
-        input_tokens: text.split_whitespace().count() as u32,
-        input_exact: false,
-        max_tokens: spec.max_tokens,
-        model: model.to_owned(),
-        media: Ok(Vec::new()),
-        greedy: Some(Greedy {
-            top_logprobs: spec.top_logprobs,
-            seed: crate::canary::SEED,
-            pinned: true,
-        }),
-        sampled: None,
-        structure: None,
-        cache_breakpoint: None,
-        conversation: None,
-        extra: None,
-    }
-}
-
 /// One answer: `Ok(None)` for a request cut by shutdown.
 async fn ask(
     prober: &Prober,
@@ -63,7 +42,7 @@ async fn ask(
     );
     let prompt = Prompt {
         extra,
-        ..greedy_prompt(spec, text, model)
+        ..crate::canary::greedy_prompt(text, model, spec.max_tokens, spec.top_logprobs)
     };
     let report = prober
         .probe_sampled(&request_id, &prompt, abort, true)

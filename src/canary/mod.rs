@@ -23,7 +23,7 @@ pub mod compare;
 pub mod record;
 mod score;
 pub mod structured;
-pub use score::{Check, answer, prompt, score};
+pub use score::{Check, answer, greedy_prompt, prompt, score};
 
 use std::sync::Arc;
 

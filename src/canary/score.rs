@@ -57,16 +57,22 @@ impl Check {
 
 /// The prompt a canary sends: its text exactly, no nonce, no media.
 pub fn prompt(spec: &CanarySpec, text: &str, model: &str) -> Prompt {
+    greedy_prompt(text, model, spec.max_tokens, spec.top_logprobs)
+}
+
+/// A greedy, seeded prompt of `text` exactly, with `top_logprobs` alternatives per token
+/// (the canary's, and the adapter check's).
+pub fn greedy_prompt(text: &str, model: &str, max_tokens: u32, top_logprobs: u32) -> Prompt {
     Prompt {
         text: text.to_owned(),
         // The client's approximation (it is not measured here).
         input_tokens: text.split_whitespace().count() as u32,
         input_exact: false,
-        max_tokens: spec.max_tokens,
+        max_tokens,
         model: model.to_owned(),
         media: Ok(Vec::new()),
         greedy: Some(Greedy {
-            top_logprobs: spec.top_logprobs,
+            top_logprobs,
             seed: SEED,
             pinned: true,
         }),

@@ -279,6 +279,7 @@ impl Supervisor {
                     metrics: metrics.clone(),
                     budget: budget.clone(),
                     fleets: Arc::clone(&self.adapter_fleets),
+                    status: Arc::clone(&status),
                     family,
                 };
                 self.schedulers.spawn(crate::adapters::run(

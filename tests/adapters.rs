@@ -100,7 +100,14 @@ async fn in_a_pool_of_five_each_fault_is_found_on_its_replica_and_adapter() {
                 })
         })
         .await;
+    // The status page names the adapter, the result and the first differing token.
+    let page = daemon.get("/", None).await.text().await.unwrap();
     daemon.stop().await;
+    assert!(page.contains("<h3>Adapters</h3>"), "{page}");
+    assert!(
+        page.contains("base_served") && page.contains("expected"),
+        "{page}"
+    );
     // The healthy replica: every adapter applied, its base model intact.
     for adapter in ["a", "b"] {
         for bad in BAD {

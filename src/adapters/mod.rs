@@ -42,6 +42,8 @@ pub struct Sinks {
     pub metrics: TargetMetrics,
     pub budget: Option<Budget>,
     pub fleets: Arc<Fleets>,
+    /// The status page's recent checks.
+    pub status: Arc<crate::status::TargetStatus>,
     /// The family of replicas whose answers are compared: the block, the model, the
     /// version it serves and the settings that shape an answer.
     pub family: String,

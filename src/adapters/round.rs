@@ -123,6 +123,11 @@ pub(super) async fn run(
                         tracing::warn!(target = %target.id, prompt = %crate::error::snippet(&plan.prompt),
                             position = d.position, expected = d.expected.as_str(), received = d.received.as_str(),
                             "adapter check: the base model's answer diverged from its reference on a replica serving adapters");
+                        let detail = format!(
+                            "position {}: expected {:?}, received {:?}",
+                            d.position, d.expected, d.received
+                        );
+                        show(sinks, "", "diverged", &plan.prompt, detail);
                         "diverged"
                     }
                 },
@@ -135,6 +140,13 @@ pub(super) async fn run(
             ok = false;
             tracing::debug!(target = %target.id, category = e.category().as_str(), "adapter check: the base model's request failed");
             sinks.series.base("failed");
+            show(
+                sinks,
+                "",
+                "failed",
+                &plan.prompt,
+                e.category().as_str().into(),
+            );
             (None, None)
         }
     };
@@ -144,6 +156,13 @@ pub(super) async fn run(
             // llama-server does not list it here: it cannot be asked for.
             ok = false;
             sinks.series.check(name, "missing");
+            show(
+                sinks,
+                name,
+                "missing",
+                &plan.prompt,
+                "not listed here".into(),
+            );
             continue;
         };
         let result = match answer {
@@ -153,7 +172,7 @@ pub(super) async fn run(
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .member(sinks, version);
-                let (result, informative) = judged(
+                let (result, informative, detail) = judged(
                     spec,
                     sinks,
                     (version, &member),
@@ -167,7 +186,7 @@ pub(super) async fn run(
                     let key = (version.clone(), plan.prompt.clone());
                     replica.marks.insert(key, (yes, Instant::now()));
                 }
-                result
+                (result, detail)
             }
             Err(e) if refused_as_unknown(&e) => {
                 ok = false;
@@ -175,15 +194,18 @@ pub(super) async fn run(
                 tracing::warn!(target = %target.id, adapter = %name, listed_here = listed,
                     error = %crate::report::redact(&e.to_string(), target),
                     "adapter check: a request for the adapter was refused as an unknown model");
-                if listed { "not_found" } else { "missing" }
+                let result = if listed { "not_found" } else { "missing" };
+                (result, crate::report::redact(&e.to_string(), target))
             }
             Err(e) => {
                 ok = false;
                 tracing::debug!(target = %target.id, adapter = %name, category = e.category().as_str(), "adapter check: the adapter's request failed");
-                "failed"
+                ("failed", e.category().as_str().into())
             }
         };
+        let (result, detail) = result;
         sinks.series.check(name, result);
+        show(sinks, name, result, &plan.prompt, detail);
     }
     // What every checked adapter's prompts tell here.
     let replica = state.lock().unwrap_or_else(|e| e.into_inner());
@@ -202,6 +224,17 @@ pub(super) async fn run(
     Some(ok)
 }
 
+/// A check on the status page.
+fn show(sinks: &Sinks, adapter: &str, result: &'static str, prompt: &str, detail: String) {
+    sinks.status.push_adapter(crate::status::AdapterCheck {
+        at: std::time::SystemTime::now(),
+        adapter: adapter.to_owned(),
+        result,
+        prompt: crate::error::snippet(prompt),
+        detail,
+    });
+}
+
 /// An adapter's answer judged and the prompt's worth recorded: the check's result.
 fn judged(
     spec: &AdapterSpec,
@@ -211,9 +244,10 @@ fn judged(
     answer: Reference,
     (own_base, base): (Option<&Reference>, Option<&Reference>),
     target: &Target,
-) -> (&'static str, Option<bool>) {
+) -> (&'static str, Option<bool>, String) {
     if answer.positions.is_empty() {
-        return ("unscored", None); // no logprobs: nothing to compare by the rule
+        // No logprobs: nothing to compare by the rule.
+        return ("unscored", None, "the answer carried no logprobs".into());
     }
     let answer = Arc::new(answer);
     let verdict = match recorded(spec, target).and_then(|g| g.adapter(&version.0, &version.1)) {
@@ -237,6 +271,15 @@ fn judged(
     };
     let name = &version.0;
     let snippet = crate::error::snippet(prompt);
+    let detail = match &verdict {
+        Verdict::BaseServed(d) | Verdict::Diverged(d) => format!(
+            "position {}: expected {:?}, received {:?} (the reference led by {:.2} nats)",
+            d.position, d.expected, d.received, d.lead
+        ),
+        Verdict::Uninformative => "the adapter's reference is the base model's here".into(),
+        Verdict::Unscored(why) => (*why).into(),
+        Verdict::Applied => String::new(),
+    };
     let result = match verdict {
         Verdict::Applied => "applied",
         Verdict::BaseServed(d) => {
@@ -257,5 +300,5 @@ fn judged(
             "unscored"
         }
     };
-    (result, informative)
+    (result, informative, detail)
 }

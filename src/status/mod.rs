@@ -4,6 +4,7 @@
 //! the page ([`page`]) renders the rings on request. Nothing here is on the probes' timing
 //! path beyond one short lock per finished probe.
 
+mod adapters;
 mod canary;
 mod html;
 mod page;
@@ -21,6 +22,7 @@ use crate::metrics::is_good;
 use crate::record::Measurement;
 use crate::report::redact;
 
+pub use adapters::AdapterCheck;
 pub use canary::CanaryCheck;
 pub use page::render;
 pub use prefix::PrefixCheck;
@@ -102,6 +104,7 @@ pub struct TargetStatus {
     canary: Mutex<VecDeque<CanaryCheck>>,
     prefix: Mutex<VecDeque<PrefixCheck>>,
     sampler: Mutex<SamplerStatus>,
+    adapters: Mutex<VecDeque<AdapterCheck>>,
 }
 
 /// Canary checks (and prefix-cache pairs, sampler rounds) kept per target for the page.
@@ -122,6 +125,20 @@ impl TargetStatus {
             checks.pop_front();
         }
         checks.push_back(check);
+    }
+
+    pub fn push_adapter(&self, check: AdapterCheck) {
+        let mut checks = self.adapters.lock().unwrap_or_else(|e| e.into_inner());
+        if checks.len() == CANARY_CHECKS {
+            checks.pop_front();
+        }
+        checks.push_back(check);
+    }
+
+    /// Oldest first.
+    pub fn adapter_checks(&self) -> Vec<AdapterCheck> {
+        let checks = self.adapters.lock().unwrap_or_else(|e| e.into_inner());
+        checks.iter().cloned().collect()
     }
 
     /// Oldest first.
@@ -221,6 +238,10 @@ impl Board {
             .get(&target.id)
             .map(|old| old.prefix_checks())
             .unwrap_or_default();
+        let kept_adapters = targets
+            .get(&target.id)
+            .map(|old| old.adapter_checks())
+            .unwrap_or_default();
         let kept_sampler = targets
             .get(&target.id)
             .map(|old| old.sampler_status().kept())
@@ -238,6 +259,7 @@ impl Board {
             canary: Mutex::new(kept_checks.into()),
             prefix: Mutex::new(kept_pairs.into()),
             sampler: Mutex::new(kept_sampler),
+            adapters: Mutex::new(kept_adapters.into()),
         });
         targets.insert(target.id.clone(), Arc::clone(&status));
         status

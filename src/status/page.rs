@@ -166,6 +166,7 @@ fn section(out: &mut String, target: &TargetStatus) {
     super::canary::section(out, &target.canary_checks());
     super::prefix::section(out, &target.prefix_checks());
     super::sampler::section(out, &target.sampler());
+    super::adapters::section(out, &target.adapter_checks());
     out.push_str("</section>");
 }
 

@@ -19,10 +19,13 @@ pub enum Verdict {
     Unscored(&'static str),
 }
 
-/// Whether two answers part where one of them was sure (either way round).
+/// Whether two answers part where each was sure of its own token against the other's:
+/// only then does an answer that follows one not also match the other. (Where one of
+/// them was torn between the two tokens, an answer following the other would match it,
+/// and a base model's answer would read `applied`.)
 pub fn differ(a: &Reference, b: &Reference, margin: f64) -> bool {
     let diverged = |x, y| matches!(compare::answers(x, y, margin), Compared::Diverged(_));
-    diverged(a, b) || diverged(b, a)
+    diverged(a, b) && diverged(b, a)
 }
 
 /// Judge `answer`, the adapter's, given its reference, the base model's reference, and
@@ -44,15 +47,19 @@ pub fn judge(
     if !differ(adapter, base, margin) {
         return Verdict::Uninformative;
     }
-    let divergence = match compare::answers(adapter, answer, margin) {
-        Compared::Match { .. } => return Verdict::Applied,
-        Compared::Diverged(d) => d,
-    };
     let like_base = |base: &Reference| {
         matches!(
             compare::answers(base, answer, margin),
             Compared::Match { .. }
         )
+    };
+    let divergence = match compare::answers(adapter, answer, margin) {
+        // Like both (a near-tie past the point where they part): nothing told.
+        Compared::Match { .. } if like_base(base) => {
+            return Verdict::Unscored("the answer is as like the base model's as the adapter's");
+        }
+        Compared::Match { .. } => return Verdict::Applied,
+        Compared::Diverged(d) => d,
     };
     if like_base(base) || own_base.is_some_and(like_base) {
         Verdict::BaseServed(divergence)
@@ -101,6 +108,47 @@ mod tests {
             ),
             Verdict::BaseServed(_)
         ));
+    }
+
+    /// Found on real vLLM: where the adapter's reference was torn between its token and
+    /// the base's (0.005 nats) while the base was sure of its own (0.33), the base model's
+    /// answer matched the adapter's reference and read `applied`.
+    #[test]
+    fn a_prompt_where_the_adapter_is_unsure_of_its_own_token_tells_nothing() {
+        let at = |token: &str, lead: (&str, f64)| Position {
+            token: Token::new(token, None),
+            logprob: Some(-0.5),
+            top: vec![
+                (Token::new(token, None), -0.5),
+                (Token::new(lead.0, None), -0.5 - lead.1),
+            ],
+        };
+        let answer = |positions: Vec<Position>| Reference {
+            text: String::new(),
+            positions,
+            finish_reason: Some("length".into()),
+        };
+        let adapter = answer(vec![at(" a", (" x", 2.0)), at(" b", (" q", 0.005))]);
+        let base = answer(vec![at(" a", (" x", 2.0)), at(" q", (" b", 0.33))]);
+        assert!(
+            !differ(&adapter, &base, 0.05),
+            "the adapter's was a near-tie"
+        );
+        assert_eq!(
+            judge(&base, Some(&adapter), Some(&base), None, 0.05),
+            Verdict::Uninformative
+        );
+        // Sure both ways, the same answers are told apart.
+        let adapter = answer(vec![at(" a", (" x", 2.0)), at(" b", (" q", 0.2))]);
+        assert!(differ(&adapter, &base, 0.05));
+        assert!(matches!(
+            judge(&base, Some(&adapter), Some(&base), None, 0.05),
+            Verdict::BaseServed(_)
+        ));
+        assert_eq!(
+            judge(&adapter, Some(&adapter), Some(&base), None, 0.05),
+            Verdict::Applied
+        );
     }
 
     #[test]

@@ -42,6 +42,11 @@ pub struct RecordArgs {
     /// [default: 5, or the target's canary's]
     #[arg(long)]
     pub top_logprobs: Option<u64>,
+    /// Nats: the comparison rule's margin (the two answers of a prompt, and an adapter's
+    /// against the base's) [default: 1.0, or the target's canary's]. A random-weight test
+    /// model is never that sure: 0.05.
+    #[arg(long)]
+    pub margin: Option<f64>,
     /// Environment variable holding the API key.
     #[arg(long)]
     pub api_key_env: Option<String>,
@@ -118,6 +123,7 @@ fn raw_target(args: &RecordArgs) -> Result<(RawTarget, Option<Vec<CanaryPrompt>>
     }
     canary.max_tokens = args.max_tokens.or(canary.max_tokens);
     canary.top_logprobs = args.top_logprobs.or(canary.top_logprobs);
+    canary.margin = args.margin.or(canary.margin);
     target.canary = Some(canary);
     target.name = Some("canary-record".into());
     target.backend = args.backend.clone().or(target.backend);

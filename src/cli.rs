@@ -9,7 +9,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::bench::{self, BenchArgs};
-use crate::canary::record::{RecordArgs, RecordError, record};
+use crate::canary::record::{RecordArgs, RecordError};
 use crate::config::{self, EXIT_CONFIG, Overrides};
 use crate::logging::LogFormat;
 use crate::sim::SimConfig;
@@ -179,36 +179,38 @@ pub async fn execute(command: Command) -> u8 {
             }
         }
         Command::Bench(args) => run_bench(&args, &shutdown).await,
-        Command::Canary(CanaryCommand::Record(args)) => match record(&args).await {
-            Ok(golden) => match crate::canary::record::write(&golden, &args.out) {
-                Ok(()) => {
-                    println!(
-                        "{}: {} answer(s) from {} ({}){}",
-                        args.out.display(),
-                        golden.answers.len(),
-                        golden.url,
-                        golden.model,
-                        match golden.adapters.len() {
-                            0 => String::new(),
-                            n => format!(", and {n} adapter(s)'"),
-                        }
-                    );
-                    0
+        Command::Canary(CanaryCommand::Record(args)) => {
+            match crate::adapters::record_golden(&args).await {
+                Ok(golden) => match crate::canary::record::write(&golden, &args.out) {
+                    Ok(()) => {
+                        println!(
+                            "{}: {} answer(s) from {} ({}){}",
+                            args.out.display(),
+                            golden.answers.len(),
+                            golden.url,
+                            golden.model,
+                            match golden.adapters.len() {
+                                0 => String::new(),
+                                n => format!(", and {n} adapter(s)'"),
+                            }
+                        );
+                        0
+                    }
+                    Err(e) => {
+                        eprintln!("error: cannot write {}: {e}", args.out.display());
+                        1
+                    }
+                },
+                Err(RecordError::Usage(e)) => {
+                    eprintln!("error: {e}");
+                    EXIT_CONFIG as u8
                 }
                 Err(e) => {
-                    eprintln!("error: cannot write {}: {e}", args.out.display());
+                    eprintln!("error: {e}");
                     1
                 }
-            },
-            Err(RecordError::Usage(e)) => {
-                eprintln!("error: {e}");
-                EXIT_CONFIG as u8
             }
-            Err(e) => {
-                eprintln!("error: {e}");
-                1
-            }
-        },
+        }
         Command::Demo { listen } => match demo::run(listen, shutdown).await {
             Ok(()) => 0,
             Err(e) => {

@@ -10,63 +10,9 @@ use crate::common;
 use std::path::Path;
 use std::time::Duration;
 
+use common::adapters::{BAD, base, checks, pool_config, pool_file, post, sim};
 use common::{Scrape, start_daemon, start_sim};
-use inferprobe::sim::SimConfig;
-use inferprobe::sim::adapters::{AdapterFault, LoraFlags};
-
-fn sim(adapters: &[&str], faults: &[(&str, AdapterFault)]) -> SimConfig {
-    let lora = LoraFlags {
-        adapters: adapters
-            .iter()
-            .map(|a| ((*a).to_owned(), format!("/adapters/{a}")))
-            .collect(),
-        lora_faults: faults.iter().map(|(a, f)| ((*a).to_owned(), *f)).collect(),
-        served_model_name: Some("m".into()),
-    };
-    SimConfig {
-        ttft: Duration::from_millis(2),
-        itl: Duration::from_micros(200),
-        lora: Box::new(lora),
-        ..SimConfig::default()
-    }
-}
-
-/// A file_sd block `pool` checked by the adapter check with `adapters`' settings.
-pub(crate) fn pool_config(file: &Path, adapters: &str) -> String {
-    format!(
-        r#"
-        [[discovery]]
-        name = "pool"
-        source = "file"
-        path = "{}"
-        refresh = "100ms"
-        [discovery.template]
-        backend = "openai-chat"
-        rate = 1e-6
-        adapters = {{ {adapters} }}
-        "#,
-        file.display()
-    )
-}
-
-fn pool_file(dir: &Path, sims: &[&common::Sim]) -> std::path::PathBuf {
-    let addresses: Vec<String> = sims.iter().map(|s| s.addr.to_string()).collect();
-    let model: &[(&str, &str)] = &[("model", "m")];
-    let members: Vec<_> = addresses.iter().map(|a| (a.as_str(), model)).collect();
-    common::pool_file(dir, &members)
-}
-
-fn checks(s: &Scrape, pod: &str, adapter: &str, result: &str) -> f64 {
-    let labels = [("pod", pod), ("adapter", adapter), ("result", result)];
-    s.sum("inferprobe_adapter_checks_total", &labels)
-}
-
-fn base(s: &Scrape, pod: &str, result: &str) -> f64 {
-    let labels = [("pod", pod), ("result", result)];
-    s.sum("inferprobe_adapter_base_checks_total", &labels)
-}
-
-const BAD: [&str; 5] = ["base_served", "diverged", "missing", "not_found", "failed"];
+use inferprobe::sim::adapters::AdapterFault;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_a_pool_of_five_each_fault_is_found_on_its_replica_and_adapter() {
@@ -184,16 +130,6 @@ async fn an_adapter_served_as_the_base_everywhere_reads_as_changing_nothing() {
     assert!(checks(&s, "r0", "b", "applied") >= 1.0);
 }
 
-async fn post(url: &str, path: &str, body: serde_json::Value) -> reqwest::StatusCode {
-    let response = reqwest::Client::new()
-        .post(format!("{url}{path}"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    response.status()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adapters_loaded_and_unloaded_at_run_time_are_followed() {
     let server = start_sim(sim(&[], &[])).await;
@@ -309,7 +245,8 @@ async fn five_hundred_adapters_get_series_for_the_cap_only() {
 /// pool serving an adapter as the base: learned ones cannot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recorded_references_find_an_adapter_served_as_the_base_everywhere() {
-    use inferprobe::canary::record::{RecordArgs, record, write};
+    use inferprobe::adapters::record_golden as record;
+    use inferprobe::canary::record::{RecordArgs, write};
     let trusted = start_sim(sim(&["a", "b"], &[])).await;
     let dir = tempfile::tempdir().unwrap();
     let golden_path = dir.path().join("golden.json");
@@ -383,43 +320,6 @@ async fn recorded_references_find_an_adapter_served_as_the_base_everywhere() {
         assert_eq!(base(&s, pod, "diverged"), 0.0);
         let recorded = [("pod", pod), ("adapter", "a")];
         assert_eq!(s.sum("inferprobe_adapter_recorded", &recorded), 1.0);
-    }
-}
-
-/// A healthy pool for a day's rounds (1,440 a replica, a minute apart at the defaults) with
-/// benign near-tie flips on every replica (GPU batch noise): nothing the alerts count.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_healthy_pool_with_benign_noise_counts_nothing_wrong_in_a_days_rounds() {
-    let noisy = || {
-        let mut config = sim(&["a", "b"], &[]);
-        config.model.near_tie_flips = 0.5;
-        start_sim(config)
-    };
-    let (r0, r1, r2) = (noisy().await, noisy().await, noisy().await);
-    let dir = tempfile::tempdir().unwrap();
-    let file = pool_file(dir.path(), &[&r0, &r1, &r2]);
-    let daemon = start_daemon(&pool_config(&file, r#"interval = "10ms""#)).await;
-    let rounds =
-        |s: &Scrape, pod: &str| s.sum("inferprobe_adapter_base_checks_total", &[("pod", pod)]);
-    let s = daemon
-        .wait_for(Duration::from_secs(120), |s| {
-            ["r0", "r1", "r2"]
-                .iter()
-                .all(|pod| rounds(s, pod) >= 1440.0)
-        })
-        .await;
-    daemon.stop().await;
-    for pod in ["r0", "r1", "r2"] {
-        for adapter in ["a", "b"] {
-            for bad in BAD {
-                assert_eq!(checks(&s, pod, adapter, bad), 0.0, "{pod} {adapter} {bad}");
-            }
-            assert!(
-                checks(&s, pod, adapter, "applied") >= 500.0,
-                "{pod} {adapter}"
-            );
-        }
-        assert_eq!(base(&s, pod, "diverged"), 0.0, "{pod}");
     }
 }
 

@@ -31,7 +31,7 @@ async fn a_llama_server_adapter_that_changes_nothing_reads_base_served_on_its_re
         &[(&r0.url, tiny), (&r1.url, tiny), (&r2.url, tiny)],
     );
     // A random-weight model is rarely sure of its next token: the canary suites' margin.
-    let config = crate::adapters::pool_config(&file, r#"interval = "100ms", margin = 0.05"#);
+    let config = common::adapters::pool_config(&file, r#"interval = "100ms", margin = 0.05"#);
     let daemon = start_daemon(&config).await;
     let (a, b) = ("tiny-lora-a", "tiny-lora-b");
     let s = daemon

@@ -22,7 +22,7 @@ mod record;
 mod round;
 
 pub use fleet::Fleets;
-pub use record::record;
+pub use record::{record, record_golden};
 
 use std::sync::{Arc, Mutex};
 

@@ -9,8 +9,26 @@ use tokio_util::sync::CancellationToken;
 
 use super::judge::differ;
 use crate::canary::compare::{self, Verdict};
-use crate::endpoint::canary::{CanarySpec, GoldenAdapter, GoldenAnswer};
+use crate::canary::record::{RecordArgs, RecordError, Recording};
+use crate::endpoint::canary::{CanarySpec, Golden, GoldenAdapter, GoldenAnswer};
 use crate::probe::{Outcome, Prober};
+
+/// `inferprobe canary record`: the canary's golden file, and with `--adapters` or
+/// `--adapter` the adapters' answers in it.
+pub async fn record_golden(args: &RecordArgs) -> Result<Golden, RecordError> {
+    let mut recording = crate::canary::record::recording(args).await?;
+    if args.adapters || !args.adapter.is_empty() {
+        let Recording {
+            golden,
+            prober,
+            spec,
+        } = &mut recording;
+        golden.adapters = record(prober, spec, &golden.answers, &args.adapter)
+            .await
+            .map_err(RecordError::Endpoint)?;
+    }
+    Ok(recording.golden)
+}
 
 /// Record the adapters `/v1/models` lists for the target's model, and `names`, on the
 /// prompts `base` holds (the base model's recorded answers).

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::compare::{self, Verdict};
 use crate::config::{self, ConfigError, RawConfig, RawTarget};
-use crate::endpoint::canary::{CanaryPrompt, GOLDEN_FORMAT, Golden, GoldenAnswer};
+use crate::endpoint::canary::{CanaryPrompt, CanarySpec, GOLDEN_FORMAT, Golden, GoldenAnswer};
 use crate::probe::{Outcome, Prober};
 
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -150,7 +150,19 @@ fn raw_target(args: &RecordArgs) -> Result<(RawTarget, Option<Vec<CanaryPrompt>>
     Ok((target, again))
 }
 
+/// A recording: the golden file, and the endpoint and settings it was recorded with (the
+/// adapter check's recording asks the same endpoint: `crate::adapters::record_golden`).
+pub struct Recording {
+    pub golden: Golden,
+    pub prober: Prober,
+    pub spec: CanarySpec,
+}
+
 pub async fn record(args: &RecordArgs) -> Result<Golden, RecordError> {
+    Ok(recording(args).await?.golden)
+}
+
+pub async fn recording(args: &RecordArgs) -> Result<Recording, RecordError> {
     let (target, again) = raw_target(args)?;
     let raw = RawConfig {
         targets: vec![target],
@@ -208,13 +220,7 @@ pub async fn record(args: &RecordArgs) -> Result<Golden, RecordError> {
             answer: pair.swap_remove(0),
         });
     }
-    let adapters = match args.adapters || !args.adapter.is_empty() {
-        true => crate::adapters::record(&prober, &spec, &answers, &args.adapter)
-            .await
-            .map_err(RecordError::Endpoint)?,
-        false => Vec::new(),
-    };
-    Ok(Golden {
+    let golden = Golden {
         format: GOLDEN_FORMAT.into(),
         model: target.model.clone(),
         url: target.url.to_string(),
@@ -227,7 +233,12 @@ pub async fn record(args: &RecordArgs) -> Result<Golden, RecordError> {
         top_logprobs: spec.top_logprobs,
         group: args.group.clone(),
         answers,
-        adapters,
+        adapters: Vec::new(),
+    };
+    Ok(Recording {
+        golden,
+        prober,
+        spec,
     })
 }
 

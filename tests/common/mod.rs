@@ -2,6 +2,7 @@
 //! reads the exposition the way Prometheus would (over HTTP).
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod adapters;
 pub mod canary;
 pub mod docs;
 pub mod gates;

@@ -1,11 +1,13 @@
-//! The adapter check (issue 58) against simulators serving LoRA adapters as vLLM does: in
+//! The adapter check (issue 58) against simulators serving LoRA adapters as vLLM does, in a
+//! binary of its own (its pools of simulators at 20 ms rounds, and a healthy pool's day of
+//! rounds, would share the machine with the suite's timing-sensitive tests): in
 //! a pool of five, each fault is found on its replica and its adapter (an adapter served
 //! as the base, one lost where the others list it, one that corrupts the base model),
 //! with nothing on the healthy ones; an adapter served as the base everywhere reads as
 //! changing nothing; adapters loaded and unloaded at run time are followed; a server
 //! listing 500 adapters gets series for the cap only.
 
-use crate::common;
+mod common;
 
 use std::path::Path;
 use std::time::Duration;
@@ -353,5 +355,42 @@ async fn a_new_adapter_version_on_one_replica_is_not_a_divergence() {
         for bad in BAD {
             assert_eq!(checks(&s, pod, "a", bad), 0.0, "{pod} {bad}");
         }
+    }
+}
+
+/// A healthy pool for a day's rounds (1,440 a replica, a minute apart at the defaults) with
+/// benign near-tie flips on every replica (GPU batch noise): nothing the alerts count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_pool_with_benign_noise_counts_nothing_wrong_in_a_days_rounds() {
+    let noisy = || {
+        let mut config = sim(&["a", "b"], &[]);
+        config.model.near_tie_flips = 0.5;
+        start_sim(config)
+    };
+    let (r0, r1, r2) = (noisy().await, noisy().await, noisy().await);
+    let dir = tempfile::tempdir().unwrap();
+    let file = pool_file(dir.path(), &[&r0, &r1, &r2]);
+    let daemon = start_daemon(&pool_config(&file, r#"interval = "10ms""#)).await;
+    let rounds =
+        |s: &Scrape, pod: &str| s.sum("inferprobe_adapter_base_checks_total", &[("pod", pod)]);
+    let s = daemon
+        .wait_for(Duration::from_secs(120), |s| {
+            ["r0", "r1", "r2"]
+                .iter()
+                .all(|pod| rounds(s, pod) >= 1440.0)
+        })
+        .await;
+    daemon.stop().await;
+    for pod in ["r0", "r1", "r2"] {
+        for adapter in ["a", "b"] {
+            for bad in BAD {
+                assert_eq!(checks(&s, pod, adapter, bad), 0.0, "{pod} {adapter} {bad}");
+            }
+            assert!(
+                checks(&s, pod, adapter, "applied") >= 500.0,
+                "{pod} {adapter}"
+            );
+        }
+        assert_eq!(base(&s, pod, "diverged"), 0.0, "{pod}");
     }
 }

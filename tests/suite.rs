@@ -10,8 +10,6 @@ mod common;
 #[path = "fuzz_drivers/mod.rs"]
 mod fuzz_drivers;
 
-#[path = "adapters.rs"]
-mod adapters;
 #[path = "backends.rs"]
 mod backends;
 #[path = "bench.rs"]

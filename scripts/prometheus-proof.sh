@@ -100,7 +100,9 @@ for i in 0 1 2 3; do
   [ "$i" = 1 ] && corrupt=0.3
   cache=()
   [ "$i" = 2 ] && cache=(--fault cache_disabled=0.9) # faults exclude each other: 0.98 in all
+  # Each serves LoRA adapters a and b of its model (the adapter check's series).
   "$bin" simulate --listen "127.0.0.1:${replica_ports[$i]}" --ttft "$ttft" --itl 5ms --jitter 0.3 \
+    --served-model-name sim-replica --lora a --lora b \
     --corrupt-rate "$corrupt" --max-model-len 8192 --fault http_500=0.05 --fault reset=0.03 "${cache[@]}" \
     >"$tmp/replica-$i.log" 2>&1 &
   pids+=($!)
@@ -178,6 +180,7 @@ canary = { interval = "1s", max_tokens = 16, structured = true }
 prefix_cache = { interval = "1s", prefix_tokens = 64, block_tokens = 16, objective = 0.9 }
 session = { interval = "5s", tool_gap = "0s", human_gap = "1s", long_gap = "2s", depth_tokens = "served", depth_every = 1, affinity_headers = ["x-session-id"], max_tokens = 16 }
 sampler = { interval = "2s" }
+adapters = { interval = "1s" }
 EOF
   # On node b, a block whose file does not exist: discovery_up 0, InferprobeDiscoveryDown.
   if [ "$1" = b ]; then

@@ -7,6 +7,7 @@
 //! changing nothing; adapters loaded and unloaded at run time are followed; a server
 //! listing 500 adapters gets series for the cap only.
 
+mod adapter_gate;
 mod common;
 
 use std::path::Path;

@@ -31,7 +31,15 @@ fn the_templates_have_what_their_controllers_read() {
         ("stable-hash", "5d8f7c9b4"),
     ]);
     let names: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
-    assert_eq!(names, ["baseline-divergence", "known-answers", "sampler"]);
+    assert_eq!(
+        names,
+        [
+            "baseline-divergence",
+            "known-answers",
+            "sampler",
+            "adapters"
+        ]
+    );
     for m in &metrics {
         // Waiting for data is Inconclusive, never Error: each query ends in a fallback.
         assert!(
@@ -55,7 +63,8 @@ fn the_templates_have_what_their_controllers_read() {
         [
             "inferprobe-baseline-divergence",
             "inferprobe-wrong-answers",
-            "inferprobe-sampler"
+            "inferprobe-sampler",
+            "inferprobe-adapters"
         ]
     );
     for (_, query) in &templates {

@@ -35,6 +35,12 @@ use crate::probe::Prober;
 use crate::scheduler::Context;
 use crate::ticker::{Ticker, Warmup};
 
+/// Prompts each adapter of a replica just found is asked (or passed over, its answer to
+/// them known to tell nothing) back to back: enough for the gate's `min-adapter-checks`.
+const WARM_EACH: usize = 4;
+/// The most rounds of a warm-up (past it, the interval's pace).
+const WARM_MOST: usize = 256;
+
 /// Where a check's outcomes go, and what the block's replicas share.
 pub struct Sinks {
     pub series: AdapterSeries,
@@ -66,12 +72,16 @@ pub async fn run(
     stop: CancellationToken,
     ctx: Context,
 ) {
-    // A replica just found goes through its prompts back to back, so every adapter's
-    // references are learned within seconds, not after as many intervals.
+    // A replica just found goes through its prompts back to back, and on until each
+    // adapter placed on it has had WARM_EACH of them: every adapter's references are
+    // learned, and a rollout's gate has its evidence, within seconds, not after as many
+    // intervals (each adapter is asked every ⌈adapters / per_round⌉ intervals after).
     let n = spec.prompts.len().min(8);
+    let each = spec.prompts.len().min(WARM_EACH);
+    let turns = spec.max_adapters.div_ceil(spec.per_round.max(1));
     let warmup = Warmup {
         least: n,
-        most: n,
+        most: (each * turns).clamp(n, WARM_MOST),
         at_once: 1,
     };
     let mut ticker = Ticker::with_warmup(spec.interval, warmup);
@@ -101,6 +111,11 @@ pub async fn run(
                 Some(false) => pace.failed(),
                 None => {}
             }
+            let warmed = state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .warmed(&spec, each);
+            pace.settle(warmed);
         });
     }
 }

@@ -40,6 +40,9 @@ pub(super) struct Replica {
     /// and since when (a prompt that tells nothing is passed over until the mark expires:
     /// the references it was judged by may have been a lone replica's).
     pub(super) marks: HashMap<(Version, String), (bool, Instant)>,
+    /// Per adapter: the prompts it has been asked here, or passed over for a prompt known to
+    /// tell nothing (the warm-up runs until each placed adapter has had enough).
+    pub(super) asked: HashMap<String, usize>,
     /// Where this replica's listings are kept, to forget them when it goes.
     fleets: Arc<super::Fleets>,
     family: String,
@@ -87,6 +90,7 @@ impl Replica {
             here: BTreeMap::new(),
             seen: std::collections::HashSet::new(),
             marks: HashMap::new(),
+            asked: HashMap::new(),
             fleets: Arc::clone(&sinks.fleets),
             family: sinks.family.clone(),
             checked: Vec::new(),
@@ -94,6 +98,16 @@ impl Replica {
             unread: false,
             llama: None,
         }
+    }
+
+    /// Whether every adapter placed here has had `each` prompts: a replica just found is
+    /// asked back to back until then, so a rollout's gate has each adapter's evidence
+    /// within seconds however many adapters there are.
+    pub(super) fn warmed(&self, spec: &AdapterSpec, each: usize) -> bool {
+        self.checked
+            .iter()
+            .filter(|n| spec.names.contains(n) || self.seen.contains(*n))
+            .all(|n| self.asked.get(n).copied().unwrap_or(0) >= each)
     }
 
     pub(super) fn member(&mut self, sinks: &Sinks, version: &Version) -> Arc<Member> {
@@ -177,18 +191,31 @@ pub(super) async fn plan(
     replica
         .marks
         .retain(|(v, _), (_, at)| all.contains(v) && at.elapsed() < ttl);
-    let prompt = spec.prompts[replica.round % spec.prompts.len()].clone();
+    // One prompt for a whole turn of the adapters, then the next: each adapter meets every
+    // prompt in turn (a prompt per round would show an adapter asked every k-th round only
+    // the prompts k apart, half of them or fewer where k and their number share a factor).
+    let at = prompt_at(replica.round, all.len(), spec.per_round, spec.prompts.len());
+    let prompt = spec.prompts[at].clone();
     replica.round += 1;
     // The next adapters in turn, passing those this prompt tells nothing about.
-    let mut chosen = Vec::new();
-    let eligible = |version: &Version| {
+    let placed = |version: &Version| {
         // Configured names are expected everywhere; a listed adapter where it was placed.
-        let placed = spec.names.contains(&version.0) || replica.seen.contains(&version.0);
-        let mark = replica.marks.get(&(version.clone(), prompt.clone()));
-        placed && mark.is_none_or(|&(yes, _)| yes)
+        spec.names.contains(&version.0) || replica.seen.contains(&version.0)
     };
-    let (picked, next) = choose(&all, replica.turn, spec.per_round, eligible);
-    chosen.extend(picked);
+    let told_nothing = |version: &Version| {
+        let mark = replica.marks.get(&(version.clone(), prompt.clone()));
+        mark.is_some_and(|&(yes, _)| !yes)
+    };
+    let eligible = |version: &Version| placed(version) && !told_nothing(version);
+    let (chosen, next) = choose(&all, replica.turn, spec.per_round, eligible);
+    let passed: Vec<String> = all
+        .iter()
+        .filter(|v| placed(v) && told_nothing(v))
+        .map(|(n, _)| n.clone())
+        .collect();
+    for name in passed {
+        *replica.asked.entry(name).or_default() += 1;
+    }
     replica.turn = next;
     Plan {
         llama: replica.llama.clone(),
@@ -197,6 +224,11 @@ pub(super) async fn plan(
         checked: all,
         listed_here: replica.here.clone(),
     }
+}
+/// The prompt of round `round`: one for each turn of `adapters` at `per_round` a round.
+fn prompt_at(round: usize, adapters: usize, per_round: usize, prompts: usize) -> usize {
+    let turn = adapters.div_ceil(per_round.max(1)).max(1);
+    (round / turn) % prompts.max(1)
 }
 /// Up to `per_round` of `all` that are `eligible`, in turn from `start`, and where the next
 /// round starts: each adapter once every ⌈n / per_round⌉ rounds when all are eligible.
@@ -262,9 +294,29 @@ mod tests {
             );
         }
         // Passing the ineligible, the others still take their turns.
+        every_adapter_meets_every_prompt();
         let all: Vec<Version> = (0..4).map(|i| (format!("a{i}"), String::new())).collect();
         let (chosen, next) = choose(&all, 3, 2, |v| v.0 != "a0");
         assert_eq!(chosen, [all[3].clone(), all[1].clone()]);
         assert_eq!(next, 2);
+    }
+
+    /// With rounds and prompts in turn, each adapter meets every prompt, whatever the
+    /// numbers share (20 adapters two a round and 8 prompts: each adapter every 10th round,
+    /// which with a prompt per round would show it the even or the odd prompts only).
+    fn every_adapter_meets_every_prompt() {
+        for (n, per_round, prompts) in [(20usize, 2, 8), (6, 2, 9), (4, 2, 8), (1, 2, 5), (7, 3, 4)]
+        {
+            let all: Vec<Version> = (0..n).map(|i| (format!("a{i}"), String::new())).collect();
+            let mut met = std::collections::BTreeSet::new();
+            let mut start = 0;
+            for round in 0..n.div_ceil(per_round) * prompts {
+                let prompt = prompt_at(round, n, per_round, prompts);
+                let (chosen, next) = choose(&all, start, per_round, |_| true);
+                start = next;
+                met.extend(chosen.into_iter().map(|(a, _)| (a, prompt)));
+            }
+            assert_eq!(met.len(), n * prompts, "{n}/{per_round}/{prompts}");
+        }
     }
 }

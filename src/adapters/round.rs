@@ -204,6 +204,9 @@ pub(super) async fn run(
             }
         };
         let (result, detail) = result;
+        let mut replica = state.lock().unwrap_or_else(|e| e.into_inner());
+        *replica.asked.entry(name.clone()).or_default() += 1;
+        drop(replica);
         sinks.series.check(name, result);
         show(sinks, name, result, &plan.prompt, detail);
     }

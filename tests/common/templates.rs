@@ -115,7 +115,7 @@ pub fn flagger_range(template: &str) -> (Option<f64>, Option<f64>) {
     match template {
         "inferprobe-baseline-divergence" => (Some(0.0), Some(0.1)),
         "inferprobe-wrong-answers" => (Some(0.0), Some(0.0)),
-        "inferprobe-sampler" => (Some(0.0), Some(0.0)),
+        "inferprobe-sampler" | "inferprobe-adapters" => (Some(0.0), Some(0.0)),
         other => panic!("a template the docs do not cover: {other}"),
     }
 }

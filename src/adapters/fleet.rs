@@ -38,25 +38,28 @@ impl Fleets {
         self.books.group(family, Some(&key))
     }
 
-    /// `replica` lists `here` now (name → path); the adapters any replica of the family
-    /// listed within `fresh`, each with the path most replicas list it at.
+    /// `replica` lists `here` now (name → path; `None`: its listing was not read, and
+    /// what it listed before ages); the adapters any replica of the family listed within
+    /// `fresh`, each with the path most replicas list it at.
     pub fn listed(
         &self,
         family: &str,
         replica: &str,
-        here: &BTreeMap<String, String>,
+        here: Option<&BTreeMap<String, String>>,
         fresh: Duration,
     ) -> BTreeMap<String, String> {
         let now = Instant::now();
         self.with(family, |f| {
-            for (name, by) in f.listed.iter_mut() {
-                if !here.contains_key(name) {
-                    by.remove(replica);
+            if let Some(here) = here {
+                for (name, by) in f.listed.iter_mut() {
+                    if !here.contains_key(name) {
+                        by.remove(replica);
+                    }
                 }
-            }
-            for (name, root) in here {
-                let by = f.listed.entry(name.clone()).or_default();
-                by.insert(replica.to_owned(), (root.clone(), now));
+                for (name, root) in here {
+                    let by = f.listed.entry(name.clone()).or_default();
+                    by.insert(replica.to_owned(), (root.clone(), now));
+                }
             }
             for by in f.listed.values_mut() {
                 by.retain(|_, (_, at)| now.duration_since(*at) <= fresh);
@@ -105,17 +108,21 @@ mod tests {
     fn an_adapter_stays_in_the_union_while_any_replica_lists_it() {
         let fleets = Fleets::default();
         let fresh = Duration::from_secs(60);
-        fleets.listed("f", "r1", &here(&[("a", "/a"), ("b", "/b")]), fresh);
-        let union = fleets.listed("f", "r2", &here(&[("a", "/a2")]), fresh);
+        fleets.listed("f", "r1", Some(&here(&[("a", "/a"), ("b", "/b")])), fresh);
+        let union = fleets.listed("f", "r2", Some(&here(&[("a", "/a2")])), fresh);
         assert_eq!(union.len(), 2, "b is r1's");
         // r1 unloads b: nobody lists it.
-        let union = fleets.listed("f", "r1", &here(&[("a", "/a2")]), fresh);
+        let union = fleets.listed("f", "r1", Some(&here(&[("a", "/a2")])), fresh);
         assert_eq!(union, here(&[("a", "/a2")]));
         // Other families are their own.
-        assert!(fleets.listed("g", "r1", &here(&[]), fresh).is_empty());
+        assert!(fleets.listed("g", "r1", Some(&here(&[])), fresh).is_empty());
         // A replica that goes takes its listings with it.
         fleets.forget("f", "r1");
         fleets.forget("f", "r2");
-        assert!(fleets.listed("f", "r3", &here(&[]), fresh).is_empty());
+        assert!(fleets.listed("f", "r3", Some(&here(&[])), fresh).is_empty());
+        // An unread listing refreshes nothing: what r4 listed ages out.
+        fleets.listed("f", "r4", Some(&here(&[("c", "/c")])), Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(fleets.listed("f", "r4", None, Duration::ZERO).is_empty());
     }
 }

@@ -35,9 +35,6 @@ use crate::probe::Prober;
 use crate::scheduler::Context;
 use crate::ticker::{Ticker, Warmup};
 
-/// Prompts each adapter of a replica just found is asked (or passed over, its answer to
-/// them known to tell nothing) back to back: enough for the gate's `min-adapter-checks`.
-const WARM_EACH: usize = 4;
 /// The most rounds of a warm-up (past it, the interval's pace).
 const WARM_MOST: usize = 256;
 
@@ -72,23 +69,35 @@ pub async fn run(
     stop: CancellationToken,
     ctx: Context,
 ) {
-    // A replica just found goes through its prompts back to back, and on until each
-    // adapter placed on it has had WARM_EACH of them: every adapter's references are
-    // learned, and a rollout's gate has its evidence, within seconds, not after as many
-    // intervals (each adapter is asked every ⌈adapters / per_round⌉ intervals after).
-    let n = spec.prompts.len().min(8);
-    let each = spec.prompts.len().min(WARM_EACH);
-    let turns = spec.max_adapters.div_ceil(spec.per_round.max(1));
-    let warmup = Warmup {
-        least: n,
-        most: (each * turns).clamp(n, WARM_MOST),
+    // A replica just found is asked back to back, its first prompts at least, and on until
+    // each adapter placed on it has had its warm-up (`plan::Replica::warmed`): every
+    // adapter's references are learned, and a rollout's gate has its evidence, within
+    // seconds, not after a turn of the adapters per prompt. An adapter placed later (a
+    // controller loads adapters after the pod is ready) gets a warm-up of its own.
+    let prompts = spec.prompts.len();
+    let warmup = |least: usize| Warmup {
+        least,
+        most: WARM_MOST,
         at_once: 1,
     };
-    let mut ticker = Ticker::with_warmup(spec.interval, warmup);
-    let pace = ticker.pace();
+    let mut ticker = Ticker::with_warmup(spec.interval, warmup(prompts.min(8)));
+    let mut pace = ticker.pace();
     let state = Arc::new(Mutex::new(plan::Replica::new(&prober.target, &sinks)));
     let sinks = Arc::new(sinks);
+    let mut warming = true;
     while let Some((now, permit)) = ticker.tick(&stop).await {
+        if !ticker.warming() {
+            let mut replica = state.lock().unwrap_or_else(|e| e.into_inner());
+            if warming {
+                replica.warm_ended();
+            } else if replica.needs_warmup() {
+                // This tick's round runs as the warm-up's first.
+                drop(replica);
+                ticker = Ticker::with_warmup(spec.interval, warmup(1));
+                pace = ticker.pace();
+            }
+        }
+        warming = ticker.warming();
         let cost = (1 + spec.per_round as u32) * spec.max_tokens;
         if let Some(budget) = &sinks.budget {
             if !budget.try_spend(now, cost) {
@@ -114,7 +123,7 @@ pub async fn run(
             let warmed = state
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .warmed(&spec, each);
+                .warmed(spec.prompts.len());
             pace.settle(warmed);
         });
     }

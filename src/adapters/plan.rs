@@ -1,9 +1,9 @@
 //! What a replica's rounds carry from one to the next ([`Replica`]), and what one round
-//! asks ([`plan`]): the listing read, the adapters with series kept to the cap, the next
-//! prompt, and the next adapters in turn that were placed here and that the prompt can
-//! tell from the base model.
+//! asks ([`plan`]): the listing read, the adapters placed on the replica (with series, to
+//! the cap), the prompt, and the next adapters in turn that the prompt can tell from the
+//! base model.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,14 @@ use crate::probe::Prober;
 const MARK_INTERVALS: u32 = 30;
 /// A listing of another replica counts this long at least (a replica that left).
 const FRESH_AT_LEAST: Duration = Duration::from_secs(10);
+/// A configured name a replica has never listed is expected there after this many
+/// intervals (a controller loads adapters after the pod is ready).
+const GRACE_INTERVALS: u32 = 3;
+/// Judged answers (applied, base_served, diverged) a warm-up gets each adapter, unless it
+/// has tried every prompt: more than a gate's `min-adapter-checks` (3), so one answer
+/// left unscored does not hold the gate for a turn of the adapters.
+const WARM_JUDGED: usize = 5;
+
 /// What a replica's rounds carry from one to the next.
 pub(super) struct Replica {
     id: String,
@@ -27,31 +35,37 @@ pub(super) struct Replica {
     lineage: Option<Lineage>,
     pub(super) base: Arc<Member>,
     members: HashMap<Version, Arc<Member>>,
-    /// The next adapter's place in the checked list, and the next prompt.
+    /// When the replica was found (configured names are expected after a grace).
+    found: Instant,
+    /// The next adapter's place in the placed list, and the round (the prompt's turn).
     turn: usize,
     round: usize,
-    /// What `/v1/models` listed last (name → path).
+    /// What the listing said last (name → path).
     here: BTreeMap<String, String>,
-    /// Adapters this replica has listed since it was found: one it lists no more while
-    /// another replica does was lost here (`missing`); one it never listed was placed
+    /// Adapters this replica has listed since it was found, while the block still lists
+    /// them: one it lists no more was lost here (`missing`); one it never listed was placed
     /// elsewhere (a controller places adapters on some replicas) and is not asked here.
-    seen: std::collections::HashSet<String>,
+    seen: BTreeSet<String>,
     /// Per adapter version and prompt: whether its reference parts from the base's here,
     /// and since when (a prompt that tells nothing is passed over until the mark expires:
     /// the references it was judged by may have been a lone replica's).
     pub(super) marks: HashMap<(Version, String), (bool, Instant)>,
-    /// Per adapter: the prompts it has been asked here, or passed over for a prompt known to
-    /// tell nothing (the warm-up runs until each placed adapter has had enough).
-    pub(super) asked: HashMap<String, usize>,
+    /// Per adapter: the prompts tried here (asked, or passed over as telling nothing) and
+    /// the answers judged, for the warm-up ([`Self::warmed`]).
+    pub(super) tried: HashMap<String, HashSet<String>>,
+    pub(super) judged: HashMap<String, usize>,
+    /// The adapters a warm-up has run for: one placed later gets its own.
+    warmed_for: BTreeSet<String>,
     /// Where this replica's listings are kept, to forget them when it goes.
     fleets: Arc<super::Fleets>,
     family: String,
-    /// The adapters with series now, and how many were past the cap when last said.
+    /// The adapters placed here with series now (to the cap), and how many were past the
+    /// cap when last said.
     checked: Vec<String>,
     said_over: usize,
     /// The last listing could not be read (said once).
     unread: bool,
-    /// llama-server's adapter ids by name, where it is one (`super::llama`).
+    /// llama-server's adapter ids by name, where it is one.
     llama: Option<BTreeMap<String, i64>>,
 }
 
@@ -85,12 +99,15 @@ impl Replica {
             base: Arc::new(base.join_at(&target.id, target.created, lineage.clone())),
             lineage,
             members: HashMap::new(),
+            found: Instant::now(),
             turn: 0,
             round: 0,
             here: BTreeMap::new(),
-            seen: std::collections::HashSet::new(),
+            seen: BTreeSet::new(),
             marks: HashMap::new(),
-            asked: HashMap::new(),
+            tried: HashMap::new(),
+            judged: HashMap::new(),
+            warmed_for: BTreeSet::new(),
             fleets: Arc::clone(&sinks.fleets),
             family: sinks.family.clone(),
             checked: Vec::new(),
@@ -100,14 +117,38 @@ impl Replica {
         }
     }
 
-    /// Whether every adapter placed here has had `each` prompts: a replica just found is
-    /// asked back to back until then, so a rollout's gate has each adapter's evidence
-    /// within seconds however many adapters there are.
-    pub(super) fn warmed(&self, spec: &AdapterSpec, each: usize) -> bool {
-        self.checked
-            .iter()
-            .filter(|n| spec.names.contains(n) || self.seen.contains(*n))
-            .all(|n| self.asked.get(n).copied().unwrap_or(0) >= each)
+    /// An adapter's answer on `prompt` came in (or was passed over); `judged` when it was
+    /// applied, base_served or diverged.
+    pub(super) fn tried(&mut self, adapter: &str, prompt: &str, judged: bool) {
+        let tried = self.tried.entry(adapter.to_owned()).or_default();
+        if !tried.contains(prompt) {
+            tried.insert(prompt.to_owned());
+        }
+        if judged {
+            *self.judged.entry(adapter.to_owned()).or_default() += 1;
+        }
+    }
+
+    /// Whether every adapter placed here has had its warm-up: [`WARM_JUDGED`] answers
+    /// judged, or every one of the `prompts` tried (those that tell it from the base may
+    /// be a few). A replica just found is asked back to back until then, so a rollout's
+    /// gate has each adapter's evidence within seconds however many there are.
+    pub(super) fn warmed(&self, prompts: usize) -> bool {
+        self.checked.iter().all(|n| {
+            self.judged.get(n).copied().unwrap_or(0) >= WARM_JUDGED
+                || self.tried.get(n).map_or(0, HashSet::len) >= prompts
+        })
+    }
+
+    /// Whether an adapter is placed here that no warm-up has run for (loaded after the
+    /// replica's warm-up, as controllers load adapters).
+    pub(super) fn needs_warmup(&self) -> bool {
+        self.checked.iter().any(|n| !self.warmed_for.contains(n))
+    }
+
+    /// A warm-up ended: the adapters placed now have had theirs.
+    pub(super) fn warm_ended(&mut self) {
+        self.warmed_for.extend(self.checked.iter().cloned());
     }
 
     pub(super) fn member(&mut self, sinks: &Sinks, version: &Version) -> Arc<Member> {
@@ -124,7 +165,11 @@ pub(super) struct Plan {
     /// llama-server's adapter ids by name, where it is one.
     pub(super) llama: Option<BTreeMap<String, i64>>,
     pub(super) prompt: String,
-    pub(super) chosen: Vec<Version>,
+    /// The adapters whose turn it is, each with whether it is asked: one placed here that
+    /// the replica does not list now is `missing` without a request (a request would be
+    /// answered by the base model where vLLM skips name validation, or load the adapter
+    /// again through a LoRA resolver, undoing an operator's unload).
+    pub(super) chosen: Vec<(Version, bool)>,
     /// Every adapter with series.
     pub(super) checked: Vec<Version>,
     pub(super) listed_here: BTreeMap<String, String>,
@@ -139,89 +184,113 @@ pub(super) async fn plan(
     let target = &prober.target;
     let listing = listing(prober, spec).await;
     let mut replica = state.lock().unwrap_or_else(|e| e.into_inner());
-    match listing {
+    let read = match listing {
         Ok((here, ids)) => {
             replica.seen.extend(here.keys().cloned());
             replica.here = here;
             replica.llama = ids;
             replica.unread = false;
+            true
         }
         // Said once per outage: the numbers below are the last listing's until it is read.
-        Err(e) if !replica.unread => {
-            replica.unread = true;
-            tracing::warn!(target = %target.id, error = %crate::report::redact(&e, target),
-                "adapter check: the adapters' listing cannot be read (unreachable, not JSON, or over 1 MiB); the last one stands until it is");
+        Err(e) => {
+            if !replica.unread {
+                replica.unread = true;
+                tracing::warn!(target = %target.id, error = %crate::report::redact(&e, target),
+                    "adapter check: the adapters' listing cannot be read (unreachable, not JSON, or over 1 MiB); the last one stands until it is");
+            }
+            false
         }
-        Err(_) => {}
-    }
+    };
     let fresh = (spec.interval * 3).max(FRESH_AT_LEAST);
+    // An unread listing is not this replica's news: the others' go on ageing.
+    let here = read.then(|| replica.here.clone());
     let union = sinks
         .fleets
-        .listed(&sinks.family, &replica.id, &replica.here, fresh);
-    // Configured names first, then what the block lists, by name; the rest past the cap.
-    // Each at the path this replica lists it at (its own version), else the block's.
+        .listed(&sinks.family, &replica.id, here.as_ref(), fresh);
+    // An adapter the block lists no more is forgotten: loaded again later on another
+    // replica only, it was placed there, not lost here.
+    let Replica { seen, here, .. } = &mut *replica;
+    seen.retain(|n| union.contains_key(n) || here.contains_key(n));
+    let due = replica.found.elapsed() >= spec.interval * GRACE_INTERVALS;
+    // Placed here: configured names first (once listed here, or after the grace), then what
+    // this replica has listed, by name; the rest past the cap. Each at the path this
+    // replica lists it at (its own version), else the block's.
     let version = |n: &String| {
         let root = replica.here.get(n).or_else(|| union.get(n));
         (n.clone(), root.cloned().unwrap_or_default())
     };
-    let mut all: Vec<Version> = spec.names.iter().map(version).collect();
-    all.extend(
-        union
-            .keys()
+    let mut placed: Vec<Version> = spec
+        .names
+        .iter()
+        .filter(|n| due || replica.seen.contains(*n))
+        .map(version)
+        .collect();
+    placed.extend(
+        replica
+            .seen
+            .iter()
             .filter(|n| !spec.names.contains(n))
             .map(version),
     );
-    let over = all.len().saturating_sub(spec.max_adapters);
-    all.truncate(spec.max_adapters);
+    let over = placed.len().saturating_sub(spec.max_adapters);
+    placed.truncate(spec.max_adapters);
     sinks.series.listing(replica.here.len(), over);
     if over != replica.said_over {
         if over > 0 {
             tracing::info!(target = %target.id, checked = spec.max_adapters, unchecked = over,
-                "adapter check: more adapters than max_adapters; the rest are counted in inferprobe_adapters_unchecked, never checked");
+                "adapter check: more adapters placed on the replica than max_adapters; the rest are counted in inferprobe_adapters_unchecked, never checked");
         }
         replica.said_over = over;
     }
-    let names: Vec<String> = all.iter().map(|(n, _)| n.clone()).collect();
+    let names: Vec<String> = placed.iter().map(|(n, _)| n.clone()).collect();
     if names != replica.checked {
         sinks.series.keep(&names);
         replica.checked = names;
     }
-    replica.members.retain(|v, _| all.contains(v));
+    replica.members.retain(|v, _| placed.contains(v));
     let ttl = spec.interval * MARK_INTERVALS;
     replica
         .marks
-        .retain(|(v, _), (_, at)| all.contains(v) && at.elapsed() < ttl);
-    // One prompt for a whole turn of the adapters, then the next: each adapter meets every
-    // prompt in turn (a prompt per round would show an adapter asked every k-th round only
-    // the prompts k apart, half of them or fewer where k and their number share a factor).
-    let at = prompt_at(replica.round, all.len(), spec.per_round, spec.prompts.len());
+        .retain(|(v, _), (_, at)| placed.contains(v) && at.elapsed() < ttl);
+    let at = prompt_at(
+        replica.round,
+        placed.len(),
+        spec.per_round,
+        spec.prompts.len(),
+    );
     let prompt = spec.prompts[at].clone();
     replica.round += 1;
     // The next adapters in turn, passing those this prompt tells nothing about.
-    let placed = |version: &Version| {
-        // Configured names are expected everywhere; a listed adapter where it was placed.
-        spec.names.contains(&version.0) || replica.seen.contains(&version.0)
-    };
     let told_nothing = |version: &Version| {
         let mark = replica.marks.get(&(version.clone(), prompt.clone()));
         mark.is_some_and(|&(yes, _)| !yes)
     };
-    let eligible = |version: &Version| placed(version) && !told_nothing(version);
-    let (chosen, next) = choose(&all, replica.turn, spec.per_round, eligible);
-    let passed: Vec<String> = all
+    let (picked, next) = choose(&placed, replica.turn, spec.per_round, |v| !told_nothing(v));
+    let passed: Vec<String> = placed
         .iter()
-        .filter(|v| placed(v) && told_nothing(v))
+        .filter(|v| told_nothing(v))
         .map(|(n, _)| n.clone())
         .collect();
-    for name in passed {
-        *replica.asked.entry(name).or_default() += 1;
-    }
     replica.turn = next;
+    // A configured name is asked unlisted only of a server that lists no adapter at all
+    // (one whose listing says nothing of them); any other unlisted adapter is `missing`.
+    let lists = !replica.seen.is_empty();
+    let chosen = picked
+        .into_iter()
+        .map(|v| {
+            let ask = replica.here.contains_key(&v.0) || (!lists && spec.names.contains(&v.0));
+            (v, ask)
+        })
+        .collect();
+    for name in passed {
+        replica.tried(&name, &prompt, false);
+    }
     Plan {
         llama: replica.llama.clone(),
         prompt,
         chosen,
-        checked: all,
+        checked: placed,
         listed_here: replica.here.clone(),
     }
 }

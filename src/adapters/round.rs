@@ -92,7 +92,7 @@ pub(super) async fn run(
     let selections: Vec<_> = plan
         .chosen
         .iter()
-        .map(|(name, _)| select(Some(name)))
+        .map(|((name, _), ask)| ask.then(|| select(Some(name))).flatten())
         .collect();
     let asked = join_all(selections.iter().map(|selection| async {
         match selection {
@@ -150,11 +150,15 @@ pub(super) async fn run(
             (None, None)
         }
     };
-    for (version, answer) in plan.chosen.iter().zip(answers) {
+    for ((version, _), answer) in plan.chosen.iter().zip(answers) {
         let name = &version.0;
         let Some(answer) = answer else {
-            // llama-server does not list it here: it cannot be asked for.
+            // Placed here and not listed now: lost (never asked, see `Plan::chosen`).
             ok = false;
+            state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .tried(name, &plan.prompt, false);
             sinks.series.check(name, "missing");
             show(
                 sinks,
@@ -204,16 +208,21 @@ pub(super) async fn run(
             }
         };
         let (result, detail) = result;
-        let mut replica = state.lock().unwrap_or_else(|e| e.into_inner());
-        *replica.asked.entry(name.clone()).or_default() += 1;
-        drop(replica);
+        let judged = matches!(result, "applied" | "base_served" | "diverged");
+        state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .tried(name, &plan.prompt, judged);
         sinks.series.check(name, result);
         show(sinks, name, result, &plan.prompt, detail);
     }
     // What every checked adapter's prompts tell here.
     let replica = state.lock().unwrap_or_else(|e| e.into_inner());
     for version in &plan.checked {
-        let golden = recorded(spec, target).and_then(|g| g.adapter(&version.0, &version.1));
+        let file = recorded(spec, target);
+        let golden = file.and_then(|g| g.adapter(&version.0, &version.1));
+        // Recorded, but at another path than this replica serves: not the version recorded.
+        let other = golden.is_none() && file.is_some_and(|g| g.adapters.contains_key(&version.0));
         let (yes, no) = match golden {
             Some(g) => (
                 g.answers.len(),
@@ -222,7 +231,7 @@ pub(super) async fn run(
             None => replica.counts(version, &spec.prompts),
         };
         sinks.series.prompts(&version.0, yes, no);
-        sinks.series.recorded(&version.0, golden.is_some());
+        sinks.series.recorded(&version.0, golden.is_some(), other);
     }
     Some(ok)
 }

@@ -39,6 +39,7 @@ pub(super) struct AdapterFamilies {
     informative: LabeledFamily<ByAdapter, Gauge>,
     uninformative: LabeledFamily<ByAdapter, Gauge>,
     recorded: LabeledFamily<ByAdapter, Gauge>,
+    other_version: LabeledFamily<ByAdapter, Gauge>,
     listed: LabeledFamily<Grouped, Gauge>,
     unchecked: LabeledFamily<Grouped, Gauge>,
 }
@@ -89,13 +90,17 @@ impl AdapterSeries {
             .set(uninformative as i64);
     }
 
-    /// Whether `adapter` is judged against references recorded on a trusted endpoint.
-    pub fn recorded(&self, adapter: &str, yes: bool) {
+    /// Whether `adapter` is judged against references recorded on a trusted endpoint, and
+    /// whether the file records it at another path than the replica serves (`other`).
+    pub fn recorded(&self, adapter: &str, yes: bool, other: bool) {
         let key = self.named(adapter);
-        self.families
-            .recorded
-            .get_or_insert(key, Gauge::default)
+        let f = &self.families;
+        f.recorded
+            .get_or_insert(key.clone(), Gauge::default)
             .set(i64::from(yes));
+        f.other_version
+            .get_or_insert(key, Gauge::default)
+            .set(i64::from(other));
     }
 
     /// Adapters the replica lists, and adapters of its block past the cap.
@@ -118,7 +123,12 @@ impl AdapterSeries {
             |named: &Named| named[0] != *group || !adapters.iter().any(|a| *a == named[1].1);
         f.checks
             .retain(|(t, (named, _))| t != target || !other(named));
-        for family in [&f.informative, &f.uninformative, &f.recorded] {
+        for family in [
+            &f.informative,
+            &f.uninformative,
+            &f.recorded,
+            &f.other_version,
+        ] {
             family.retain(|(t, named)| t != target || !other(named));
         }
         for adapter in adapters {
@@ -159,13 +169,18 @@ impl AdapterFamilies {
             self.recorded.clone(),
         );
         r.register(
+            "adapter_recorded_other_version",
+            "1 where adapters.golden records the adapter at another path (root) than the replica lists it at: the replica serves a version that was not recorded, so its references are learned (a rollout's gate fails on it)",
+            self.other_version.clone(),
+        );
+        r.register(
             "adapters_listed",
             "LoRA adapters the replica's /v1/models lists with the target's model as their parent",
             self.listed.clone(),
         );
         r.register(
             "adapters_unchecked",
-            "Adapters of the block past the check's max_adapters: listed, counted here, never checked or labelled",
+            "Adapters placed on the replica past the check's max_adapters: listed, counted here, never checked or labelled",
             self.unchecked.clone(),
         );
     }
@@ -190,7 +205,12 @@ impl AdapterFamilies {
     fn remove_where(&self, gone: impl Fn(&TargetLabels, &str) -> bool) {
         self.checks.retain(|(t, (n, _))| !gone(t, &n[0].1));
         self.base.retain(|(t, (g, _))| !gone(t, &g[0].1));
-        for family in [&self.informative, &self.uninformative, &self.recorded] {
+        for family in [
+            &self.informative,
+            &self.uninformative,
+            &self.recorded,
+            &self.other_version,
+        ] {
             family.retain(|(t, n)| !gone(t, &n[0].1));
         }
         for family in [&self.listed, &self.unchecked] {

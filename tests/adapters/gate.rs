@@ -25,9 +25,17 @@ const BASE_SERVED: &str = "9a8b7c6d5";
 /// A replica of the base weights serving adapter `a` from `a_path` and `b`, `a` with
 /// `fault`.
 async fn replica(a_path: &str, fault: Option<AdapterFault>) -> Sim {
+    serving(&[("a", a_path), ("b", "/ad/b")], fault).await
+}
+
+/// A replica of the base weights serving `adapters` (name, path), `a` with `fault`.
+async fn serving(adapters: &[(&str, &str)], fault: Option<AdapterFault>) -> Sim {
     let mut config = common::adapters::sim(&[], &[]);
     config.model = canary_sim(0).model;
-    config.lora.adapters = vec![("a".into(), a_path.into()), ("b".into(), "/ad/b".into())];
+    config.lora.adapters = adapters
+        .iter()
+        .map(|(n, p)| ((*n).to_owned(), (*p).to_owned()))
+        .collect();
     config.lora.lora_faults = fault.map(|f| ("a".to_owned(), f)).into_iter().collect();
     start_sim(config).await
 }
@@ -37,7 +45,8 @@ async fn replica(a_path: &str, fault: Option<AdapterFault>) -> Sim {
 /// passes every metric and is promoted; one whose `a` is served as the base model (vLLM
 /// loaded it and applies nothing: vllm#55193) answers the canary's greedy prompts right,
 /// and the adapter metric alone fails it and rolls it back, in the templates' time; with
-/// no references recorded it never passes either.
+/// no references recorded it never passes either, nor does a new version that dropped an
+/// adapter or still serves the old weights.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gates_judge_a_new_adapter_version_against_its_recorded_references() {
     const SCALE: u64 = 15;
@@ -61,7 +70,7 @@ async fn the_gates_judge_a_new_adapter_version_against_its_recorded_references()
     // Each pool's two stable replicas (v1); Argo's pool gets the healthy and the faulty
     // new version, each of Flagger's two namespaces one of them as its canary.
     let mut stable: Vec<Sim> = Vec::new();
-    for _ in 0..8 {
+    for _ in 0..12 {
         stable.push(replica("/ad/a-v1", None).await);
     }
     let healthy = [
@@ -93,8 +102,9 @@ async fn the_gates_judge_a_new_adapter_version_against_its_recorded_references()
     let argo_stable = stable_pool(&argo_file, stable[..2].iter().map(address), |i| {
         argo_pod(STABLE, i)
     });
-    // In "learned", no references were recorded.
-    let namespaces = ["good", "lora", "learned"];
+    // In "learned", no references were recorded; "dropped"'s new version serves `a` alone
+    // (it forgot `b`); "unrolled"'s still serves `a`'s old weights, at the old path.
+    let namespaces = ["good", "lora", "learned", "dropped", "unrolled"];
     let flagger_files = namespaces.map(|ns| dir.path().join(format!("{ns}.json")));
     let primaries: Vec<_> = namespaces
         .iter()
@@ -106,11 +116,13 @@ async fn the_gates_judge_a_new_adapter_version_against_its_recorded_references()
         })
         .collect();
     let toml = format!(
-        "seed = 5\n{}{}{}{}",
+        "seed = 5\n{}{}{}{}{}{}",
         block("llm", &argo_file, "version", true),
         block("llm-good", &flagger_files[0], "app", true),
         block("llm-lora", &flagger_files[1], "app", true),
         block("llm-learned", &flagger_files[2], "app", false),
+        block("llm-dropped", &flagger_files[3], "app", true),
+        block("llm-unrolled", &flagger_files[4], "app", true),
     );
     let daemon = start_daemon(&toml).await;
     let Some(prometheus) = Prometheus::start(daemon.addr).await else {
@@ -120,8 +132,8 @@ async fn the_gates_judge_a_new_adapter_version_against_its_recorded_references()
     // Every stable replica has answered the canary's prompts and its adapters, and
     // Prometheus has seen it (as it has long before a real rollout).
     let warmed = r#"count(sum by (target) (inferprobe_canary_checks_total{result="match"}) >= 16)
-        and on() count(min by (target) (inferprobe_adapter_checks_total{adapter="b", result="applied"}) >= 3) >= 4"#;
-    let waited = until(&prometheus, warmed, Duration::from_secs(60), at_least(4.0)).await;
+        and on() count(min by (target) (inferprobe_adapter_checks_total{adapter="b", result="applied"}) >= 3) >= 6"#;
+    let waited = until(&prometheus, warmed, Duration::from_secs(60), at_least(6.0)).await;
     assert!(waited, "{}", daemon.scrape().await.text);
 
     let new = [
@@ -129,7 +141,9 @@ async fn the_gates_judge_a_new_adapter_version_against_its_recorded_references()
         (address(&faulty[0]), argo_pod(BASE_SERVED, 0)),
     ];
     roll(&argo_file, &argo_stable, new);
-    let canaries = [&healthy[1], &faulty[1], &faulty[2]];
+    let dropped = serving(&[("a", "/ad/a-v2")], None).await;
+    let unrolled = replica("/ad/a-v1", None).await;
+    let canaries = [&healthy[1], &faulty[1], &faulty[2], &dropped, &unrolled];
     for (n, (file, members)) in flagger_files.iter().zip(&primaries).enumerate() {
         let pod = flagger_pod("llm", namespaces[n], 0);
         roll(file, members, [(address(canaries[n]), pod)]);
@@ -139,22 +153,50 @@ async fn the_gates_judge_a_new_adapter_version_against_its_recorded_references()
     let mut bad = Analysis::new(BASE_SERVED, "lora", SCALE);
     // Argo's side of this one is `bad`'s again: only its Flagger canary is read.
     let mut learned = Analysis::new(BASE_SERVED, "learned", SCALE);
+    let mut dropped = Analysis::new(BASE_SERVED, "dropped", SCALE);
+    let mut unrolled = Analysis::new(BASE_SERVED, "unrolled", SCALE);
     let two_minutes = TWO_MINUTES / SCALE;
     analyse(
         &prometheus,
         SCALE,
-        &mut [&mut good, &mut bad, &mut learned],
+        &mut [
+            &mut good,
+            &mut bad,
+            &mut learned,
+            &mut dropped,
+            &mut unrolled,
+        ],
         |a| a.iter().all(|a| a.done()),
     )
     .await;
+    // What the adapter template reads at the end for the canaries that must not pass:
+    // waiting (-1) or failed (2).
+    let mut last = Vec::new();
+    for analysis in [&learned, &dropped, &unrolled] {
+        let query = analysis
+            .flagger
+            .iter()
+            .find(|(name, _)| name == "inferprobe-adapters")
+            .map(|(_, q)| q.clone())
+            .expect("the adapter template");
+        last.push(prometheus.query(&query).await.unwrap_or_default());
+    }
     let report = format!(
         "analysis {:.1} s wall\n{}{}",
         started.elapsed().as_secs_f64(),
         good.report("healthy"),
         bad.report("a served as the base"),
     ) + &format!(
-        "learned references, a served as the base: Flagger {:?} at {:?} s\n",
-        learned.canary, learned.flagger_at
+        "learned references, a served as the base: Flagger {:?} at {:?} s\n\
+         b dropped: Flagger {:?} at {:?} s\n\
+         a's old weights, v2 recorded: Flagger {:?} at {:?} s\n\
+         the adapter template's last answers (learned, dropped, unrolled): {last:?}\n",
+        learned.canary,
+        learned.flagger_at,
+        dropped.canary,
+        dropped.flagger_at,
+        unrolled.canary,
+        unrolled.flagger_at,
     );
     eprintln!("{report}");
     let s = daemon.scrape().await;
@@ -222,4 +264,11 @@ async fn the_gates_judge_a_new_adapter_version_against_its_recorded_references()
     // only: `a` never reads applied there, so the metric waits and Flagger's failed checks
     // roll it back; it never passes.
     assert_eq!(learned.canary, Canary::RolledBack, "{report}");
+    assert_eq!(last[0], [-1.0], "{report}");
+    // A new version that lost an adapter the stable one serves waits (its series lack it);
+    // one serving another version than recorded fails.
+    assert_eq!(dropped.canary, Canary::RolledBack, "{report}");
+    assert_eq!(last[1], [-1.0], "{report}");
+    assert_eq!(unrolled.canary, Canary::RolledBack, "{report}");
+    assert_eq!(last[2], [2.0], "{report}");
 }

@@ -208,6 +208,10 @@ async fn the_gates_judge_a_new_adapter_version_against_its_recorded_references()
         let labels = [("group", group), ("adapter", "a")];
         s.sum("inferprobe_adapter_recorded", &labels)
     };
+    let other_version = |target: &str, group: &str| {
+        let labels = [("target", target), ("group", group), ("adapter", "a")];
+        s.sum("inferprobe_adapter_recorded_other_version", &labels)
+    };
     daemon.stop().await;
     let adapters = good
         .argo
@@ -219,6 +223,11 @@ async fn the_gates_judge_a_new_adapter_version_against_its_recorded_references()
     // another path, learns its own (nothing wrong read on it either).
     assert_eq!(recorded(ALIKE), 1.0, "{report}");
     assert_eq!(recorded(STABLE), 0.0, "{report}");
+    // The stable version is not the one recorded (on both its replicas), nor is the
+    // unrolled canary's.
+    assert_eq!(other_version("llm", STABLE), 2.0, "{report}");
+    assert_eq!(other_version("llm", ALIKE), 0.0, "{report}");
+    assert_eq!(other_version("llm-unrolled", "llm"), 1.0, "{report}");
     for bad_result in common::adapters::BAD {
         assert_eq!(
             count(STABLE, "a", bad_result),

@@ -10,6 +10,8 @@
 mod common;
 #[path = "adapters/gate.rs"]
 mod gate;
+#[path = "adapters/warmup.rs"]
+mod warmup;
 
 use std::path::Path;
 use std::time::Duration;
@@ -132,66 +134,6 @@ async fn an_adapter_served_as_the_base_everywhere_reads_as_changing_nothing() {
         assert_eq!(checks(&s, pod, "a", "applied"), 0.0);
     }
     assert!(checks(&s, "r0", "b", "applied") >= 1.0);
-}
-
-/// An adapter loaded after the replica's warm-up (a controller loads adapters once the pod
-/// is ready) gets a warm-up of its own: five judged answers each within seconds of the
-/// next round, where one round an interval (20 s) would take 100 s. A configured name the
-/// replica lists later is never `missing`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_adapter_loaded_after_the_warm_up_gets_its_own() {
-    let server = start_sim(sim(&[], &[])).await;
-    let config = format!(
-        r#"
-        [[targets]]
-        name = "lone"
-        url = "{}"
-        model = "m"
-        backend = "openai"
-        rate = 1e-6
-        adapters = {{ interval = "20s", names = ["y"] }}
-        "#,
-        server.url()
-    );
-    let daemon = start_daemon(&config).await;
-    // The replica's own warm-up: the base model's rounds, nothing placed yet.
-    let base = |s: &Scrape| s.sum("inferprobe_adapter_base_checks_total", &[]);
-    daemon
-        .wait_for(Duration::from_secs(30), |s| base(s) >= 8.0)
-        .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    for name in ["x", "y"] {
-        let load = serde_json::json!({"lora_name": name, "lora_path": format!("/v1/{name}")});
-        assert_eq!(
-            post(&server.url(), "/v1/load_lora_adapter", load).await,
-            200
-        );
-    }
-    let count = |s: &Scrape, name: &str, result: &str| {
-        let labels = [("adapter", name), ("result", result)];
-        s.sum("inferprobe_adapter_checks_total", &labels)
-    };
-    let judged = |s: &Scrape, name: &str| {
-        ["applied", "base_served", "diverged"]
-            .iter()
-            .map(|r| count(s, name, r))
-            .sum::<f64>()
-    };
-    // The next round (within the interval) finds them and warms them up back to back.
-    let loaded = std::time::Instant::now();
-    let s = daemon
-        .wait_for(Duration::from_secs(60), |s| {
-            judged(s, "x") >= 5.0 && judged(s, "y") >= 5.0
-        })
-        .await;
-    let took = loaded.elapsed();
-    daemon.stop().await;
-    assert!(took < Duration::from_secs(45), "{took:?}");
-    for name in ["x", "y"] {
-        for bad in BAD {
-            assert_eq!(count(&s, name, bad), 0.0, "{name} {bad}");
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

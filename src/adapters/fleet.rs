@@ -82,6 +82,18 @@ impl Fleets {
         })
     }
 
+    /// Whether a replica other than `except` listed `name` after `after`: an adapter that
+    /// `except` stopped listing then is lost there only if another still lists it (one
+    /// unloaded everywhere is not, while the others' listings from before are fresh).
+    pub fn listed_after(&self, family: &str, name: &str, after: Instant, except: &str) -> bool {
+        self.with(family, |f| {
+            f.listed.get(name).is_some_and(|by| {
+                by.iter()
+                    .any(|(replica, (_, at))| replica != except && *at > after)
+            })
+        })
+    }
+
     /// Forget `replica`'s listings (it is gone).
     pub fn forget(&self, family: &str, replica: &str) {
         self.with(family, |f| {

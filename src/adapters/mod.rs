@@ -91,10 +91,14 @@ pub async fn run(
             if warming {
                 replica.warm_ended();
             } else if replica.needs_warmup() {
-                // This tick's round runs as the warm-up's first.
-                drop(replica);
+                // A warm-up for what was placed since, starting at once. This tick's
+                // permit is the only round's (none runs now): dropped, so the warm-up's
+                // rounds never run beside another.
+                drop((replica, permit));
                 ticker = Ticker::with_warmup(spec.interval, warmup(1));
                 pace = ticker.pace();
+                warming = true;
+                continue;
             }
         }
         warming = ticker.warming();

@@ -50,12 +50,16 @@ pub(super) struct Replica {
     /// and since when (a prompt that tells nothing is passed over until the mark expires:
     /// the references it was judged by may have been a lone replica's).
     pub(super) marks: HashMap<(Version, String), (bool, Instant)>,
-    /// Per adapter: the prompts tried here (asked, or passed over as telling nothing) and
-    /// the answers judged, for the warm-up ([`Self::warmed`]).
-    pub(super) tried: HashMap<String, HashSet<String>>,
-    pub(super) judged: HashMap<String, usize>,
-    /// The adapters a warm-up has run for: one placed later gets its own.
-    warmed_for: BTreeSet<String>,
+    /// Per adapter version: the prompts tried here (asked, or passed over as telling
+    /// nothing) and the answers judged, for the warm-up ([`Self::warmed`]).
+    tried: HashMap<Version, HashSet<String>>,
+    judged: HashMap<Version, usize>,
+    /// The adapter versions a warm-up has run for: one placed later gets its own.
+    warmed_for: BTreeSet<Version>,
+    /// The adapter versions placed here now.
+    placed: Vec<Version>,
+    /// Adapters placed here and not listed now, since when (said once).
+    absent_since: HashMap<String, Instant>,
     /// Where this replica's listings are kept, to forget them when it goes.
     fleets: Arc<super::Fleets>,
     family: String,
@@ -108,6 +112,8 @@ impl Replica {
             tried: HashMap::new(),
             judged: HashMap::new(),
             warmed_for: BTreeSet::new(),
+            placed: Vec::new(),
+            absent_since: HashMap::new(),
             fleets: Arc::clone(&sinks.fleets),
             family: sinks.family.clone(),
             checked: Vec::new(),
@@ -119,14 +125,19 @@ impl Replica {
 
     /// An adapter's answer on `prompt` came in (or was passed over); `judged` when it was
     /// applied, base_served or diverged.
-    pub(super) fn tried(&mut self, adapter: &str, prompt: &str, judged: bool) {
-        let tried = self.tried.entry(adapter.to_owned()).or_default();
+    pub(super) fn tried(&mut self, version: &Version, prompt: &str, judged: bool) {
+        let tried = self.tried.entry(version.clone()).or_default();
         if !tried.contains(prompt) {
             tried.insert(prompt.to_owned());
         }
         if judged {
-            *self.judged.entry(adapter.to_owned()).or_default() += 1;
+            *self.judged.entry(version.clone()).or_default() += 1;
         }
+    }
+
+    /// The adapters placed here that no warm-up has run for yet.
+    fn pending(&self) -> impl Iterator<Item = &Version> {
+        self.placed.iter().filter(|v| !self.warmed_for.contains(*v))
     }
 
     /// Whether every adapter placed here has had its warm-up: [`WARM_JUDGED`] answers
@@ -134,21 +145,21 @@ impl Replica {
     /// be a few). A replica just found is asked back to back until then, so a rollout's
     /// gate has each adapter's evidence within seconds however many there are.
     pub(super) fn warmed(&self, prompts: usize) -> bool {
-        self.checked.iter().all(|n| {
-            self.judged.get(n).copied().unwrap_or(0) >= WARM_JUDGED
-                || self.tried.get(n).map_or(0, HashSet::len) >= prompts
+        self.pending().all(|v| {
+            self.judged.get(v).copied().unwrap_or(0) >= WARM_JUDGED
+                || self.tried.get(v).map_or(0, HashSet::len) >= prompts
         })
     }
 
-    /// Whether an adapter is placed here that no warm-up has run for (loaded after the
-    /// replica's warm-up, as controllers load adapters).
+    /// Whether an adapter version is placed here that no warm-up has run for (loaded after
+    /// the replica's warm-up, as controllers load adapters, or a new version).
     pub(super) fn needs_warmup(&self) -> bool {
-        self.checked.iter().any(|n| !self.warmed_for.contains(n))
+        self.pending().next().is_some()
     }
 
-    /// A warm-up ended: the adapters placed now have had theirs.
+    /// A warm-up ended (settled, or at its most): the adapters placed now have had theirs.
     pub(super) fn warm_ended(&mut self) {
-        self.warmed_for.extend(self.checked.iter().cloned());
+        self.warmed_for.extend(self.placed.iter().cloned());
     }
 
     pub(super) fn member(&mut self, sinks: &Sinks, version: &Version) -> Arc<Member> {
@@ -165,15 +176,26 @@ pub(super) struct Plan {
     /// llama-server's adapter ids by name, where it is one.
     pub(super) llama: Option<BTreeMap<String, i64>>,
     pub(super) prompt: String,
-    /// The adapters whose turn it is, each with whether it is asked: one placed here that
-    /// the replica does not list now is `missing` without a request (a request would be
-    /// answered by the base model where vLLM skips name validation, or load the adapter
-    /// again through a LoRA resolver, undoing an operator's unload).
-    pub(super) chosen: Vec<(Version, bool)>,
+    /// The adapters whose turn it is, each with what its turn does.
+    pub(super) chosen: Vec<(Version, Turn)>,
     /// Every adapter with series.
     pub(super) checked: Vec<Version>,
     pub(super) listed_here: BTreeMap<String, String>,
 }
+/// What an adapter's turn does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Turn {
+    Ask,
+    /// Placed here and not listed now, while another replica lists it (or a configured
+    /// name): `missing`, counted without a request. A request would not tell: vLLM with
+    /// `VLLM_SKIP_MODEL_NAME_VALIDATION` answers any name with the base model, and a LoRA
+    /// resolver loads the adapter again, undoing an operator's unload.
+    Missing,
+    /// Not listed here now, and no other replica has listed it since: unloaded everywhere,
+    /// going. Nothing counted.
+    Gone,
+}
+
 /// Read the listing and choose this round's adapters; the series follow the adapters.
 pub(super) async fn plan(
     prober: &Prober,
@@ -212,10 +234,13 @@ pub(super) async fn plan(
     // replica only, it was placed there, not lost here.
     let Replica { seen, here, .. } = &mut *replica;
     seen.retain(|n| union.contains_key(n) || here.contains_key(n));
-    let due = replica.found.elapsed() >= spec.interval * GRACE_INTERVALS;
-    // Placed here: configured names first (once listed here, or after the grace), then what
-    // this replica has listed, by name; the rest past the cap. Each at the path this
-    // replica lists it at (its own version), else the block's.
+    // Configured names are expected once the replica listed them, or after a grace (a
+    // controller loads adapters after the pod is ready); at once where the listing is not
+    // followed (`discover = false`: the server lists no adapters).
+    let due = !spec.discover || replica.found.elapsed() >= spec.interval * GRACE_INTERVALS;
+    // Placed here: configured names first, then what this replica has listed, by name; the
+    // rest past the cap. Each at the path this replica lists it at (its own version), else
+    // the block's.
     let version = |n: &String| {
         let root = replica.here.get(n).or_else(|| union.get(n));
         (n.clone(), root.cloned().unwrap_or_default())
@@ -248,14 +273,39 @@ pub(super) async fn plan(
         sinks.series.keep(&names);
         replica.checked = names;
     }
+    // What is kept per adapter goes with it.
     replica.members.retain(|v, _| placed.contains(v));
+    replica.tried.retain(|v, _| placed.contains(v));
+    replica.judged.retain(|v, _| placed.contains(v));
+    replica.warmed_for.retain(|v| placed.contains(v));
+    let Replica {
+        absent_since, here, ..
+    } = &mut *replica;
+    absent_since.retain(|n, _| !here.contains_key(n) && placed.iter().any(|(p, _)| p == n));
+    for (name, _) in &placed {
+        if !replica.here.contains_key(name) && !replica.absent_since.contains_key(name) {
+            replica.absent_since.insert(name.clone(), Instant::now());
+            if !replica.here.is_empty() || replica.seen.contains(name) {
+                tracing::warn!(target = %target.id, adapter = %name,
+                    "adapter check: an adapter placed on this replica is not listed by it now: counted missing while another replica lists it or it is a configured name, else unloaded everywhere");
+            }
+        }
+    }
     let ttl = spec.interval * MARK_INTERVALS;
     replica
         .marks
         .retain(|(v, _), (_, at)| placed.contains(v) && at.elapsed() < ttl);
+    replica.placed = placed.clone();
+    // While some adapters wait for their warm-up (placed after the others had theirs),
+    // only they take turns: the others were judged already.
+    let pending: Vec<Version> = replica.pending().cloned().collect();
+    let turns = match pending.is_empty() || replica.warmed_for.is_empty() {
+        true => placed.clone(),
+        false => pending,
+    };
     let at = prompt_at(
         replica.round,
-        placed.len(),
+        turns.len(),
         spec.per_round,
         spec.prompts.len(),
     );
@@ -266,25 +316,40 @@ pub(super) async fn plan(
         let mark = replica.marks.get(&(version.clone(), prompt.clone()));
         mark.is_some_and(|&(yes, _)| !yes)
     };
-    let (picked, next) = choose(&placed, replica.turn, spec.per_round, |v| !told_nothing(v));
-    let passed: Vec<String> = placed
-        .iter()
-        .filter(|v| told_nothing(v))
-        .map(|(n, _)| n.clone())
-        .collect();
+    let (picked, next) = choose(&turns, replica.turn, spec.per_round, |v| !told_nothing(v));
+    let passed: Vec<Version> = turns.iter().filter(|v| told_nothing(v)).cloned().collect();
     replica.turn = next;
-    // A configured name is asked unlisted only of a server that lists no adapter at all
-    // (one whose listing says nothing of them); any other unlisted adapter is `missing`.
-    let lists = !replica.seen.is_empty();
+    // A configured name is asked unlisted only of a server whose listing names no adapter
+    // (`discover = false`, or none listed here yet); any other unlisted adapter is
+    // `missing` where another replica lists it after this one stopped, else going.
+    let lists = spec.discover && !replica.seen.is_empty();
     let chosen = picked
         .into_iter()
         .map(|v| {
-            let ask = replica.here.contains_key(&v.0) || (!lists && spec.names.contains(&v.0));
-            (v, ask)
+            let named = spec.names.contains(&v.0);
+            let turn = if replica.here.contains_key(&v.0) || (named && !lists) {
+                Turn::Ask
+            } else if named {
+                Turn::Missing
+            } else {
+                let since = replica
+                    .absent_since
+                    .get(&v.0)
+                    .copied()
+                    .unwrap_or_else(Instant::now);
+                match sinks
+                    .fleets
+                    .listed_after(&sinks.family, &v.0, since, &replica.id)
+                {
+                    true => Turn::Missing,
+                    false => Turn::Gone,
+                }
+            };
+            (v, turn)
         })
         .collect();
-    for name in passed {
-        replica.tried(&name, &prompt, false);
+    for version in passed {
+        replica.tried(&version, &prompt, false);
     }
     Plan {
         llama: replica.llama.clone(),

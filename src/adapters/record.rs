@@ -92,6 +92,11 @@ pub async fn record(
                 });
             }
         }
+        if root.is_empty() {
+            eprintln!(
+                "warning: adapter {name:?} is recorded with no path (root): the server did not list it with one, so these references will judge every version of it (a rollout to new weights then reads diverged on the old replicas)"
+            );
+        }
         if answers.is_empty() {
             eprintln!(
                 "warning: adapter {name:?} answers every prompt as the base model does: it is applied nowhere on this endpoint, or these prompts are outside its training; recorded with no prompt to judge it by (the check reads it as changing nothing)"

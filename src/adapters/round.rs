@@ -11,7 +11,7 @@ use super::Sinks;
 use super::fleet::Version;
 use super::judge::{self, Verdict};
 use super::listing::refused_as_unknown;
-use super::plan::{Replica, plan};
+use super::plan::{Replica, Turn, plan};
 use crate::canary::book::Member;
 use crate::canary::compare::{self, Verdict as Compared};
 use crate::endpoint::Target;
@@ -92,7 +92,10 @@ pub(super) async fn run(
     let selections: Vec<_> = plan
         .chosen
         .iter()
-        .map(|((name, _), ask)| ask.then(|| select(Some(name))).flatten())
+        .map(|((name, _), turn)| match turn {
+            Turn::Ask => select(Some(name)),
+            Turn::Missing | Turn::Gone => None,
+        })
         .collect();
     let asked = join_all(selections.iter().map(|selection| async {
         match selection {
@@ -150,15 +153,18 @@ pub(super) async fn run(
             (None, None)
         }
     };
-    for ((version, _), answer) in plan.chosen.iter().zip(answers) {
+    for ((version, turn), answer) in plan.chosen.iter().zip(answers) {
         let name = &version.0;
         let Some(answer) = answer else {
-            // Placed here and not listed now: lost (never asked, see `Plan::chosen`).
-            ok = false;
+            // Not asked (see `Turn`): lost here, or going everywhere.
             state
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .tried(name, &plan.prompt, false);
+                .tried(version, &plan.prompt, false);
+            if *turn == Turn::Gone {
+                continue;
+            }
+            ok = false;
             sinks.series.check(name, "missing");
             show(
                 sinks,
@@ -212,7 +218,7 @@ pub(super) async fn run(
         state
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .tried(name, &plan.prompt, judged);
+            .tried(version, &plan.prompt, judged);
         sinks.series.check(name, result);
         show(sinks, name, result, &plan.prompt, detail);
     }

@@ -122,6 +122,22 @@ impl AdapterSpec {
                 self.max_adapters
             ));
         }
+        if let Some(golden) = &self.golden {
+            let mut any_root: Vec<&str> = golden
+                .adapters
+                .iter()
+                .filter(|(_, a)| a.root.is_empty())
+                .map(|(name, _)| name.as_str())
+                .collect();
+            any_root.sort_unstable();
+            if !any_root.is_empty() {
+                said.push(format!(
+                    "adapters: {} records {} with no path (root): their references judge every version of them, so during a rollout to new weights the replicas still serving the old read diverged and page; record on a server that lists the adapters' paths",
+                    golden.path,
+                    any_root.join(", ")
+                ));
+            }
+        }
         if node_local && self.golden.is_none() {
             said.push("adapters: on a node_local block each probe pod compares only the replicas on its node (no votes from other nodes, unlike the canary): with one replica per node an adapter's reference is that replica's own first answer, and one served as the base from the start is never seen; record references (adapters.golden, `inferprobe canary record --adapters`)".to_owned());
         }

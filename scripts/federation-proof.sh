@@ -415,6 +415,7 @@ UNUSED = [
     (r"inferprobe_session_|inferprobe:session_", "no session check configured"),
     (r"inferprobe_sampler_|inferprobe:.*sampler_", "no sampler check configured"),
     (r"inferprobe_adapters?_|inferprobe:.*adapter", "no adapter check configured"),
+    (r"inferprobe_ratelimit_", "no rate-limit headers: the simulators report no quota"),
     (r'sli_tpot_slow|slo="tpot"', "no TPOT threshold: the SLO sets ttft and e2el"),
 ]
 # ... or, for b alone, no successful probe: b's endpoint answers HTTP 500 before any token,

@@ -87,7 +87,9 @@ EOF
 )
 [ -n "$rep3" ] || { echo "could not pick free ports" >&2; exit 1; }
 
+# Its responses report a hosted API's quota, never reached (the rate-limit panels' series).
 "$bin" simulate --listen "127.0.0.1:$sim_port" --ttft 50ms --itl 5ms --jitter 0.3 \
+  --rate-limit 1000000000 --rate-limit-window 1h \
   --max-model-len 8192 --fault http_429=0.05 --fault reset=0.05 --fault error_event=0.03 >"$tmp/simulator.log" 2>&1 &
 pids+=($!)
 # The replicas of a discovered target: replica-3 is six times slower to first token,
@@ -100,9 +102,10 @@ for i in 0 1 2 3; do
   [ "$i" = 1 ] && corrupt=0.3
   cache=()
   [ "$i" = 2 ] && cache=(--fault cache_disabled=0.9) # faults exclude each other: 0.98 in all
-  # Each serves LoRA adapters a and b of its model (the adapter check's series).
+  # Each serves LoRA adapters a and b of its model (the adapter check's series), and
+  # reports a quota it never reaches.
   "$bin" simulate --listen "127.0.0.1:${replica_ports[$i]}" --ttft "$ttft" --itl 5ms --jitter 0.3 \
-    --served-model-name sim-replica --lora a --lora b \
+    --served-model-name sim-replica --lora a --lora b --rate-limit 1000000000 --rate-limit-window 1h \
     --corrupt-rate "$corrupt" --max-model-len 8192 --fault http_500=0.05 --fault reset=0.03 "${cache[@]}" \
     >"$tmp/replica-$i.log" 2>&1 &
   pids+=($!)

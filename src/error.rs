@@ -32,6 +32,7 @@ pub enum ErrorCategory {
     Http5xx,
     StreamInterrupted,
     StreamErrorEvent,
+    Overloaded,
     InvalidResponse,
     EmptyResponse,
     TooLarge,
@@ -42,7 +43,7 @@ pub enum ErrorCategory {
 impl ErrorCategory {
     /// Every category, so each target's error counters can start at zero (a series that
     /// appears only on the first failure breaks `rate()` and "absent" alerts).
-    pub const ALL: [ErrorCategory; 19] = [
+    pub const ALL: [ErrorCategory; 20] = [
         Self::Dns,
         Self::Connect,
         Self::Tls,
@@ -57,6 +58,7 @@ impl ErrorCategory {
         Self::Http5xx,
         Self::StreamInterrupted,
         Self::StreamErrorEvent,
+        Self::Overloaded,
         Self::InvalidResponse,
         Self::EmptyResponse,
         Self::TooLarge,
@@ -80,6 +82,7 @@ impl ErrorCategory {
             Self::Http5xx => "http_5xx",
             Self::StreamInterrupted => "stream_interrupted",
             Self::StreamErrorEvent => "stream_error_event",
+            Self::Overloaded => "overloaded",
             Self::InvalidResponse => "invalid_response",
             Self::EmptyResponse => "empty_response",
             Self::TooLarge => "too_large",
@@ -93,6 +96,9 @@ impl ErrorCategory {
         match status.as_u16() {
             401 | 403 => Self::Auth,
             429 => Self::RateLimited,
+            // Anthropic's "overloaded": the provider shedding load across its API, not a
+            // failure of the deployment (a 5xx).
+            529 => Self::Overloaded,
             400..=499 => Self::Http4xx,
             500..=599 => Self::Http5xx,
             // Redirects are not followed (a probe must measure the endpoint it was given, and
@@ -156,6 +162,10 @@ pub enum ProbeError {
     StreamInterrupted(String),
     #[error("error event in a 2xx stream: {0}")]
     StreamErrorEvent(String),
+    /// The provider said it is overloaded inside a 2xx response (Anthropic's
+    /// `overloaded_error`): load shed, as its HTTP 529 is.
+    #[error("the provider is overloaded (in a 2xx stream): {0}")]
+    Overloaded(String),
     #[error("invalid response: {0}")]
     InvalidResponse(String),
     #[error("the response carried no output token")]
@@ -188,6 +198,7 @@ impl ProbeError {
             Self::Redirect { .. } => ErrorCategory::InvalidResponse,
             Self::StreamInterrupted(_) => ErrorCategory::StreamInterrupted,
             Self::StreamErrorEvent(_) => ErrorCategory::StreamErrorEvent,
+            Self::Overloaded(_) => ErrorCategory::Overloaded,
             Self::InvalidResponse(_) => ErrorCategory::InvalidResponse,
             Self::EmptyResponse => ErrorCategory::EmptyResponse,
             Self::TooLarge(_) => ErrorCategory::TooLarge,

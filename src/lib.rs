@@ -55,6 +55,7 @@ pub mod otlp;
 pub mod prefix_check;
 pub mod probe;
 pub mod prompt;
+pub mod quota;
 pub mod record;
 pub mod report;
 pub mod sampling;

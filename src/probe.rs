@@ -22,6 +22,7 @@ use crate::endpoint::{ConnectionMode, Target};
 use crate::error::{ProbeError, closed_before_response};
 use crate::media::MediaSummary;
 use crate::prompt::Prompt;
+use crate::quota::Quota;
 use crate::record::{Measurement, RequestRecord};
 use crate::trace_context::TraceIds;
 
@@ -404,6 +405,7 @@ impl Prober {
         };
         let response_at = Instant::now();
         record.response_at = Some(response_at);
+        record.response.quota = Quota::read(response.headers(), std::time::SystemTime::now());
         if let Some(session) = &self.target.session {
             record.response.served_by = served_by(response.headers(), &session.served_by);
             record.response.echo = session

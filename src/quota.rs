@@ -17,7 +17,13 @@ use std::time::{Duration, SystemTime};
 use http::HeaderMap;
 
 /// What a quota counts: a bounded label value.
-pub const RESOURCES: [&str; 5] = ["requests", "tokens", "input_tokens", "output_tokens", "quota"];
+pub const RESOURCES: [&str; 5] = [
+    "requests",
+    "tokens",
+    "input_tokens",
+    "output_tokens",
+    "quota",
+];
 
 /// One resource's window as a response reported it.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -50,9 +56,18 @@ impl Quota {
         if !said {
             return None;
         }
-        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+        let text = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+        };
         let number = |name: &str| text(name).and_then(count);
-        let unix = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).ok().map(|d| d.as_secs_f64());
+        let unix = |t: SystemTime| {
+            t.duration_since(SystemTime::UNIX_EPOCH)
+                .ok()
+                .map(|d| d.as_secs_f64())
+        };
         let after = |d: Duration| unix(now.checked_add(d)?);
         let mut quota = Self::default();
         for (i, resource) in RESOURCES.iter().enumerate() {
@@ -73,9 +88,8 @@ impl Quota {
                 }
                 _ => {}
             }
-            let anthropic = |field: &str| {
-                format!("anthropic-ratelimit-{}-{field}", resource.replace('_', "-"))
-            };
+            let anthropic =
+                |field: &str| format!("anthropic-ratelimit-{}-{field}", resource.replace('_', "-"));
             if *resource != "quota" {
                 window.remaining = window.remaining.or_else(|| number(&anthropic("remaining")));
                 window.limit = window.limit.or_else(|| number(&anthropic("limit")));
@@ -118,7 +132,9 @@ fn go_duration(text: &str) -> Option<Duration> {
             .filter(|&n| n > 0)?;
         let value: f64 = rest[..digits].parse().ok()?;
         rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let scale = match &rest[..unit_len] {
             "h" => 3600.0,
             "m" => 60.0,
@@ -152,7 +168,10 @@ mod tests {
     const NOW: u64 = 1_800_000_000;
 
     fn at(pairs: &[(&str, &str)]) -> Option<Quota> {
-        Quota::read(&headers(pairs), SystemTime::UNIX_EPOCH + Duration::from_secs(NOW))
+        Quota::read(
+            &headers(pairs),
+            SystemTime::UNIX_EPOCH + Duration::from_secs(NOW),
+        )
     }
 
     #[test]
@@ -167,7 +186,10 @@ mod tests {
         ])
         .unwrap();
         let requests = q.windows[0].unwrap();
-        assert_eq!((requests.remaining, requests.limit), (Some(59.0), Some(60.0)));
+        assert_eq!(
+            (requests.remaining, requests.limit),
+            (Some(59.0), Some(60.0))
+        );
         assert_eq!(requests.reset_at, Some(NOW as f64 + 1.0));
         let tokens = q.windows[1].unwrap();
         assert_eq!(tokens.reset_at, Some(NOW as f64 + 360.0));
@@ -197,9 +219,21 @@ mod tests {
         assert_eq!(at(&[]), None);
         assert_eq!(at(&[("content-type", "text/event-stream")]), None);
         for bad in ["-1", "lots", "", "1e9", "NaN"] {
-            assert_eq!(at(&[("x-ratelimit-remaining-requests", bad)]), None, "{bad}");
+            assert_eq!(
+                at(&[("x-ratelimit-remaining-requests", bad)]),
+                None,
+                "{bad}"
+            );
         }
-        for bad in ["soon", "1x", "m", "1.2.3s", "-1s", "1e30", "9999999999999999999999999h"] {
+        for bad in [
+            "soon",
+            "1x",
+            "m",
+            "1.2.3s",
+            "-1s",
+            "1e30",
+            "9999999999999999999999999h",
+        ] {
             assert_eq!(at(&[("x-ratelimit-reset-tokens", bad)]), None, "{bad}");
         }
         assert_eq!(at(&[("retry-after", "tomorrow")]), None);

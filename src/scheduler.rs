@@ -146,6 +146,9 @@ pub async fn run(
             if probe.retried {
                 sinks.metrics.retried();
             }
+            if let Some(quota) = &probe.record.response.quota {
+                sinks.metrics.quota(quota);
+            }
             match &probe.outcome {
                 Outcome::Finished(result) => {
                     report::log_probe(&prober.target, &request_id, result, &probe);

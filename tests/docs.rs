@@ -201,9 +201,16 @@ fn documented_metrics() -> BTreeSet<String> {
 /// series until a discovered pool has them (Kubernetes, two versions); cached prompt
 /// tokens: none until a server reports them (the daemon here is scraped before a probe);
 /// a session's per-turn series: none until its turns ran.
-const ONLY_WHEN_USED: [(&str, &str); 22] = [
+const ONLY_WHEN_USED: [(&str, &str); 26] = [
     ("inferprobe_adapter_checks", "tests/adapters.rs"),
     ("inferprobe_adapter_recorded", "tests/adapters.rs"),
+    ("inferprobe_ratelimit_remaining", "tests/quota.rs"),
+    ("inferprobe_ratelimit_limit", "tests/quota.rs"),
+    (
+        "inferprobe_ratelimit_reset_timestamp_seconds",
+        "tests/quota.rs",
+    ),
+    ("inferprobe_retry_after_seconds", "tests/quota.rs"),
     (
         "inferprobe_adapter_recorded_other_version",
         "tests/adapters/gate.rs",

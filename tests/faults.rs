@@ -18,6 +18,8 @@ const FAULTS: &[(&str, &str, &str)] = &[
     ("f-429", "http_429", "rate_limited"),
     ("f-500", "http_500", "http_5xx"),
     ("f-401", "http_401", "auth"),
+    ("f-529", "http_529", "overloaded"),
+    ("f-overloaded", "overloaded_event", "overloaded"),
     ("f-context", "context_length", "context_length"),
     ("f-error-event", "error_event", "stream_error_event"),
     ("f-reset", "reset", "stream_interrupted"),
@@ -205,7 +207,7 @@ async fn random_faults_keep_the_books_balanced() {
                 Fault::Stall | Fault::TtftStall | Fault::Endless | Fault::Drip
             )
         })
-        .map(|&f| (f, 0.06))
+        .map(|&f| (f, 0.05))
         .collect();
     let sim = start_sim(SimConfig {
         ttft: Duration::from_millis(10),

@@ -88,6 +88,8 @@ mod prefix_routing;
 mod prefix_servers;
 #[path = "prometheus_rules.rs"]
 mod prometheus_rules;
+#[path = "quota.rs"]
+mod quota;
 #[path = "real_server.rs"]
 mod real_server;
 #[path = "real_server_adapters.rs"]

@@ -366,6 +366,25 @@ PANELS = [
             (per_probe("inferprobe_connections_opened_total"), "new connections"),
             (per_probe("inferprobe_request_retries_total"), "retried (keep-alive race)"),
         ),
+        timeseries(
+            "Rate-limit headroom", (0, 144, 12, 8),
+            "The share of its rate limit a hosted API said is left, by resource (requests, "
+            "tokens), in the responses' x-ratelimit-*, anthropic-ratelimit-* or RateLimit-* "
+            "headers: a quota running out shows here before the 429s (rate_limited). Shared "
+            "with every caller of the key; no data where the server sends no such headers.",
+            series("percentunit"),
+            (f"min by ({SITE}, target, resource) (inferprobe_ratelimit_remaining{sel()} "
+             f"/ (inferprobe_ratelimit_limit{sel()} > 0))", "{{target}} {{resource}} left"),
+        ),
+        timeseries(
+            "Rate-limit window resets in", (12, 144, 12, 8),
+            "Seconds until the rate-limit window the responses reported turns over (when "
+            "remaining is refilled), by resource.",
+            seconds(),
+            (f"max by ({SITE}, target, resource) "
+             f"(inferprobe_ratelimit_reset_timestamp_seconds{sel()}) - time()",
+             "{{target}} {{resource}}"),
+        ),
     ]),
 
     row("Correctness (canary)", 128, collapsed=True, panels=[

@@ -171,6 +171,10 @@ pub trait StreamParser: Send {
     }
 }
 
+/// The error class of a provider shedding load (Anthropic's, also in an OpenAI-shaped
+/// `{"error": …}` from gateways in front of it): `overloaded`, not the server's failure.
+const OVERLOADED: &str = "overloaded_error";
+
 /// What an event's data is, once the steps every stream format shares have run.
 pub(crate) enum Payload<'a> {
     /// The `[DONE]` sentinel (OpenAI's end marker; other formats tolerate it).
@@ -193,6 +197,7 @@ pub(crate) fn payload(event: &SseEvent) -> Result<Payload<'_>, ProbeError> {
                     .unwrap_or(&value);
                 // Anthropic's class (`overloaded_error`) says more than its message.
                 match error.get("type").and_then(Value::as_str) {
+                    Some(OVERLOADED) => return Err(ProbeError::Overloaded(error_message(error))),
                     Some(class) if class != "error" => format!("{class}: {}", error_message(error)),
                     _ => error_message(error),
                 }
@@ -219,12 +224,23 @@ pub(crate) fn payload(event: &SseEvent) -> Result<Payload<'_>, ProbeError> {
 /// is the same category whether it came as an event or as a whole 200 body.
 pub(crate) fn json_error(value: &Value) -> Option<ProbeError> {
     let map = value.as_object()?;
-    let message = match map.get("error") {
-        Some(error) if !error.is_null() => error_message(error),
-        _ if map.get("object").and_then(Value::as_str) == Some("error") => error_message(value),
-        _ => return None,
-    };
-    Some(ProbeError::StreamErrorEvent(message))
+    match map.get("error") {
+        Some(error) if !error.is_null() => Some(server_error(error)),
+        _ if map.get("object").and_then(Value::as_str) == Some("error") => {
+            Some(ProbeError::StreamErrorEvent(error_message(value)))
+        }
+        _ => None,
+    }
+}
+
+/// The server's error object (the value of `{"error": …}`) inside a 2xx response:
+/// `overloaded` where its type says the provider is shedding load, else the server's own
+/// error event.
+pub(crate) fn server_error(error: &Value) -> ProbeError {
+    match error.get("type").and_then(Value::as_str) {
+        Some(OVERLOADED) => ProbeError::Overloaded(error_message(error)),
+        _ => ProbeError::StreamErrorEvent(error_message(error)),
+    }
 }
 
 /// Parse an event's data as a JSON object, or fail as `invalid_response`.

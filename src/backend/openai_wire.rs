@@ -329,7 +329,7 @@ impl StreamParser for OpenAiStreamParser {
         let chunk: WireChunk<'_> = serde_json::from_str(data)
             .map_err(|e| ProbeError::InvalidResponse(format!("bad chunk JSON: {e}")))?;
         if let Some(error) = chunk.error.filter(|e| !e.is_null()) {
-            return Err(ProbeError::StreamErrorEvent(error_message(&error)));
+            return Err(super::server_error(&error));
         }
         if chunk.object.as_deref() == Some("error") {
             // Older vLLM sends the error object itself rather than {"error": {...}}.

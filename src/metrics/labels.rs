@@ -40,8 +40,11 @@ pub const BOUND: &str = "bound";
 /// A LoRA adapter of the target's model (the adapter check's series).
 pub const ADAPTER: &str = "adapter";
 
+/// What a rate limit counts (`requests`, `tokens`, …: [`crate::quota::RESOURCES`]).
+pub const RESOURCE: &str = "resource";
+
 /// Every name above.
-pub const RESERVED: [&str; 14] = [
+pub const RESERVED: [&str; 15] = [
     TARGET, MODEL, BACKEND, CATEGORY, REASON, GROUP, BASELINE, RESULT, CAPABILITY, RULE, SLO, LE,
-    BOUND, ADAPTER,
+    BOUND, ADAPTER, RESOURCE,
 ];

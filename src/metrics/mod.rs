@@ -15,6 +15,7 @@ pub mod labels;
 pub mod native;
 mod prefix;
 mod process;
+mod quota;
 mod register;
 mod runtime;
 mod sampler;
@@ -129,6 +130,7 @@ pub struct Metrics {
     session: session::SessionFamilies,
     sampler: sampler::SamplerFamilies,
     adapters: adapters::AdapterFamilies,
+    quota: quota::QuotaFamilies,
     spans: ExportMetrics,
     /// Recording a probe holds this shared; encoding holds it exclusively. So every scrape
     /// sees each probe entirely or not at all: `requests_total` = successes + errors and
@@ -357,6 +359,7 @@ impl Metrics {
                 self.adapters
                     .series(&labels, group.as_deref().unwrap_or(""))
             }),
+            quota: self.quota.clone(),
             labels,
             snapshot: Arc::clone(&self.snapshot),
             registered: self.prompt_tokens_total.clone(),
@@ -484,6 +487,7 @@ impl Metrics {
         self.session.remove(labels);
         self.sampler.remove(labels);
         self.adapters.remove(labels);
+        self.quota.remove(labels);
     }
 }
 

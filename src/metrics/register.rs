@@ -51,6 +51,7 @@ impl Metrics {
             session: Default::default(),
             sampler: Default::default(),
             adapters: Default::default(),
+            quota: Default::default(),
             spans: Default::default(),
             snapshot: Arc::default(),
             histograms: Arc::default(),
@@ -60,6 +61,7 @@ impl Metrics {
         m.session.register(r);
         m.sampler.register(r);
         m.adapters.register(r);
+        m.quota.register(r);
         r.register(
             "trace_spans_exported",
             "Probe spans the OTLP exporter delivered to the collector",

@@ -95,6 +95,8 @@ pub struct TargetMetrics {
     pub(super) sampler: Option<super::sampler::SamplerSeries>,
     /// For targets with an adapter check.
     pub(super) adapters: Option<super::adapters::AdapterSeries>,
+    /// The rate-limit headroom its responses report.
+    pub(super) quota: super::quota::QuotaFamilies,
     pub(super) snapshot: Arc<RwLock<()>>,
     /// A family every registered target has a series in (`prompt_tokens_total`), removed
     /// with the target's.
@@ -134,6 +136,11 @@ impl TargetMetrics {
     /// The adapter check's series (`None` without one).
     pub fn adapters(&self) -> Option<&super::adapters::AdapterSeries> {
         self.adapters.as_ref()
+    }
+
+    /// What a workload probe's response said of the rate limit ([`crate::quota`]).
+    pub fn quota(&self, quota: &crate::quota::Quota) {
+        self.quota.set(&self.labels, quota);
     }
 
     /// The sampler check's series (`None` without one).

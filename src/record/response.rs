@@ -43,6 +43,8 @@ pub struct ResponseInfo {
     /// The response's values of the session's affinity headers, sent back on the next turn
     /// (llm-d returns `x-session-token` and routes a request that carries it back).
     pub echo: Vec<(http::HeaderName, http::HeaderValue)>,
+    /// What the response head said of the caller's rate limit, whatever its status.
+    pub quota: Option<crate::quota::Quota>,
 }
 
 /// One tool call as it arrived: the function's name and its arguments' text (JSON, if the

@@ -90,6 +90,9 @@ pub struct SimConfig {
     /// LoRA adapters, as vLLM serves them (`super::adapters`).
     #[command(flatten)]
     pub lora: Box<super::adapters::LoraFlags>,
+    /// A hosted API's request quota (`super::ratelimit`).
+    #[command(flatten)]
+    pub limits: Box<super::ratelimit::RateLimitFlags>,
 }
 
 /// `--replicas N --route R`: the simulator as a gateway in front of N replicas, each with
@@ -325,6 +328,7 @@ impl Default for SimConfig {
             gateway: Box::default(),
             max_model_len: None,
             lora: Box::default(),
+            limits: Box::default(),
         }
     }
 }

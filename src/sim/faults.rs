@@ -20,6 +20,11 @@ pub enum Fault {
     Http500,
     /// HTTP 401 with a JSON error.
     Http401,
+    /// HTTP 529 with Anthropic's `overloaded_error`: the provider shedding load.
+    Http529,
+    /// Anthropic's `overloaded_error` halfway through a 200 stream (an `event: error` in
+    /// its dialect, an `{"error": …}` of that type in the others).
+    OverloadedEvent,
     /// HTTP 400 in the dialect's error shape, worded as vLLM refuses a prompt longer than
     /// its window (`--max-model-len`, or `auto` shrunk to fit memory).
     ContextLength,
@@ -69,10 +74,12 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 20] = [
+    pub const ALL: [Fault; 22] = [
         Self::Http429,
         Self::Http500,
         Self::Http401,
+        Self::Http529,
+        Self::OverloadedEvent,
         Self::ContextLength,
         Self::ErrorEvent,
         Self::Reset,
@@ -111,6 +118,8 @@ impl Fault {
             Self::Http429 => "http_429",
             Self::Http500 => "http_500",
             Self::Http401 => "http_401",
+            Self::Http529 => "http_529",
+            Self::OverloadedEvent => "overloaded_event",
             Self::ContextLength => "context_length",
             Self::ErrorEvent => "error_event",
             Self::Reset => "reset",

@@ -19,6 +19,7 @@ pub mod model;
 mod parts;
 mod plan;
 mod prefix_cache;
+pub mod ratelimit;
 mod render;
 mod request;
 mod respond;
@@ -73,6 +74,7 @@ struct Shared {
     prefix_caches: Vec<Mutex<prefix_cache::PrefixCache>>,
     next_replica: std::sync::atomic::AtomicUsize,
     adapters: adapters::Adapters,
+    limiter: Option<ratelimit::Limiter>,
 }
 
 /// Requests whose trace context `/sim/traces` remembers.
@@ -125,6 +127,7 @@ pub async fn serve(
         prefix_caches,
         next_replica: std::sync::atomic::AtomicUsize::new(0),
         adapters: adapters::Adapters::new(&config.lora),
+        limiter: ratelimit::Limiter::new(&config.limits),
         config,
     });
     let options = crate::server::ServeOptions {
@@ -188,8 +191,15 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Result<Response<Body
             None => return Ok(error(StatusCode::NOT_FOUND, "no such endpoint")),
         },
     };
+    // A hosted API's quota: its headers on every answer, a 429 past it.
+    let quota = match shared.limiter.as_ref().map(|l| l.admit(dialect)) {
+        Some(Err(refused)) => return Ok(*refused),
+        Some(Ok(headers)) => headers,
+        None => http::HeaderMap::new(),
+    };
     let mut served_by = None;
     let mut response = generate(req, shared, dialect, &mut served_by).await;
+    response.headers_mut().extend(quota);
     // Behind a gateway, every answer of a request it routed names the replica.
     if let (Some(replica), true) = (served_by, shared.prefix_caches.len() > 1) {
         if let Ok(value) = header::HeaderValue::from_str(&format!("replica-{replica}")) {

@@ -182,8 +182,15 @@ pub fn stream_plan(
     for j in 0..=chunks {
         if j == strike_at {
             match fault {
-                Some(Fault::ErrorEvent) => {
-                    send(&mut steps, t, r.error(&ctx));
+                Some(fault @ (Fault::ErrorEvent | Fault::OverloadedEvent)) => {
+                    let event = match (fault, req.dialect) {
+                        (Fault::ErrorEvent, _) => r.error(&ctx),
+                        (_, Dialect::Anthropic) => {
+                            format!("event: error\ndata: {}\n\n", super::respond::OVERLOADED)
+                        }
+                        _ => format!("data: {}\n\n", super::respond::OVERLOADED),
+                    };
+                    send(&mut steps, t, event);
                     if matches!(
                         req.dialect,
                         Dialect::Completions | Dialect::Chat | Dialect::Audio

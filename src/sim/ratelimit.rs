@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::Body;
 use super::request::Dialect;
 
-#[derive(Clone, Debug, Default, PartialEq, clap::Args)]
+#[derive(Clone, Debug, PartialEq, clap::Args)]
 pub struct RateLimitFlags {
     /// Requests a window (HTTP 429 past it), reported on every response as hosted APIs do.
     #[arg(long, value_name = "REQUESTS", value_parser = clap::value_parser!(u32).range(1..))]
@@ -21,6 +21,15 @@ pub struct RateLimitFlags {
     /// The rate limit's window.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub rate_limit_window: Duration,
+}
+
+impl Default for RateLimitFlags {
+    fn default() -> Self {
+        Self {
+            rate_limit: None,
+            rate_limit_window: Duration::from_secs(60),
+        }
+    }
 }
 
 /// The quota's state: when the window started and the requests it admitted.
@@ -40,7 +49,7 @@ impl Limiter {
     }
 
     /// Admit one request: the headers its response carries, or the 429 it gets.
-    pub fn admit(&self, dialect: Dialect) -> Result<HeaderMap, Response<Body>> {
+    pub fn admit(&self, dialect: Dialect) -> Result<HeaderMap, Box<Response<Body>>> {
         let now = Instant::now();
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if now.duration_since(state.0) >= self.window {
@@ -55,13 +64,14 @@ impl Limiter {
         if admitted {
             return Ok(headers);
         }
-        let mut refused = super::respond::error(StatusCode::TOO_MANY_REQUESTS, "simulated quota exhausted");
+        let mut refused =
+            super::respond::error(StatusCode::TOO_MANY_REQUESTS, "simulated quota exhausted");
         refused.headers_mut().extend(headers);
         let seconds = left.as_secs() + u64::from(left.subsec_nanos() > 0);
         refused
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
-        Err(refused)
+        Err(Box::new(refused))
     }
 
     fn headers(&self, dialect: Dialect, remaining: u32, left: Duration) -> HeaderMap {
@@ -74,12 +84,18 @@ impl Limiter {
         if dialect == Dialect::Anthropic {
             let reset = humantime::format_rfc3339_seconds(SystemTime::now() + left);
             put("anthropic-ratelimit-requests-limit", self.limit.to_string());
-            put("anthropic-ratelimit-requests-remaining", remaining.to_string());
+            put(
+                "anthropic-ratelimit-requests-remaining",
+                remaining.to_string(),
+            );
             put("anthropic-ratelimit-requests-reset", reset.to_string());
         } else {
             put("x-ratelimit-limit-requests", self.limit.to_string());
             put("x-ratelimit-remaining-requests", remaining.to_string());
-            put("x-ratelimit-reset-requests", format!("{:.3}s", left.as_secs_f64()));
+            put(
+                "x-ratelimit-reset-requests",
+                format!("{:.3}s", left.as_secs_f64()),
+            );
         }
         map
     }

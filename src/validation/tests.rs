@@ -37,6 +37,7 @@ fn response(text: &str, finish: Option<&str>, model: Option<&str>) -> ResponseIn
         reasoning: None,
         served_by: None,
         echo: Vec::new(),
+        quota: None,
     }
 }
 

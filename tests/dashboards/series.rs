@@ -50,6 +50,10 @@ pub(super) const EXPORTED_SERIES: &[&str] = &[
     "inferprobe_sampler_miscalibrated_windows_in_row",
     // The adapter check (issue 58): an adapter's checks, the base model's, the prompts that
     // tell an adapter from the base.
+    // Rate-limit headroom (issue 59): what a hosted API's headers say is left.
+    "inferprobe_ratelimit_remaining",
+    "inferprobe_ratelimit_limit",
+    "inferprobe_ratelimit_reset_timestamp_seconds",
     "inferprobe_adapter_checks_total",
     "inferprobe_adapter_base_checks_total",
     "inferprobe_adapter_informative_prompts",

@@ -298,6 +298,7 @@ pub fn backends(input: &[u8]) {
                 e.category(),
                 ErrorCategory::StreamInterrupted
                     | ErrorCategory::StreamErrorEvent
+                    | ErrorCategory::Overloaded
                     | ErrorCategory::InvalidResponse
                     | ErrorCategory::EmptyResponse
                     | ErrorCategory::TooLarge

@@ -35,9 +35,26 @@ fn anthropic_stream_skips_placeholders_and_counts_cumulative_usage() {
         true,
     );
     let err = result.unwrap_err();
+    // Load shed by the provider: its own category, not the server's error event.
+    assert_eq!(err.category(), crate::error::ErrorCategory::Overloaded);
     assert_eq!(
         err.to_string(),
-        "error event in a 2xx stream: overloaded_error: Overloaded"
+        "the provider is overloaded (in a 2xx stream): Overloaded"
+    );
+    let other = error.replace("overloaded_error", "api_error");
+    let (result, _) = run(
+        BackendKind::Anthropic,
+        &format!("{first_four}{other}"),
+        true,
+    );
+    let err = result.unwrap_err();
+    assert_eq!(
+        err.category(),
+        crate::error::ErrorCategory::StreamErrorEvent
+    );
+    assert_eq!(
+        err.to_string(),
+        "error event in a 2xx stream: api_error: Overloaded"
     );
 }
 

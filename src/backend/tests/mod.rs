@@ -126,6 +126,7 @@ fn openai_parser_fills_response_info() {
             reasoning: None,
             served_by: None,
             echo: Vec::new(),
+            quota: None,
         }
     );
 }

@@ -96,7 +96,7 @@ impl Render for Anthropic {
     fn error(&self, _: &Ctx) -> String {
         event(
             "error",
-            &json!({ "type": "error", "error": { "type": "overloaded_error", "message": "Overloaded" } }),
+            &json!({ "type": "error", "error": { "type": "api_error", "message": "Internal server error" } }),
         )
     }
 }

@@ -16,7 +16,7 @@ mod warmup;
 use std::path::Path;
 use std::time::Duration;
 
-use common::adapters::{BAD, base, checks, pool_config, pool_file, post, sim};
+use common::adapters::{BAD, base, checks, lone_config, pool_config, pool_file, post, record, sim};
 use common::{Scrape, start_daemon, start_sim};
 use inferprobe::sim::adapters::AdapterFault;
 
@@ -139,18 +139,7 @@ async fn an_adapter_served_as_the_base_everywhere_reads_as_changing_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adapters_loaded_and_unloaded_at_run_time_are_followed() {
     let server = start_sim(sim(&[], &[])).await;
-    let config = format!(
-        r#"
-        [[targets]]
-        name = "lone"
-        url = "{}"
-        model = "m"
-        backend = "openai"
-        rate = 1e-6
-        adapters = {{ interval = "20ms" }}
-        "#,
-        server.url()
-    );
+    let config = lone_config(&server.url(), r#"interval = "20ms""#);
     let daemon = start_daemon(&config).await;
     let applied = |s: &Scrape| {
         s.sum(
@@ -251,22 +240,10 @@ async fn five_hundred_adapters_get_series_for_the_cap_only() {
 /// pool serving an adapter as the base: learned ones cannot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recorded_references_find_an_adapter_served_as_the_base_everywhere() {
-    use inferprobe::adapters::record_golden as record;
-    use inferprobe::canary::record::{RecordArgs, write};
     let trusted = start_sim(sim(&["a", "b"], &[])).await;
     let dir = tempfile::tempdir().unwrap();
     let golden_path = dir.path().join("golden.json");
-    let args = RecordArgs {
-        backend: Some("openai-chat".into()),
-        url: Some(trusted.url()),
-        model: Some("m".into()),
-        max_tokens: Some(16),
-        adapters: true,
-        out: golden_path.clone(),
-        ..RecordArgs::default()
-    };
-    let golden = record(&args).await.unwrap();
-    write(&golden, &golden_path).unwrap();
+    let golden = record(&trusted.url(), &golden_path).await;
     let names: Vec<&str> = golden.adapters.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["a", "b"]);
     assert_eq!(golden.adapters[0].root, "/adapters/a");

@@ -59,11 +59,13 @@ async fn every_family_at_once_passes_the_strict_parsers() {
         ..SimConfig::default()
     })
     .await;
-    // Each serves a LoRA adapter `a` of `m`, for the adapter check's series.
+    // Each serves a LoRA adapter `a` of `m`, for the adapter check's series, and reports a
+    // quota it never reaches, for the rate-limit series.
     let with_adapter = |seed| {
         let mut config = sim(seed);
         config.lora.adapters = vec![("a".into(), "/adapters/a".into())];
         config.lora.served_model_name = Some("m".into());
+        config.limits.rate_limit = Some(1_000_000_000);
         config
     };
     let (v1, v2) = (
@@ -154,6 +156,7 @@ async fn every_family_at_once_passes_the_strict_parsers() {
             ) >= 1.0
             && baseline >= 1.0
             && s.sum("inferprobe_adapter_checks_total", &[("adapter", "a")]) >= 1.0
+            && s.sum("inferprobe_ratelimit_remaining", &[]) >= 1.0
     };
     let scrape = daemon.wait_for(Duration::from_secs(60), features).await;
     let openmetrics = daemon

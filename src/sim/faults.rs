@@ -9,6 +9,10 @@ use std::str::FromStr;
 
 use rand::{Rng, RngExt};
 
+/// Anthropic's error object for a provider shedding load (`http_529`, `overloaded_event`).
+pub const OVERLOADED: &str =
+    r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+
 /// Request header that forces a fault for one request (e.g. a target's `headers`).
 pub const FAULT_HEADER: &str = "x-inferprobe-fault";
 

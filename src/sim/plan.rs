@@ -186,9 +186,9 @@ pub fn stream_plan(
                     let event = match (fault, req.dialect) {
                         (Fault::ErrorEvent, _) => r.error(&ctx),
                         (_, Dialect::Anthropic) => {
-                            format!("event: error\ndata: {}\n\n", super::respond::OVERLOADED)
+                            format!("event: error\ndata: {}\n\n", super::faults::OVERLOADED)
                         }
-                        _ => format!("data: {}\n\n", super::respond::OVERLOADED),
+                        _ => format!("data: {}\n\n", super::faults::OVERLOADED),
                     };
                     send(&mut steps, t, event);
                     if matches!(

@@ -19,10 +19,6 @@ use super::{Body, SimConfig, plan, render};
 pub const HISTORY_REJECTED: &str =
     "Conversation roles must alternate user/assistant/user/assistant/... None";
 
-/// Anthropic's error object for a provider shedding load.
-pub const OVERLOADED: &str =
-    r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
-
 /// The response a status fault or a refusal before generation makes, if any: a
 /// gateway's 429, a 500, a 401, the `context_length` fault, a rejected schema, a
 /// history with tool calls the template cannot render.
@@ -43,8 +39,7 @@ pub fn refusal(
         Fault::Http500 => error(StatusCode::INTERNAL_SERVER_ERROR, "simulated server error"),
         // Anthropic's body, whatever the dialect: gateways in front of it pass it on.
         Fault::Http529 => {
-            let body = json!({ "type": "error", "error": { "type": "overloaded_error", "message": "Overloaded" } });
-            let mut response = Response::new(full(Bytes::from(body.to_string())));
+            let mut response = Response::new(full(Bytes::from(super::faults::OVERLOADED)));
             *response.status_mut() =
                 StatusCode::from_u16(529).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
             response.headers_mut().insert(
@@ -114,7 +109,7 @@ pub async fn whole(
         Some(Fault::ErrorEvent) => {
             json!({"error": {"message": "simulated failure", "type": "InternalServerError", "code": 500}}).to_string()
         }
-        Some(Fault::OverloadedEvent) => OVERLOADED.to_string(),
+        Some(Fault::OverloadedEvent) => super::faults::OVERLOADED.to_string(),
         Some(Fault::MalformedJson) => body.to_string()[..8].to_owned(),
         Some(Fault::NoDone | Fault::Empty) => String::new(),
         Some(Fault::Reset) => {

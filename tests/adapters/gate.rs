@@ -15,8 +15,6 @@ use common::rollout::{
     assert_never_failed, at_least, discovery_block, flagger_pod, prompts, roll, stable_pool, until,
 };
 use common::{Sim, start_daemon, start_sim};
-use inferprobe::adapters::record_golden;
-use inferprobe::canary::record::{RecordArgs, write};
 use inferprobe::sim::adapters::AdapterFault;
 
 /// The new version whose adapter `a` (new weights) is served as the base model.
@@ -53,17 +51,7 @@ async fn the_gates_judge_a_new_adapter_version_against_its_recorded_references()
     let dir = tempfile::tempdir().unwrap();
     let trusted = replica("/ad/a-v2", None).await;
     let golden_path = dir.path().join("adapters.json");
-    let args = RecordArgs {
-        backend: Some("openai-chat".into()),
-        url: Some(trusted.url()),
-        model: Some("m".into()),
-        max_tokens: Some(16),
-        adapters: true,
-        out: golden_path.clone(),
-        ..RecordArgs::default()
-    };
-    let golden = record_golden(&args).await.unwrap();
-    write(&golden, &golden_path).unwrap();
+    common::adapters::record(&trusted.url(), &golden_path).await;
     let other = start_sim(canary_sim(7)).await;
     let prompts = prompts(dir.path(), (&trusted.url(), &other.url()), "m", None).await;
 

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::common;
-use common::adapters::{BAD, checks, pool_config, pool_file, post, sim};
+use common::adapters::{BAD, checks, lone_config, pool_config, pool_file, post, sim};
 use common::{Scrape, start_daemon, start_sim};
 
 /// An adapter loaded after the replica's warm-up (a controller loads adapters once the pod
@@ -16,18 +16,7 @@ use common::{Scrape, start_daemon, start_sim};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_adapter_loaded_after_the_warm_up_gets_its_own() {
     let server = start_sim(sim(&[], &[])).await;
-    let config = format!(
-        r#"
-        [[targets]]
-        name = "lone"
-        url = "{}"
-        model = "m"
-        backend = "openai"
-        rate = 1e-6
-        adapters = {{ interval = "20s", names = ["y"] }}
-        "#,
-        server.url()
-    );
+    let config = lone_config(&server.url(), r#"interval = "20s", names = ["y"]"#);
     let daemon = start_daemon(&config).await;
     // The replica's own warm-up: the base model's rounds, nothing placed yet.
     let base = |s: &Scrape| s.sum("inferprobe_adapter_base_checks_total", &[]);
@@ -76,18 +65,7 @@ async fn a_late_adapter_s_warm_up_asks_it_alone() {
     let names: Vec<String> = (0..19).map(|i| format!("lora-{i:02}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let server = start_sim(sim(&refs, &[])).await;
-    let config = format!(
-        r#"
-        [[targets]]
-        name = "lone"
-        url = "{}"
-        model = "m"
-        backend = "openai"
-        rate = 1e-6
-        adapters = {{ interval = "10s" }}
-        "#,
-        server.url()
-    );
+    let config = lone_config(&server.url(), r#"interval = "10s""#);
     let daemon = start_daemon(&config).await;
     let base = |s: &Scrape| s.sum("inferprobe_adapter_base_checks_total", &[]);
     let judged = |s: &Scrape, name: &str| {
@@ -136,17 +114,9 @@ async fn a_late_adapter_s_warm_up_asks_it_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configured_names_of_a_server_that_lists_none_are_asked_at_once() {
     let server = start_sim(sim(&["a"], &[])).await;
-    let config = format!(
-        r#"
-        [[targets]]
-        name = "lone"
-        url = "{}"
-        model = "m"
-        backend = "openai"
-        rate = 1e-6
-        adapters = {{ interval = "4s", names = ["a"], discover = false }}
-        "#,
-        server.url()
+    let config = lone_config(
+        &server.url(),
+        r#"interval = "4s", names = ["a"], discover = false"#,
     );
     let started = std::time::Instant::now();
     let daemon = start_daemon(&config).await;

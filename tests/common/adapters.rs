@@ -44,6 +44,40 @@ pub fn pool_config(file: &Path, adapters: &str) -> String {
     )
 }
 
+/// One target `lone` (model `m`, the completions API) at `url`, checked by the adapter
+/// check with `adapters`' settings.
+pub fn lone_config(url: &str, adapters: &str) -> String {
+    format!(
+        r#"
+        [[targets]]
+        name = "lone"
+        url = "{url}"
+        model = "m"
+        backend = "openai"
+        rate = 1e-6
+        adapters = {{ {adapters} }}
+        "#
+    )
+}
+
+/// The golden file `canary record --adapters` writes at `path` from the chat endpoint at
+/// `url` (16 tokens), and what it holds.
+pub async fn record(url: &str, path: &Path) -> inferprobe::endpoint::canary::Golden {
+    use inferprobe::canary::record::{RecordArgs, write};
+    let args = RecordArgs {
+        backend: Some("openai-chat".into()),
+        url: Some(url.to_owned()),
+        model: Some("m".into()),
+        max_tokens: Some(16),
+        adapters: true,
+        out: path.to_owned(),
+        ..RecordArgs::default()
+    };
+    let golden = inferprobe::adapters::record_golden(&args).await.unwrap();
+    write(&golden, path).unwrap();
+    golden
+}
+
 /// A file_sd file naming each simulator as a pod `r<i>` of model `m`.
 pub fn pool_file(dir: &Path, sims: &[&Sim]) -> std::path::PathBuf {
     let addresses: Vec<String> = sims.iter().map(|s| s.addr.to_string()).collect();

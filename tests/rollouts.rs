@@ -12,12 +12,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::canary::sim;
-use common::gates::{self, ArgoLimits, Canary, Phase};
+use common::gates::{self, ArgoLimits, Phase};
 use common::prometheus::Prometheus;
 use common::rollout::{
-    ALIKE, Analysis, FLAGGER_ROLLBACK, Gate, STABLE, TWO_MINUTES, analyse, argo_pod, assert_argo,
-    assert_never_failed, at_least, discovery_block, flagger_pod, prompts, prove, roll, stable_pool,
-    until,
+    ALIKE, Analysis, Gate, STABLE, analyse, argo_pod, assert_passed, assert_stopped_by, at_least,
+    discovery_block, flagger_pod, prompts, prove, roll, stable_pool, until,
 };
 use common::templates::{argo, flagger};
 use common::{Sim, start_daemon, start_sim};
@@ -352,7 +351,6 @@ async fn the_gates_stop_a_version_whose_sampler_ignores_top_k_on_a_real_promethe
     let started = Instant::now();
     let mut healthy = Analysis::new(ALIKE, "good", SCALE);
     let mut faulty = Analysis::new(TOP_K_IGNORED, "topk", SCALE);
-    let two_minutes = TWO_MINUTES / SCALE;
     analyse(&prometheus, SCALE, &mut [&mut healthy, &mut faulty], |a| {
         a.iter().all(|a| a.done())
     })
@@ -377,36 +375,15 @@ async fn the_gates_stop_a_version_whose_sampler_ignores_top_k_on_a_real_promethe
     daemon.stop().await;
 
     // The healthy version: never Failed nor Error, Successful and promoted in time.
-    assert_never_failed(&healthy, &report);
-    assert_argo(&healthy, Phase::Successful, two_minutes, &report);
-    assert!(
-        healthy.conclusive_at()[sampler].is_some_and(|t| t <= two_minutes),
-        "{report}"
-    );
-    assert_eq!(healthy.canary, Canary::Promoted, "{report}");
+    assert_passed(&healthy, sampler, SCALE, &report);
     // The version ignoring top-k: its sampler metric never passed; the canary's never
     // failed it (a greedy check never reaches the sampler); Failed and rolled back in time.
     assert!(outside > 0.0, "no token outside the support\n{report}");
-    for (t, values, phase) in &faulty.every_second[sampler] {
-        assert!(
-            *phase != Phase::Successful,
-            "the sampler metric passed top-k ignored at {t}s: {values:?}\n{report}"
-        );
-    }
-    for (i, metric) in faulty.every_second.iter().enumerate() {
-        if i != sampler {
-            assert!(
-                metric.iter().all(|(_, _, phase)| *phase != Phase::Failed),
-                "the canary failed a version whose greedy answers are right\n{report}"
-            );
-        }
-    }
-    assert_argo(&faulty, Phase::Failed, two_minutes, &report);
-    assert_eq!(faulty.canary, Canary::RolledBack, "{report}");
-    assert!(
-        faulty
-            .flagger_at
-            .is_some_and(|t| t <= FLAGGER_ROLLBACK / SCALE),
-        "{report}"
+    assert_stopped_by(
+        &faulty,
+        sampler,
+        "whose greedy answers are right",
+        SCALE,
+        &report,
     );
 }

@@ -227,8 +227,7 @@ pub(super) async fn run(
     for version in &plan.checked {
         let file = recorded(spec, target);
         let golden = file.and_then(|g| g.adapter(&version.0, &version.1));
-        // Recorded, but at another path than this replica serves: not the version recorded.
-        let other = golden.is_none() && file.is_some_and(|g| g.adapters.contains_key(&version.0));
+        let other = file.is_some_and(|g| g.other_version(&version.0, &version.1));
         let (yes, no) = match golden {
             Some(g) => (
                 g.answers.len(),

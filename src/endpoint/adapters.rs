@@ -58,6 +58,12 @@ impl Recorded {
         let same = recorded.root.is_empty() || root.is_empty() || recorded.root == root;
         same.then_some(recorded)
     }
+
+    /// Whether the file records adapter `name` at another path than `root`: the replica
+    /// serves a version that was not recorded.
+    pub fn other_version(&self, name: &str, root: &str) -> bool {
+        self.adapters.contains_key(name) && self.adapter(name, root).is_none()
+    }
 }
 
 impl AdapterSpec {

@@ -3,15 +3,11 @@
 //! `Retry-After`. A series is made on the first response that says: a server that never
 //! sends such headers has none, not a 0 that would read as a spent quota.
 
-use std::sync::atomic::AtomicU64;
-
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::{LabeledFamily, TargetLabels, labels};
+use super::{F64Gauge, LabeledFamily, TargetLabels, labels};
 use crate::quota::{Quota, RESOURCES};
 
-type F64Gauge = Gauge<f64, AtomicU64>;
 type ByResource = (TargetLabels, [(&'static str, &'static str); 1]);
 
 #[derive(Clone, Debug, Default)]

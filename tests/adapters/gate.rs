@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use crate::common;
 use common::canary::sim as canary_sim;
-use common::gates::{Canary, Phase};
+use common::gates::Canary;
 use common::prometheus::Prometheus;
 use common::rollout::{
-    ALIKE, Analysis, FLAGGER_ROLLBACK, STABLE, TWO_MINUTES, analyse, argo_pod, assert_argo,
-    assert_never_failed, at_least, discovery_block, flagger_pod, prompts, roll, stable_pool, until,
+    ALIKE, Analysis, STABLE, analyse, argo_pod, assert_passed, assert_stopped_by, at_least,
+    discovery_block, flagger_pod, prompts, roll, stable_pool, until,
 };
 use common::{Sim, start_daemon, start_sim};
 use inferprobe::sim::adapters::AdapterFault;
@@ -143,7 +143,6 @@ async fn the_gates_judge_a_new_adapter_version_against_its_recorded_references()
     let mut learned = Analysis::new(BASE_SERVED, "learned", SCALE);
     let mut dropped = Analysis::new(BASE_SERVED, "dropped", SCALE);
     let mut unrolled = Analysis::new(BASE_SERVED, "unrolled", SCALE);
-    let two_minutes = TWO_MINUTES / SCALE;
     analyse(
         &prometheus,
         SCALE,
@@ -227,36 +226,10 @@ async fn the_gates_judge_a_new_adapter_version_against_its_recorded_references()
     assert!(count(BASE_SERVED, "a", "base_served") >= 3.0, "{report}");
     // The healthy version: never Failed nor Error, Successful and promoted in time, its
     // adapter metric conclusive within the run.
-    assert_never_failed(&good, &report);
-    assert_argo(&good, Phase::Successful, two_minutes, &report);
-    assert!(
-        good.conclusive_at()[adapters].is_some_and(|t| t <= two_minutes),
-        "{report}"
-    );
-    assert_eq!(good.canary, Canary::Promoted, "{report}");
+    assert_passed(&good, adapters, SCALE, &report);
     // The faulty one: the adapter metric never passed it; no other metric failed it (its
     // base model is the stable one's); Failed and rolled back in time.
-    for (t, values, phase) in &bad.every_second[adapters] {
-        assert!(
-            *phase != Phase::Successful,
-            "the adapter metric passed an adapter served as the base at {t}s: {values:?}\n{report}"
-        );
-    }
-    for (i, metric) in bad.every_second.iter().enumerate() {
-        if i != adapters {
-            assert!(
-                metric.iter().all(|(_, _, phase)| *phase != Phase::Failed),
-                "another metric failed a version whose base model is right\n{report}"
-            );
-        }
-    }
-    assert_argo(&bad, Phase::Failed, two_minutes, &report);
-    assert_eq!(bad.canary, Canary::RolledBack, "{report}");
-    assert!(
-        bad.flagger_at
-            .is_some_and(|t| t <= FLAGGER_ROLLBACK / SCALE),
-        "{report}"
-    );
+    assert_stopped_by(&bad, adapters, "whose base model is right", SCALE, &report);
     // Without recorded references the new version's replicas are compared with each other
     // only: `a` never reads applied there, so the metric waits and Flagger's failed checks
     // roll it back; it never passes.

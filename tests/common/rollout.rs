@@ -177,6 +177,50 @@ pub fn assert_argo(analysis: &Analysis, phase: Phase, seconds: u64, context: &st
     );
 }
 
+/// A healthy version's run, `metric` among its metrics: never Failed nor Error, Successful
+/// in Argo within two minutes (scaled by `scale`) with `metric` conclusive by then, and
+/// promoted by Flagger.
+pub fn assert_passed(analysis: &Analysis, metric: usize, scale: u64, report: &str) {
+    let two_minutes = TWO_MINUTES / scale;
+    assert_never_failed(analysis, report);
+    assert_argo(analysis, Phase::Successful, two_minutes, report);
+    assert!(
+        analysis.conclusive_at()[metric].is_some_and(|t| t <= two_minutes),
+        "{report}"
+    );
+    assert_eq!(analysis.canary, Canary::Promoted, "{report}");
+}
+
+/// A faulty version only `metric` can stop (`why`: why the others pass it): `metric` never
+/// passed it at any second, no other metric ever failed it, and it was Failed by Argo
+/// within two minutes and rolled back by Flagger within its threshold (scaled by `scale`).
+pub fn assert_stopped_by(analysis: &Analysis, metric: usize, why: &str, scale: u64, report: &str) {
+    let name = &analysis.argo[metric].name;
+    for (t, values, phase) in &analysis.every_second[metric] {
+        assert!(
+            *phase != Phase::Successful,
+            "the {name} metric passed the faulty version at {t}s: {values:?}\n{report}"
+        );
+    }
+    for (i, seconds) in analysis.every_second.iter().enumerate() {
+        if i != metric {
+            assert!(
+                seconds.iter().all(|(_, _, phase)| *phase != Phase::Failed),
+                "{} failed a version {why}\n{report}",
+                analysis.argo[i].name
+            );
+        }
+    }
+    assert_argo(analysis, Phase::Failed, TWO_MINUTES / scale, report);
+    assert_eq!(analysis.canary, Canary::RolledBack, "{report}");
+    assert!(
+        analysis
+            .flagger_at
+            .is_some_and(|t| t <= FLAGGER_ROLLBACK / scale),
+        "{report}"
+    );
+}
+
 /// A healthy version's analysis: one number every second of every metric, never Failed
 /// nor Error.
 pub fn assert_never_failed(analysis: &Analysis, report: &str) {

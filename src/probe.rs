@@ -22,6 +22,7 @@ use crate::endpoint::{ConnectionMode, Target};
 use crate::error::{ProbeError, closed_before_response};
 use crate::media::MediaSummary;
 use crate::prompt::Prompt;
+use crate::metrics::connection::ConnectionSeries;
 use crate::quota::Quota;
 use crate::record::{Measurement, RequestRecord};
 use crate::trace_context::TraceIds;
@@ -102,7 +103,7 @@ impl From<ProbeError> for Stop {
 pub struct Prober {
     pub target: Arc<Target>,
     pub(crate) backend: Arc<dyn Backend>,
-    client: reqwest::Client,
+    client: crate::client::Client,
     /// Which of the client's connections carried a response (and so may be reused).
     reused: crate::client::Reused,
     streams: bool,
@@ -110,10 +111,19 @@ pub struct Prober {
 
 impl Prober {
     /// `connections` counts the connections the target's client opens.
-    pub fn new(target: Arc<Target>, connections: Counter) -> Result<Self, reqwest::Error> {
+    pub fn new(target: Arc<Target>, connections: Counter) -> Result<Self, crate::client::BuildError> {
+        Self::observed(target, ConnectionSeries::counting(connections))
+    }
+
+    /// A prober whose client records its connections in `series` (setup phases, the wait
+    /// for headers, certificate expiry).
+    pub fn observed(
+        target: Arc<Target>,
+        series: ConnectionSeries,
+    ) -> Result<Self, crate::client::BuildError> {
         Ok(Self {
             backend: target.backend.backend(),
-            client: crate::client::build(&target, connections)?,
+            client: crate::client::build(&target, series)?,
             reused: crate::client::Reused::default(),
             streams: target.backend.streams(),
             target,
@@ -221,6 +231,7 @@ impl Prober {
         const MAX_BODY: usize = 1 << 20;
         let mut builder = self
             .client
+            .http
             .get(url)
             .headers(self.target.headers.clone())
             .header(ACCEPT, "application/json");
@@ -309,6 +320,7 @@ impl Prober {
         }
         let mut builder = self
             .client
+            .http
             .post(self.target.url.clone())
             .headers(self.target.headers.clone())
             .header("x-request-id", request_id);
@@ -391,7 +403,7 @@ impl Prober {
         let mut response = tokio::select! {
             biased;
             () = abort.cancelled() => return Err(Stop::Cut),
-            r = self.client.execute(request) => match r {
+            r = self.client.http.execute(request) => match r {
                 Ok(response) => response,
                 Err(e) => {
                     let race = self.target.connection == ConnectionMode::Reuse
@@ -405,6 +417,7 @@ impl Prober {
         };
         let response_at = Instant::now();
         record.response_at = Some(response_at);
+        self.client.response(&response, record.start, response_at);
         record.response.quota = Quota::read(response.headers(), std::time::SystemTime::now());
         if let Some(session) = &self.target.session {
             record.response.served_by = served_by(response.headers(), &session.served_by);

@@ -126,6 +126,7 @@ pub async fn serve(listener: TcpListener, state: Arc<State>, stop: CancellationT
     let options = ServeOptions {
         close_grace: CLOSE_GRACE,
         tls: None,
+        handshake_delay: Duration::ZERO,
         max_connections: MAX_CONNECTIONS,
         http1_only: true,
     };
@@ -141,6 +142,8 @@ pub(crate) struct ServeOptions {
     /// On stop, how long open connections may take to finish.
     pub close_grace: Duration,
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// How long a TLS handshake waits before it is answered (the simulator's slow TLS).
+    pub handshake_delay: Duration,
     /// Connections served at once; the next accept waits for one to close.
     pub max_connections: usize,
     /// Plain HTTP/1.1. Scrapers and browsers speak it without TLS, and it makes the header
@@ -177,6 +180,7 @@ pub(crate) async fn serve_with<F, Fut, B>(
         close_grace,
         tls,
         max_connections,
+        handshake_delay,
         ..
     } = options;
     let slots = Arc::new(Semaphore::new(
@@ -221,6 +225,9 @@ pub(crate) async fn serve_with<F, Fut, B>(
                     watcher.watch(conn.into_owned()).await
                 }
                 Some(tls) => {
+                    if !handshake_delay.is_zero() {
+                        tokio::time::sleep(handshake_delay).await;
+                    }
                     // The handshake runs in the connection's task, so a slow client cannot
                     // hold up the accept loop; it gets the header read timeout's budget.
                     let stream = match tokio::time::timeout(HEADER_READ_TIMEOUT, tls.accept(stream))

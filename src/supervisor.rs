@@ -126,7 +126,7 @@ impl Supervisor {
                     let labels = Metrics::labels_of(target);
                     let reattach = previous.is_some_and(|p| p.labels == labels);
                     let metrics = self.metrics.target(target);
-                    match Prober::new(Arc::clone(target), metrics.connections()) {
+                    match Prober::observed(Arc::clone(target), metrics.connection_series()) {
                         Ok(prober) => {
                             starting.push((Arc::new(prober), metrics, previous.is_some()))
                         }

@@ -18,16 +18,24 @@ struct Pki {
 impl Pki {
     /// A CA, a server certificate for 127.0.0.1 and localhost, and a client certificate.
     fn new() -> Self {
+        Self::expiring(None)
+    }
+
+    /// [`Self::new`], the server certificate expiring at midnight UTC of day `server_days`
+    /// since the Unix epoch (rcgen's default otherwise: 4096-01-01).
+    fn expiring(server_days: Option<i64>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut ca_params = CertificateParams::new(Vec::new()).unwrap();
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
         let issue = |names: Vec<String>, stem: &str| {
             let key = KeyPair::generate().unwrap();
-            let cert = CertificateParams::new(names)
-                .unwrap()
-                .signed_by(&key, &ca)
-                .unwrap();
+            let mut params = CertificateParams::new(names).unwrap();
+            if let (Some(days), "server") = (server_days, stem) {
+                let (y, m, d) = civil(days);
+                params.not_after = rcgen::date_time_ymd(y, m, d);
+            }
+            let cert = params.signed_by(&key, &ca).unwrap();
             std::fs::write(dir.path().join(format!("{stem}.pem")), cert.pem()).unwrap();
             std::fs::write(
                 dir.path().join(format!("{stem}-key.pem")),
@@ -44,6 +52,20 @@ impl Pki {
     fn path(&self, name: &str) -> String {
         self.dir.path().join(name).to_string_lossy().into_owned()
     }
+}
+
+/// The calendar date of day `days` since 1970-01-01 (Hinnant's days-to-civil).
+fn civil(days: i64) -> (i32, u8, u8) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y as i32, m as u8, d as u8)
 }
 
 fn https_sim(pki: &Pki, client_ca: bool) -> SimConfig {
@@ -151,4 +173,148 @@ fn bad_tls_files_fail_the_config_check() {
         assert_eq!(out.status.code(), Some(64), "{line}: {stderr}");
         assert!(stderr.contains(expected), "{line}: {stderr}");
     }
+}
+
+fn phase(s: &common::Scrape, target: &str, phase: &str) -> (f64, f64) {
+    let labels = [("target", target), ("phase", phase)];
+    (
+        s.sum("inferprobe_connection_phase_seconds_sum", &labels),
+        s.sum("inferprobe_connection_phase_seconds_count", &labels),
+    )
+}
+
+fn expiry(s: &common::Scrape, target: &str, chain: &str) -> Option<f64> {
+    let labels = [("target", target), ("chain", chain)];
+    let name = "inferprobe_tls_earliest_cert_expiry_timestamp_seconds";
+    s.matching(name, &labels).next().map(|x| x.value)
+}
+
+/// Each request that opens a connection records its DNS, TCP and TLS phases, and a slow
+/// handshake lands in `tls` alone; a reused connection records none, an IP literal no DNS,
+/// plain HTTP no TLS; the chains' expiries are the certificates' own notAfter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_phases_and_certificate_expiry() {
+    const HANDSHAKE: Duration = Duration::from_millis(80);
+    let today = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+        / 86_400;
+    let pki = Pki::expiring(Some(today + 10));
+    let slow = start_sim(SimConfig {
+        tls_handshake_delay: HANDSHAKE,
+        ..https_sim(&pki, false)
+    })
+    .await;
+    let mutual = start_sim(https_sim(&pki, true)).await;
+    let plain = start_sim(SimConfig {
+        ttft: Duration::from_millis(5),
+        itl: Duration::from_millis(1),
+        ..SimConfig::default()
+    })
+    .await;
+    let ca = format!("tls_ca_file = \"{}\"", pki.path("ca.pem"));
+    let client = format!(
+        "{ca}\ntls_client_cert_file = \"{}\"\ntls_client_key_file = \"{}\"",
+        pki.path("client.pem"),
+        pki.path("client-key.pem")
+    );
+    let toml = [
+        target(
+            "fresh",
+            &format!("https://localhost:{}", slow.addr.port()),
+            &format!("{ca}\nconnection = \"fresh\""),
+        ),
+        target(
+            "reused",
+            &format!("https://127.0.0.1:{}", slow.addr.port()),
+            &ca,
+        ),
+        target(
+            "mtls",
+            &format!("https://127.0.0.1:{}", mutual.addr.port()),
+            &client,
+        ),
+        target("plain", &format!("http://localhost:{}", plain.addr.port()), ""),
+    ]
+    .concat();
+    let daemon = start_daemon(&toml).await;
+    let s = daemon
+        .wait_for(Duration::from_secs(30), |s| {
+            ["fresh", "reused", "mtls", "plain"]
+                .iter()
+                .all(|t| s.successes(t) >= 8.0)
+        })
+        .await;
+    daemon.stop().await;
+    for t in ["fresh", "reused", "mtls", "plain"] {
+        assert_eq!(s.all_errors(t), 0.0, "{t}:\n{}", s.text);
+    }
+
+    // A fresh connection per probe: every phase per request, the slow handshake in `tls`.
+    let (tls_sum, tls_count) = phase(&s, "fresh", "tls");
+    let (connect_sum, connect_count) = phase(&s, "fresh", "connect");
+    let (_, resolve_count) = phase(&s, "fresh", "resolve");
+    let (_, processing_count) = phase(&s, "fresh", "processing");
+    assert!(tls_count >= s.successes("fresh"), "{}", s.text);
+    // Phases are recorded at the headers, requests_total at the end: the rest are in flight.
+    let started = s.requests("fresh")
+        + s.sum("inferprobe_requests_in_flight", &[("target", "fresh")]);
+    assert!(tls_count <= started, "{}", s.text);
+    // One connection's phases are observed one after another, so a scrape may fall between.
+    for count in [connect_count, resolve_count, processing_count] {
+        assert!((count - tls_count).abs() <= 1.0, "{}", s.text);
+    }
+    let tls_mean = tls_sum / tls_count;
+    assert!(
+        (HANDSHAKE.as_secs_f64()..HANDSHAKE.as_secs_f64() + 0.5).contains(&tls_mean),
+        "tls mean {tls_mean}\n{}",
+        s.text
+    );
+    let connect_mean = connect_sum / connect_count;
+    assert!(connect_mean < HANDSHAKE.as_secs_f64() / 2.0, "connect mean {connect_mean}");
+
+    // A pooled connection: set up once (no DNS for an IP literal), waited on every time.
+    let (_, reused_tls) = phase(&s, "reused", "tls");
+    let (_, reused_processing) = phase(&s, "reused", "processing");
+    assert!(reused_tls >= 1.0 && reused_tls <= 2.0, "{}", s.text);
+    assert!(reused_processing >= s.successes("reused"), "{}", s.text);
+    assert_eq!(phase(&s, "reused", "resolve").1, 0.0, "{}", s.text);
+    let resolve_series = s.matching(
+        "inferprobe_connection_phase_seconds_count",
+        &[("target", "reused"), ("phase", "resolve")],
+    );
+    assert_eq!(resolve_series.count(), 0, "no zero-filled resolve series");
+
+    // Plain HTTP: DNS and connect, never TLS, no certificate.
+    assert!(phase(&s, "plain", "connect").1 >= 1.0, "{}", s.text);
+    assert!(phase(&s, "plain", "resolve").1 >= 1.0, "{}", s.text);
+    let plain_tls = s.matching(
+        "inferprobe_connection_phase_seconds_count",
+        &[("target", "plain"), ("phase", "tls")],
+    );
+    assert_eq!(plain_tls.count(), 0, "{}", s.text);
+    assert_eq!(expiry(&s, "plain", "server"), None, "{}", s.text);
+
+    // The server chain's earliest notAfter is the 10-day leaf's (the CA's is rcgen's 4096).
+    let ten_days = ((today + 10) * 86_400) as f64;
+    for t in ["fresh", "reused", "mtls"] {
+        assert_eq!(expiry(&s, t, "server"), Some(ten_days), "{t}\n{}", s.text);
+    }
+    for t in ["fresh", "reused"] {
+        assert_eq!(expiry(&s, t, "client"), None, "{t}");
+    }
+    let rcgen_default = (civil_days(4096, 1, 1) * 86_400) as f64;
+    assert_eq!(expiry(&s, "mtls", "client"), Some(rcgen_default), "{}", s.text);
+}
+
+/// Days since 1970-01-01 of a date (the inverse of [`civil`]).
+fn civil_days(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }

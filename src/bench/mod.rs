@@ -231,9 +231,9 @@ pub async fn run(args: &BenchArgs, plan: Plan, shutdown: &Shutdown) -> anyhow::R
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let target_metrics = metrics.target(&target);
-    let prober = Arc::new(Prober::new(
+    let prober = Arc::new(Prober::observed(
         Arc::clone(&target),
-        target_metrics.connections(),
+        target_metrics.connection_series(),
     )?);
     let mut rng = StdRng::seed_from_u64(args.seed);
     // Every send time and every prompt is decided before the clock starts, as vLLM samples

@@ -43,8 +43,14 @@ pub const ADAPTER: &str = "adapter";
 /// What a rate limit counts (`requests`, `tokens`, …: [`crate::quota::RESOURCES`]).
 pub const RESOURCE: &str = "resource";
 
+/// Where a request's time went (`resolve`, `connect`, `tls`, `processing`).
+pub const PHASE: &str = "phase";
+
+/// Whose certificate chain an expiry is of (`server`, `client`).
+pub const CHAIN: &str = "chain";
+
 /// Every name above.
-pub const RESERVED: [&str; 15] = [
+pub const RESERVED: [&str; 17] = [
     TARGET, MODEL, BACKEND, CATEGORY, REASON, GROUP, BASELINE, RESULT, CAPABILITY, RULE, SLO, LE,
-    BOUND, ADAPTER, RESOURCE,
+    BOUND, ADAPTER, RESOURCE, PHASE, CHAIN,
 ];

@@ -7,6 +7,7 @@
 
 mod adapters;
 mod canary;
+pub mod connection;
 mod dual;
 mod expose;
 mod family;
@@ -131,6 +132,7 @@ pub struct Metrics {
     sampler: sampler::SamplerFamilies,
     adapters: adapters::AdapterFamilies,
     quota: quota::QuotaFamilies,
+    connection: connection::ConnectionFamilies,
     spans: ExportMetrics,
     /// Recording a probe holds this shared; encoding holds it exclusively. So every scrape
     /// sees each probe entirely or not at all: `requests_total` = successes + errors and
@@ -161,6 +163,10 @@ impl Metrics {
     pub fn encode(&self, registry: &Registry, format: Format) -> Result<Vec<u8>, std::fmt::Error> {
         let _exclusive = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
         let dual = |family: &str, labels: &TargetLabels| {
+            if family == connection::PHASE_FAMILY {
+                let h = self.connection.phase_histogram(labels)?;
+                return Some((h.encoded(), h.created()));
+            }
             let family = match family {
                 "inferprobe_time_to_first_token_seconds" => &self.ttft,
                 "inferprobe_time_per_output_token_seconds" => &self.tpot,
@@ -360,6 +366,11 @@ impl Metrics {
                     .series(&labels, group.as_deref().unwrap_or(""))
             }),
             quota: self.quota.clone(),
+            connection: self.connection.series(
+                &labels,
+                self.connections.get_or_insert(l(), Counter::default),
+                self.prompt_tokens_total.clone(),
+            ),
             labels,
             snapshot: Arc::clone(&self.snapshot),
             registered: self.prompt_tokens_total.clone(),
@@ -488,6 +499,7 @@ impl Metrics {
         self.sampler.remove(labels);
         self.adapters.remove(labels);
         self.quota.remove(labels);
+        self.connection.remove(labels);
     }
 }
 

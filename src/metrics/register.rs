@@ -52,6 +52,7 @@ impl Metrics {
             sampler: Default::default(),
             adapters: Default::default(),
             quota: Default::default(),
+            connection: Default::default(),
             spans: Default::default(),
             snapshot: Arc::default(),
             histograms: Arc::default(),
@@ -62,6 +63,7 @@ impl Metrics {
         m.sampler.register(r);
         m.adapters.register(r);
         m.quota.register(r);
+        m.connection.register(r);
         r.register(
             "trace_spans_exported",
             "Probe spans the OTLP exporter delivered to the collector",

@@ -97,6 +97,8 @@ pub struct TargetMetrics {
     pub(super) adapters: Option<super::adapters::AdapterSeries>,
     /// The rate-limit headroom its responses report.
     pub(super) quota: super::quota::QuotaFamilies,
+    /// What its client measures of its connections.
+    pub(super) connection: super::connection::ConnectionSeries,
     pub(super) snapshot: Arc<RwLock<()>>,
     /// A family every registered target has a series in (`prompt_tokens_total`), removed
     /// with the target's.
@@ -393,6 +395,11 @@ impl TargetMetrics {
     /// The counter of new connections (each pool miss), for the HTTP client to bump.
     pub fn connections(&self) -> Counter {
         self.connections.clone()
+    }
+
+    /// The series its HTTP client records connections in ([`crate::client`]).
+    pub fn connection_series(&self) -> super::connection::ConnectionSeries {
+        self.connection.clone()
     }
 
     /// Count a probe in flight until the guard drops.

@@ -66,6 +66,10 @@ pub struct SimConfig {
     /// Require client certificates signed by this CA (PEM): mutual TLS.
     #[arg(long, requires = "tls_cert")]
     pub tls_client_ca: Option<std::path::PathBuf>,
+    /// Wait this long after a connection is accepted before answering its TLS handshake: a
+    /// slow handshake (the probe's `tls` phase) on a local machine.
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration, requires = "tls_cert")]
+    pub tls_handshake_delay: Duration,
     /// Append, per streamed response, when the request arrived and when each token chunk
     /// was handed to the connection (JSON lines, wall-clock nanoseconds): ground truth for
     /// the fidelity benchmark.
@@ -322,6 +326,7 @@ impl Default for SimConfig {
             tls_cert: None,
             tls_key: None,
             tls_client_ca: None,
+            tls_handshake_delay: Duration::ZERO,
             timeline_file: None,
             prefill: Box::default(),
             model: Box::default(),

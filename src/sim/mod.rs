@@ -133,6 +133,7 @@ pub async fn serve(
     let options = crate::server::ServeOptions {
         close_grace: Duration::from_secs(1),
         tls,
+        handshake_delay: shared.config.tls_handshake_delay,
         // A load generator's thousands of streams are the simulator's job.
         max_connections: usize::MAX,
         http1_only: false,

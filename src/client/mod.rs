@@ -10,21 +10,28 @@
 //! (logged as a warning). With `connection = "fresh"` no connection is kept idle, so every
 //! probe pays connection setup inside its TTFT, as a new user does. A connector layer
 //! counts the connections actually opened, so dashboards can tell the two modes apart, and
+//! times their setup ([`phases`]: DNS, TCP connect, TLS), which the request that first
+//! uses a new connection records with its wait for headers; the TLS configuration is our
+//! own ([`tls`]) so that the chain a target presents, and when it expires, can be read.
 //! [`Reused`] remembers which connections carried a response: only a reused connection can
 //! lose the keep-alive race.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use hyper_util::client::legacy::connect::HttpInfo;
-use prometheus_client::metrics::counter::Counter;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use crate::endpoint::{ConnectionMode, Target};
 use crate::error::DnsError;
+use crate::metrics::connection::{ConnectionSeries, Phase};
+
+mod phases;
+pub mod tls;
 
 /// Idle connections are kept this long, longer than the gap between probes at typical
 /// probe rates, so a warm connection is what most probes use (like a real client's pool).
@@ -81,8 +88,31 @@ fn failed_connection(error: &reqwest::Error) -> Option<SocketAddr> {
     None
 }
 
-/// The client for `target`; `connections` counts every connection it opens.
-pub fn build(target: &Target, connections: Counter) -> Result<reqwest::Client, reqwest::Error> {
+/// A target's HTTP client and what it measures of its connections.
+#[derive(Debug)]
+pub struct Client {
+    pub http: reqwest::Client,
+    series: ConnectionSeries,
+    opened: Arc<phases::Opened>,
+    /// For an HTTPS target: its TLS configuration and the watch on its chain's expiry.
+    certs: Option<(Arc<rustls::ClientConfig>, Arc<tls::CertWatch>)>,
+    host: Option<(String, u16)>,
+    connect_timeout: Duration,
+}
+
+/// Why a target's client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Tls(#[from] tls::TlsSetupError),
+    #[error(transparent)]
+    Http(#[from] reqwest::Error),
+}
+
+/// The client for `target`, recording its connections in `series`.
+pub fn build(target: &Target, series: ConnectionSeries) -> Result<Client, BuildError> {
+    let https = target.url.scheme() == "https";
+    let opened = Arc::new(phases::Opened::default());
     let mut builder = reqwest::Client::builder()
         .user_agent(concat!("inferprobe/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(target.timeouts.connect)
@@ -91,57 +121,57 @@ pub fn build(target: &Target, connections: Counter) -> Result<reqwest::Client, r
         .tcp_nodelay(true)
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         .dns_resolver(Arc::new(Resolver))
-        .connector_layer(CountLayer(connections));
+        .connector_layer(phases::PhaseLayer {
+            series: series.clone(),
+            opened: Arc::clone(&opened),
+            tls: https,
+        });
     if target.connection == ConnectionMode::Fresh {
         builder = builder.pool_max_idle_per_host(0);
     }
-    let tls = &target.tls;
-    if let Some(pem) = &tls.ca_pem {
-        builder = builder.tls_certs_merge(reqwest::Certificate::from_pem_bundle(pem)?);
-    }
-    if let Some(pem) = &tls.identity_pem {
-        builder = builder.identity(reqwest::Identity::from_pem(pem.expose().as_bytes())?);
-    }
-    if tls.insecure_skip_verify {
+    if target.tls.insecure_skip_verify {
         tracing::warn!(target = %target.name, "TLS certificate verification is disabled (insecure_skip_verify)");
-        builder = builder.tls_danger_accept_invalid_certs(true);
     }
-    builder.build()
+    let (config, watch) = tls::config(&target.tls, &series)?;
+    let config = Arc::new(config);
+    builder = builder.tls_backend_preconfigured(rustls::ClientConfig::clone(&config));
+    let host = target
+        .url
+        .host_str()
+        .zip(target.url.port_or_known_default())
+        .map(|(host, port)| (host.trim_matches(['[', ']']).to_owned(), port));
+    Ok(Client {
+        http: builder.build()?,
+        series,
+        opened,
+        certs: https.then_some((config, watch)),
+        host,
+        connect_timeout: target.timeouts.connect,
+    })
 }
 
-/// Counts calls of the connector, which the pool makes once per new connection.
-#[derive(Clone)]
-struct CountLayer(Counter);
-
-impl<S> tower_layer::Layer<S> for CountLayer {
-    type Service = Counted<S>;
-
-    fn layer(&self, inner: S) -> Counted<S> {
-        Counted {
-            inner,
-            count: self.0.clone(),
+impl Client {
+    /// A response's headers arrived at `at` for a request handed to the client at `sent`:
+    /// record the setup of the connection it opened (if it did) and the wait for its
+    /// headers; keep the certificate expiry fresh.
+    pub fn response(&self, response: &reqwest::Response, sent: Instant, at: Instant) {
+        let setup = self.opened.take(response, sent);
+        let waited_from = match &setup {
+            Some(setup) => {
+                setup.record(&self.series);
+                setup.ready.max(sent)
+            }
+            None => sent,
+        };
+        self.series
+            .phase(Phase::Processing, at.saturating_duration_since(waited_from));
+        if let (Some((config, watch)), Some((host, port))) = (&self.certs, &self.host)
+            && watch.claim_refresh()
+        {
+            let (config, watch) = (Arc::clone(config), Arc::clone(watch));
+            let (host, port, timeout) = (host.clone(), *port, self.connect_timeout);
+            tokio::spawn(async move { tls::refresh(&config, watch, host, port, timeout).await });
         }
-    }
-}
-
-#[derive(Clone)]
-struct Counted<S> {
-    inner: S,
-    count: Counter,
-}
-
-impl<S: tower_service::Service<R>, R> tower_service::Service<R> for Counted<S> {
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: R) -> S::Future {
-        self.count.inc();
-        self.inner.call(request)
     }
 }
 
@@ -151,9 +181,13 @@ struct Resolver;
 
 impl Resolve for Resolver {
     fn resolve(&self, name: Name) -> Resolving {
+        let stamp = phases::resolving();
         Box::pin(async move {
             let host = name.as_str().to_owned();
             let lookup = tokio::net::lookup_host((name.as_str(), 0)).await;
+            if let Some(stamp) = stamp {
+                stamp();
+            }
             match lookup {
                 Ok(addrs) => {
                     let addrs: Vec<SocketAddr> = addrs.collect();

@@ -6,6 +6,8 @@
 missing=()
 { [ -x /usr/bin/prometheus ] && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
+# The proof's HTTPS simulator gets a certificate made on the spot.
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]} (Debian packages)"
   export DEBIAN_FRONTEND=noninteractive

@@ -88,7 +88,13 @@ EOF
 [ -n "$rep3" ] || { echo "could not pick free ports" >&2; exit 1; }
 
 # Its responses report a hosted API's quota, never reached (the rate-limit panels' series).
+# It serves HTTPS with a certificate made here that ends in 10 days (the tls phase and the
+# certificate panel; self-signed, so the targets do not verify it).
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 10 \
+  -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
+  -keyout "$tmp/tls-key.pem" -out "$tmp/tls-cert.pem" 2>/dev/null
 "$bin" simulate --listen "127.0.0.1:$sim_port" --ttft 50ms --itl 5ms --jitter 0.3 \
+  --tls-cert "$tmp/tls-cert.pem" --tls-key "$tmp/tls-key.pem" \
   --rate-limit 1000000000 --rate-limit-window 1h \
   --max-model-len 8192 --fault http_429=0.05 --fault reset=0.05 --fault error_event=0.03 >"$tmp/simulator.log" 2>&1 &
 pids+=($!)
@@ -143,7 +149,8 @@ request_timeout = "10s"
 [[targets]]
 name = "chat"
 backend = "openai-chat"
-url = "http://127.0.0.1:$sim_port"
+url = "https://127.0.0.1:$sim_port"
+insecure_skip_verify = true
 model = "sim-chat"
 slo = { ttft = "80ms", tpot = "10ms", itl = "20ms", e2el = "2s", objective = 0.95 }
 canary = { interval = "1s", max_tokens = 8, structured = true }
@@ -157,13 +164,15 @@ sampler = { interval = "2s" }
 [[targets]]
 name = "completions"
 backend = "openai"
-url = "http://127.0.0.1:$sim_port"
+url = "https://127.0.0.1:$sim_port"
+insecure_skip_verify = true
 model = "sim-base"
 
 [[targets]]
 name = "messages"
 backend = "anthropic"
-url = "http://127.0.0.1:$sim_port"
+url = "https://127.0.0.1:$sim_port"
+insecure_skip_verify = true
 model = "sim-claude"
 
 # The replicas on this node, one target each, all labelled target="replicas".
@@ -329,6 +338,10 @@ for file, variables, item, t, expr in dashboard_queries(VARIABLES, ALL):
                        replicas and item["name"] == "pod"))
     elif 'turn="long_gap"' in t["expr"]:
         # No long_gap turn is judged on these simulators (UNJUDGED below says why).
+        continue
+    elif replicas and "tls_earliest_cert_expiry" in t["expr"]:
+        # The replicas serve plain HTTP (Prometheus scrapes their own /metrics): no
+        # certificate. The configured targets' simulator serves HTTPS and shows one.
         continue
     elif not per_replica(item) or replicas:
         checks.append((f"{run} panel {item['id']} {item['title']!r} [{t['refId']}]", expr,

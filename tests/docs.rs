@@ -201,7 +201,12 @@ fn documented_metrics() -> BTreeSet<String> {
 /// series until a discovered pool has them (Kubernetes, two versions); cached prompt
 /// tokens: none until a server reports them (the daemon here is scraped before a probe);
 /// a session's per-turn series: none until its turns ran.
-const ONLY_WHEN_USED: [(&str, &str); 26] = [
+const ONLY_WHEN_USED: [(&str, &str); 28] = [
+    ("inferprobe_connection_phase_seconds", "tests/tls.rs"),
+    (
+        "inferprobe_tls_earliest_cert_expiry_timestamp_seconds",
+        "tests/tls.rs",
+    ),
     ("inferprobe_adapter_checks", "tests/adapters.rs"),
     ("inferprobe_adapter_recorded", "tests/adapters.rs"),
     ("inferprobe_ratelimit_remaining", "tests/quota.rs"),

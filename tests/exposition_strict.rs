@@ -73,6 +73,23 @@ async fn every_family_at_once_passes_the_strict_parsers() {
         start_sim(with_adapter(7)).await,
     );
     let dir = tempfile::tempdir().unwrap();
+    // An HTTPS server, for the certificate's expiry and the TLS phase.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".into()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    let https = start_sim(SimConfig {
+        ttft: Duration::from_millis(3),
+        itl: Duration::from_millis(1),
+        tls_cert: Some(cert_file),
+        tls_key: Some(key_file),
+        ..SimConfig::default()
+    })
+    .await;
     // Each replica's file_sd group names labels the exporter writes itself.
     let pool = common::pool_file(
         dir.path(),
@@ -124,6 +141,10 @@ async fn every_family_at_once_passes_the_strict_parsers() {
         url = "{url}"
         labels = {{ zone = "a" }}
         slo = {{ e2el = "5s" }}
+        [[targets]]
+        name = "secure"
+        url = "https://127.0.0.1:{https_port}"
+        insecure_skip_verify = true
         [[discovery]]
         name = "pool"
         source = "file"
@@ -136,6 +157,7 @@ async fn every_family_at_once_passes_the_strict_parsers() {
         "#,
         url = failing.url(),
         pool = pool.display(),
+        https_port = https.addr.port(),
     );
     let daemon = start_daemon(&toml).await;
     let features = |s: &Scrape| {
@@ -157,6 +179,7 @@ async fn every_family_at_once_passes_the_strict_parsers() {
             && baseline >= 1.0
             && s.sum("inferprobe_adapter_checks_total", &[("adapter", "a")]) >= 1.0
             && s.sum("inferprobe_ratelimit_remaining", &[]) >= 1.0
+            && s.successes("secure") >= 1.0
     };
     let scrape = daemon.wait_for(Duration::from_secs(60), features).await;
     let openmetrics = daemon

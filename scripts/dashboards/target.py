@@ -385,6 +385,28 @@ PANELS = [
              f"(inferprobe_ratelimit_reset_timestamp_seconds{sel()}) - time()",
              "{{target}} {{resource}}"),
         ),
+        timeseries(
+            "Connection phases (p50)", (0, 152, 12, 8),
+            "Where a request's time went before its response headers (the blackbox exporter's "
+            "phases): DNS resolve, TCP connect and the TLS handshake, recorded only by requests "
+            "that opened a connection (a reused connection has none), and processing, the wait "
+            "for headers once connected, for every request. A slow TTFT with a slow tls phase "
+            "is the connection, not the model server.",
+            seconds(),
+            (quantile(0.5, "inferprobe_connection_phase_seconds", "target", "phase"),
+             "{{phase}} p50 {{histograms}}"),
+        ),
+        timeseries(
+            "Certificate expires in", (12, 152, 12, 8),
+            "Time left before the earliest notAfter in the certificate chain a target presents "
+            "(server) and of the client certificate the probe presents (client). "
+            "InferprobeCertificateExpiringSoon tickets under 21 days, "
+            "InferprobeCertificateExpiring pages under 7. No data for plain-HTTP targets.",
+            seconds(),
+            (f"min by ({SITE}, target, chain) "
+             f"(inferprobe_tls_earliest_cert_expiry_timestamp_seconds{sel()}) - time()",
+             "{{target}} {{chain}}"),
+        ),
     ]),
 
     row("Correctness (canary)", 128, collapsed=True, panels=[

@@ -35,6 +35,7 @@ pub enum ErrorCategory {
     Overloaded,
     InvalidResponse,
     EmptyResponse,
+    ReasoningExhausted,
     TooLarge,
     Validation,
     Other,
@@ -43,7 +44,7 @@ pub enum ErrorCategory {
 impl ErrorCategory {
     /// Every category, so each target's error counters can start at zero (a series that
     /// appears only on the first failure breaks `rate()` and "absent" alerts).
-    pub const ALL: [ErrorCategory; 20] = [
+    pub const ALL: [ErrorCategory; 21] = [
         Self::Dns,
         Self::Connect,
         Self::Tls,
@@ -61,6 +62,7 @@ impl ErrorCategory {
         Self::Overloaded,
         Self::InvalidResponse,
         Self::EmptyResponse,
+        Self::ReasoningExhausted,
         Self::TooLarge,
         Self::Validation,
         Self::Other,
@@ -85,6 +87,7 @@ impl ErrorCategory {
             Self::Overloaded => "overloaded",
             Self::InvalidResponse => "invalid_response",
             Self::EmptyResponse => "empty_response",
+            Self::ReasoningExhausted => "reasoning_exhausted",
             Self::TooLarge => "too_large",
             Self::Validation => "validation",
             Self::Other => "other",
@@ -170,6 +173,10 @@ pub enum ProbeError {
     InvalidResponse(String),
     #[error("the response carried no output token")]
     EmptyResponse,
+    /// HTTP 200 and tokens generated, every one of them reasoning: the budget ran out
+    /// (`finish_reason` length) before the model answered. The user got nothing to read.
+    #[error("the model spent its whole budget reasoning and answered nothing: {0}")]
+    ReasoningExhausted(String),
     #[error("response too large: {0}")]
     TooLarge(String),
     #[error("validation `{check}` failed: {detail}")]
@@ -201,6 +208,7 @@ impl ProbeError {
             Self::Overloaded(_) => ErrorCategory::Overloaded,
             Self::InvalidResponse(_) => ErrorCategory::InvalidResponse,
             Self::EmptyResponse => ErrorCategory::EmptyResponse,
+            Self::ReasoningExhausted(_) => ErrorCategory::ReasoningExhausted,
             Self::TooLarge(_) => ErrorCategory::TooLarge,
             Self::Validation { .. } => ErrorCategory::Validation,
             Self::Other(_) => ErrorCategory::Other,

@@ -21,8 +21,8 @@ use crate::backend::{Backend, RequestBody};
 use crate::endpoint::{ConnectionMode, Target};
 use crate::error::{ProbeError, closed_before_response};
 use crate::media::MediaSummary;
-use crate::prompt::Prompt;
 use crate::metrics::connection::ConnectionSeries;
+use crate::prompt::Prompt;
 use crate::quota::Quota;
 use crate::record::{Measurement, RequestRecord};
 use crate::trace_context::TraceIds;
@@ -111,7 +111,10 @@ pub struct Prober {
 
 impl Prober {
     /// `connections` counts the connections the target's client opens.
-    pub fn new(target: Arc<Target>, connections: Counter) -> Result<Self, crate::client::BuildError> {
+    pub fn new(
+        target: Arc<Target>,
+        connections: Counter,
+    ) -> Result<Self, crate::client::BuildError> {
         Self::observed(target, ConnectionSeries::counting(connections))
     }
 
@@ -128,6 +131,11 @@ impl Prober {
             streams: target.backend.streams(),
             target,
         })
+    }
+
+    /// The prober is started: its connection series are its own from now on.
+    pub fn started(&self) {
+        self.client.started();
     }
 
     /// Run one probe to completion, failure, or `abort`; its trace (if it sends one) sampled.
@@ -553,6 +561,16 @@ fn judge(
     record: &RequestRecord,
 ) -> Result<Measurement, ProbeError> {
     let measurement = record.measure(target.prompts.tokenizer.as_deref())?;
+    // A workload probe answered with reasoning alone is a failure its user felt. The
+    // checks' own prompts (canary, structured, sampler, sessions) judge such an answer
+    // their own way: a structured answer's budget is explained, a canary's left unscored.
+    let workload = prompt.greedy.is_none()
+        && prompt.structure.is_none()
+        && prompt.sampled.is_none()
+        && prompt.conversation.is_none();
+    if workload && let Some(exhausted) = record.reasoning_exhausted(&measurement) {
+        return Err(exhausted);
+    }
     // A canary's greedy answer is judged by the canary alone: the target's `validate`
     // rules are written for its workload (`output_tokens` with `ignore_eos`), and a short
     // right answer (" Paris." then EOS) would fail them and count as the target's error.

@@ -173,6 +173,7 @@ impl Supervisor {
                     self.metrics.remove_dropped_checks(&target);
                 }
             }
+            prober.started();
             let status = self.board.attach(&target, settings.status_page_probes);
             let stop = self.shutdown.child_token();
             let seed = scheduler::target_seed(settings.seed, &target.id);

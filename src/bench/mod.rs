@@ -235,6 +235,7 @@ pub async fn run(args: &BenchArgs, plan: Plan, shutdown: &Shutdown) -> anyhow::R
         Arc::clone(&target),
         target_metrics.connection_series(),
     )?);
+    prober.started();
     let mut rng = StdRng::seed_from_u64(args.seed);
     // Every send time and every prompt is decided before the clock starts, as vLLM samples
     // its requests first: prompt building (a tokenizer's work) is not part of the run, and

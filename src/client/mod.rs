@@ -28,7 +28,7 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use crate::endpoint::{ConnectionMode, Target};
 use crate::error::DnsError;
-use crate::metrics::connection::{ConnectionSeries, Phase};
+use crate::metrics::connection::{Chain, ConnectionSeries, Phase};
 
 mod phases;
 pub mod tls;
@@ -96,6 +96,8 @@ pub struct Client {
     opened: Arc<phases::Opened>,
     /// For an HTTPS target: its TLS configuration and the watch on its chain's expiry.
     certs: Option<(Arc<rustls::ClientConfig>, Arc<tls::CertWatch>)>,
+    /// The client certificate's earliest notAfter, for an HTTPS target that presents one.
+    client_expiry: Option<i64>,
     host: Option<(String, u16)>,
     connect_timeout: Duration,
 }
@@ -132,7 +134,12 @@ pub fn build(target: &Target, series: ConnectionSeries) -> Result<Client, BuildE
     if target.tls.insecure_skip_verify {
         tracing::warn!(target = %target.name, "TLS certificate verification is disabled (insecure_skip_verify)");
     }
-    let (config, watch) = tls::config(&target.tls, &series)?;
+    let resume = target.connection != ConnectionMode::Fresh;
+    let tls::Built {
+        config,
+        watch,
+        client_expiry,
+    } = tls::config(&target.tls, &series, resume)?;
     let config = Arc::new(config);
     builder = builder.tls_backend_preconfigured(rustls::ClientConfig::clone(&config));
     let host = target
@@ -145,24 +152,31 @@ pub fn build(target: &Target, series: ConnectionSeries) -> Result<Client, BuildE
         series,
         opened,
         certs: https.then_some((config, watch)),
+        client_expiry: client_expiry.filter(|_| https),
         host,
         connect_timeout: target.timeouts.connect,
     })
 }
 
 impl Client {
+    /// The prober starts: the target's certificate series are this configuration's from
+    /// now on (a restarted target's old chains go; its client certificate is recorded).
+    pub fn started(&self) {
+        self.series.clear_expiry();
+        if let Some(expiry) = self.client_expiry {
+            self.series.cert_expiry(Chain::Client, expiry as f64);
+        }
+    }
+
     /// A response's headers arrived at `at` for a request handed to the client at `sent`:
     /// record the setup of the connection it opened (if it did) and the wait for its
     /// headers; keep the certificate expiry fresh.
     pub fn response(&self, response: &reqwest::Response, sent: Instant, at: Instant) {
-        let setup = self.opened.take(response, sent);
-        let waited_from = match &setup {
-            Some(setup) => {
-                setup.record(&self.series);
-                setup.ready.max(sent)
-            }
-            None => sent,
-        };
+        let connection = self.opened.response(response, sent);
+        if let Some(setup) = &connection.setup {
+            setup.record(&self.series);
+        }
+        let waited_from = connection.ready.map_or(sent, |ready| ready.max(sent));
         self.series
             .phase(Phase::Processing, at.saturating_duration_since(waited_from));
         if let (Some((config, watch)), Some((host, port))) = (&self.certs, &self.host)

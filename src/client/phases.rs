@@ -99,32 +99,70 @@ impl Setup {
     }
 }
 
-/// New connections' setups not yet taken by a request, by local address. A connection
-/// that never carries a response is pushed out by later ones.
+/// New connections by their (local, remote) addresses: when each was ready and its setup,
+/// until a response on it takes the setup. Every response reads the ready instant, so a
+/// request that queued behind a connection's handshake (an HTTP/2 stream waiting for the
+/// one connection) does not count that wait as the server's. Old entries are pushed out:
+/// a connection ready long before a request never holds it up.
 #[derive(Debug, Default)]
-pub struct Opened(Mutex<VecDeque<(SocketAddr, Setup)>>);
+pub struct Opened(Mutex<VecDeque<Entry>>);
 
-const KEPT: usize = 64;
+#[derive(Debug)]
+struct Entry {
+    addrs: (SocketAddr, SocketAddr),
+    setup: Setup,
+    taken: bool,
+}
+
+/// Far more connections than a target opens within one request's time.
+const KEPT: usize = 1024;
+
+/// What a response learns of its connection ([`Opened::response`]).
+#[derive(Clone, Copy, Debug)]
+pub struct OnConnection {
+    /// The setup, for the first response on a connection opened since its request started.
+    pub setup: Option<Setup>,
+    /// When the connection was ready, if it was opened recently enough to be remembered.
+    pub ready: Option<Instant>,
+}
 
 impl Opened {
-    fn file(&self, local: SocketAddr, setup: Setup) {
+    fn file(&self, addrs: (SocketAddr, SocketAddr), setup: Setup) {
         let mut opened = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        opened.retain(|(addr, _)| *addr != local);
+        opened.retain(|entry| entry.addrs != addrs);
         if opened.len() == KEPT {
             opened.pop_front();
         }
-        opened.push_back((local, setup));
+        opened.push_back(Entry {
+            addrs,
+            setup,
+            taken: false,
+        });
     }
 
-    /// The setup of the connection `response` came on, if it was opened for a request
-    /// that started at `sent` or before it (one opened earlier and idle since was not
-    /// waited for), and no earlier response took it.
-    pub fn take(&self, response: &reqwest::Response, sent: Instant) -> Option<Setup> {
-        let local = response.extensions().get::<HttpInfo>()?.local_addr();
+    /// The connection `response` came on, for a request handed to the client at `sent`.
+    /// Its setup goes to the first response only, and only when the connection was ready
+    /// after `sent` (one opened earlier and idle since was not waited for).
+    pub fn response(&self, response: &reqwest::Response, sent: Instant) -> OnConnection {
+        let none = OnConnection {
+            setup: None,
+            ready: None,
+        };
+        let Some(info) = response.extensions().get::<HttpInfo>() else {
+            return none;
+        };
+        let addrs = (info.local_addr(), info.remote_addr());
         let mut opened = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let at = opened.iter().position(|(addr, _)| *addr == local)?;
-        let (_, setup) = opened.remove(at)?;
-        (setup.ready >= sent).then_some(setup)
+        let Some(entry) = opened.iter_mut().rev().find(|entry| entry.addrs == addrs) else {
+            return none;
+        };
+        let waited = entry.setup.ready >= sent;
+        let setup = (waited && !entry.taken).then_some(entry.setup);
+        entry.taken |= waited;
+        OnConnection {
+            setup,
+            ready: Some(entry.setup.ready),
+        }
     }
 }
 
@@ -184,7 +222,9 @@ where
             let mut extras = http::Extensions::new();
             conn.connected().get_extras(&mut extras);
             if let Some(info) = extras.get::<HttpInfo>() {
-                layer.opened.file(info.local_addr(), setup);
+                layer
+                    .opened
+                    .file((info.local_addr(), info.remote_addr()), setup);
             }
             Ok(conn)
         })

@@ -161,6 +161,13 @@ impl ConnectionSeries {
         histogram.observe(took.as_secs_f64(), None);
     }
 
+    /// Forget the target's certificate expiries (its configuration changed).
+    pub fn clear_expiry(&self) {
+        if let Some(made) = &self.made {
+            made.families.expiry.retain(|(t, _)| *t != made.labels);
+        }
+    }
+
     /// The earliest notAfter of `chain`, as Unix seconds.
     pub fn cert_expiry(&self, chain: Chain, not_after: f64) {
         let Some(made) = &self.made else { return };

@@ -105,6 +105,9 @@ pub struct Metrics {
     /// Made on a target's first report: a server that never reports cached tokens has no
     /// series, not a 0 that would read as "the cache never hit".
     prompt_cached_tokens: LabeledFamily<TargetLabels, Counter>,
+    reasoning_tokens: LabeledFamily<TargetLabels, Counter>,
+    cache_write_tokens: LabeledFamily<TargetLabels, Counter>,
+    answer_ttft: LabeledFamily<TargetLabels, DualHistogram>,
     good_requests: LabeledFamily<TargetLabels, Counter>,
     last_success: LabeledFamily<TargetLabels, F64Gauge>,
     schedule_lag: LabeledFamily<TargetLabels, DualHistogram>,
@@ -169,6 +172,7 @@ impl Metrics {
             }
             let family = match family {
                 "inferprobe_time_to_first_token_seconds" => &self.ttft,
+                "inferprobe_time_to_first_answer_token_seconds" => &self.answer_ttft,
                 "inferprobe_time_per_output_token_seconds" => &self.tpot,
                 "inferprobe_inter_token_latency_seconds" => &self.itl,
                 "inferprobe_e2e_request_latency_seconds" => &self.e2el,
@@ -316,6 +320,9 @@ impl Metrics {
                 .prompt_tokens_total
                 .get_or_insert(l(), Counter::default),
             prompt_cached_tokens: target::Lazy::new(self.prompt_cached_tokens.clone()),
+            reasoning_tokens: target::Lazy::new(self.reasoning_tokens.clone()),
+            cache_write_tokens: target::Lazy::new(self.cache_write_tokens.clone()),
+            answer_ttft: target::Lazy::new(self.answer_ttft.clone()),
             good_requests: self.good_requests.get_or_insert(l(), Counter::default),
             last_success: self.last_success.get_or_insert(l(), F64Gauge::default),
             schedule_lag: self.schedule_lag.get_or_insert(l(), || {
@@ -473,6 +480,7 @@ impl Metrics {
             &self.output_tokens,
             &self.prompt_tokens,
             &self.schedule_lag,
+            &self.answer_ttft,
         ] {
             family.remove(labels);
         }
@@ -480,6 +488,8 @@ impl Metrics {
             &self.output_tokens_total,
             &self.prompt_tokens_total,
             &self.prompt_cached_tokens,
+            &self.reasoning_tokens,
+            &self.cache_write_tokens,
             &self.good_requests,
             &self.connections,
             &self.retries,

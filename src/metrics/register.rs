@@ -28,6 +28,9 @@ impl Metrics {
             output_tokens_total: LabeledFamily::default(),
             prompt_tokens_total: LabeledFamily::default(),
             prompt_cached_tokens: LabeledFamily::default(),
+            reasoning_tokens: LabeledFamily::default(),
+            cache_write_tokens: LabeledFamily::default(),
+            answer_ttft: LabeledFamily::default(),
             good_requests: LabeledFamily::default(),
             last_success: LabeledFamily::default(),
             schedule_lag: LabeledFamily::default(),
@@ -106,6 +109,11 @@ impl Metrics {
                 &m.ttft,
             ),
             (
+                "time_to_first_answer_token",
+                "Time from sending the request to the first event carrying the answer's text, after any reasoning: what a reasoning model's user waits for (successful probes with answer text; made on the target's first answer that came after reasoning)",
+                &m.answer_ttft,
+            ),
+            (
                 "time_per_output_token",
                 "(last token - first token) / tokens that arrived after the first event (not hidden reasoning or an EOS never sent): the mean ITL, per successful probe with tokens after its first event",
                 &m.tpot,
@@ -148,6 +156,16 @@ impl Metrics {
             "prompt_cached_tokens",
             "Of prompt_tokens_total, the tokens the server served from its prefix cache, as its usage reports them (OpenAI-style prompt_tokens_details.cached_tokens, Anthropic cache_read_input_tokens, llama.cpp timings.cache_n); no series for a target whose server never reported them",
             m.prompt_cached_tokens.clone(),
+        );
+        r.register(
+            "reasoning_tokens",
+            "Of output_tokens_total, the tokens that were reasoning: usage's completion_tokens_details.reasoning_tokens (OpenAI, vLLM, Gemini's thoughtsTokenCount through compatible endpoints), Responses' output_tokens_details, Anthropic's thinking tokens; else the configured tokenizer on the streamed reasoning, else the events that carried only reasoning. No series for a target that never reasoned",
+            m.reasoning_tokens.clone(),
+        );
+        r.register(
+            "prompt_cache_write_tokens",
+            "Prompt tokens the server wrote to its prompt cache, as it reports them (Anthropic's cache_creation_input_tokens, billed above the input rate); no series for a target whose server never reported them",
+            m.cache_write_tokens.clone(),
         );
         r.register(
             "good_requests",

@@ -78,6 +78,10 @@ pub struct TargetMetrics {
     pub(super) output_tokens_total: Counter,
     pub(super) prompt_tokens_total: Counter,
     pub(super) prompt_cached_tokens: Lazy,
+    pub(super) reasoning_tokens: Lazy,
+    pub(super) cache_write_tokens: Lazy,
+    /// Made on the first answer that came after reasoning; then every streamed answer.
+    pub(super) answer_ttft: Lazy<DualHistogram>,
     pub(super) good_requests: Counter,
     pub(super) last_success: F64Gauge,
     pub(super) schedule_lag: DualHistogram,
@@ -221,12 +225,19 @@ impl TargetMetrics {
                     self.prompt_tokens.observe(prompt as f64, None);
                     self.prompt_tokens_total.inc_by(prompt);
                 }
-                if let Some(cached) = m.cached_prompt_tokens
-                    && let Some(counter) = self
-                        .prompt_cached_tokens
-                        .get(&self.labels, || self.registered())
-                {
-                    counter.inc_by(cached);
+                self.count_parts(m);
+                if let Some(ttft) = m.answer.ttft {
+                    let histogram = match m.answer.reasoned {
+                        true => self.answer_ttft.get_or_make(
+                            &self.labels,
+                            || self.registered(),
+                            || DualHistogram::new(super::TTFT_BUCKETS.iter().copied()),
+                        ),
+                        false => self.answer_ttft.made(),
+                    };
+                    if let Some(histogram) = histogram {
+                        histogram.observe(ttft.as_secs_f64(), exemplar());
+                    }
                 }
                 if self.slo.as_ref().is_none_or(|slo| is_good(slo, m)) {
                     self.good_requests.inc();
@@ -241,6 +252,23 @@ impl TargetMetrics {
             }
         }
         self.requests.inc();
+    }
+
+    /// The token counts a server reports only sometimes (cached, reasoning, cache writes):
+    /// each series made on the target's first report.
+    fn count_parts(&self, m: &Measurement) {
+        let counts = [
+            (&self.prompt_cached_tokens, m.cached_prompt_tokens),
+            (&self.reasoning_tokens, m.answer.reasoning_tokens),
+            (&self.cache_write_tokens, m.answer.cache_write_tokens),
+        ];
+        for (lazy, count) in counts {
+            if let Some(count) = count
+                && let Some(counter) = lazy.get(&self.labels, || self.registered())
+            {
+                counter.inc_by(count);
+            }
+        }
     }
 
     /// Record a canary check: its request counts like any probe's (requests, errors, good,
@@ -293,13 +321,7 @@ impl TargetMetrics {
                 if let Some(prompt) = m.prompt_tokens {
                     self.prompt_tokens_total.inc_by(prompt);
                 }
-                if let Some(cached) = m.cached_prompt_tokens
-                    && let Some(counter) = self
-                        .prompt_cached_tokens
-                        .get(&self.labels, || self.registered())
-                {
-                    counter.inc_by(cached);
-                }
+                self.count_parts(m);
                 if self.slo.as_ref().is_none_or(|slo| is_good(slo, m)) {
                     self.good_requests.inc();
                 }
@@ -409,30 +431,47 @@ impl TargetMetrics {
     }
 }
 
-/// A target's counter made on first use (in its family, under its labels), then kept;
+/// A target's series made on first use (in its family, under its labels), then kept;
 /// never made once the target is gone (see [`TargetMetrics::registered`]).
 #[derive(Clone, Debug)]
-pub struct Lazy {
-    family: LabeledFamily<TargetLabels, Counter>,
-    counter: Arc<std::sync::OnceLock<Counter>>,
+pub struct Lazy<M = Counter> {
+    family: LabeledFamily<TargetLabels, M>,
+    made: Arc<std::sync::OnceLock<M>>,
 }
 
-impl Lazy {
-    pub(super) fn new(family: LabeledFamily<TargetLabels, Counter>) -> Self {
+impl<M: Clone> Lazy<M> {
+    pub(super) fn new(family: LabeledFamily<TargetLabels, M>) -> Self {
         Self {
             family,
-            counter: Arc::default(),
+            made: Arc::default(),
         }
     }
 
-    fn get(&self, labels: &TargetLabels, registered: impl FnOnce() -> bool) -> Option<&Counter> {
-        if let Some(counter) = self.counter.get() {
-            return Some(counter);
+    /// The series if made, else made by `make` now (when `registered` says the target is).
+    fn get_or_make(
+        &self,
+        labels: &TargetLabels,
+        registered: impl FnOnce() -> bool,
+        make: impl FnOnce() -> M,
+    ) -> Option<&M> {
+        if let Some(made) = self.made.get() {
+            return Some(made);
         }
         registered().then(|| {
-            self.counter
-                .get_or_init(|| self.family.get_or_insert(labels.clone(), Counter::default))
+            self.made
+                .get_or_init(|| self.family.get_or_insert(labels.clone(), make))
         })
+    }
+
+    /// The series if it was made.
+    fn made(&self) -> Option<&M> {
+        self.made.get()
+    }
+}
+
+impl Lazy<Counter> {
+    fn get(&self, labels: &TargetLabels, registered: impl FnOnce() -> bool) -> Option<&Counter> {
+        self.get_or_make(labels, registered, Counter::default)
     }
 }
 

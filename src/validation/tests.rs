@@ -52,6 +52,7 @@ fn measurement(tokens: Option<TokenCount>) -> Measurement {
         output_tokens: tokens,
         prompt_tokens: None,
         cached_prompt_tokens: None,
+        answer: Default::default(),
     }
 }
 

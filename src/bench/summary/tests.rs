@@ -21,6 +21,7 @@ fn success(start_ms: u64, ttft_ms: u64, itl_ms: u64, tokens: u64) -> RequestResu
             output_tokens: Some(TokenCount::Usage(tokens)),
             prompt_tokens: Some(10),
             cached_prompt_tokens: None,
+            answer: Default::default(),
         }),
         error: String::new(),
         input_tokens: 9,

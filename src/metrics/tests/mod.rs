@@ -77,6 +77,7 @@ fn measurement() -> Measurement {
         output_tokens: Some(TokenCount::Usage(5)),
         prompt_tokens: Some(12),
         cached_prompt_tokens: None,
+        answer: Default::default(),
     }
 }
 

@@ -29,6 +29,7 @@ fn request(ttft_ms: u64, prompt: u64, cached: Option<u64>) -> Measurement {
         output_tokens: Some(TokenCount::Usage(1)),
         prompt_tokens: Some(prompt),
         cached_prompt_tokens: cached,
+        answer: Default::default(),
     }
 }
 

@@ -89,11 +89,12 @@ EOF
 
 # Its responses report a hosted API's quota, never reached (the rate-limit panels' series).
 # It serves HTTPS with a certificate made here that ends in 10 days (the tls phase and the
-# certificate panel; self-signed, so the targets do not verify it).
+# certificate panel; self-signed, so the targets do not verify it), and its answers start
+# with 4 tokens of streamed reasoning (the reasoning panels), as the replicas' do.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 10 \
   -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
   -keyout "$tmp/tls-key.pem" -out "$tmp/tls-cert.pem" 2>/dev/null
-"$bin" simulate --listen "127.0.0.1:$sim_port" --ttft 50ms --itl 5ms --jitter 0.3 \
+"$bin" simulate --listen "127.0.0.1:$sim_port" --ttft 50ms --itl 5ms --jitter 0.3 --reasoning 4 \
   --tls-cert "$tmp/tls-cert.pem" --tls-key "$tmp/tls-key.pem" \
   --rate-limit 1000000000 --rate-limit-window 1h \
   --max-model-len 8192 --fault http_429=0.05 --fault reset=0.05 --fault error_event=0.03 >"$tmp/simulator.log" 2>&1 &
@@ -110,7 +111,7 @@ for i in 0 1 2 3; do
   [ "$i" = 2 ] && cache=(--fault cache_disabled=0.9) # faults exclude each other: 0.98 in all
   # Each serves LoRA adapters a and b of its model (the adapter check's series), and
   # reports a quota it never reaches.
-  "$bin" simulate --listen "127.0.0.1:${replica_ports[$i]}" --ttft "$ttft" --itl 5ms --jitter 0.3 \
+  "$bin" simulate --listen "127.0.0.1:${replica_ports[$i]}" --ttft "$ttft" --itl 5ms --jitter 0.3 --reasoning 4 \
     --served-model-name sim-replica --lora a --lora b --rate-limit 1000000000 --rate-limit-window 1h \
     --corrupt-rate "$corrupt" --max-model-len 8192 --fault http_500=0.05 --fault reset=0.03 "${cache[@]}" \
     >"$tmp/replica-$i.log" 2>&1 &

@@ -201,7 +201,16 @@ fn documented_metrics() -> BTreeSet<String> {
 /// series until a discovered pool has them (Kubernetes, two versions); cached prompt
 /// tokens: none until a server reports them (the daemon here is scraped before a probe);
 /// a session's per-turn series: none until its turns ran.
-const ONLY_WHEN_USED: [(&str, &str); 28] = [
+const ONLY_WHEN_USED: [(&str, &str); 31] = [
+    ("inferprobe_reasoning_tokens", "tests/reasoning.rs"),
+    (
+        "inferprobe_time_to_first_answer_token_seconds",
+        "tests/reasoning.rs",
+    ),
+    (
+        "inferprobe_prompt_cache_write_tokens",
+        "src/metrics/tests/lifecycle.rs",
+    ),
     ("inferprobe_connection_phase_seconds", "tests/tls.rs"),
     (
         "inferprobe_tls_earliest_cert_expiry_timestamp_seconds",

@@ -104,6 +104,8 @@ mod real_server_sampler;
 mod real_server_session;
 #[path = "real_server_structured.rs"]
 mod real_server_structured;
+#[path = "reasoning.rs"]
+mod reasoning;
 #[path = "reload.rs"]
 mod reload;
 #[path = "rollout_undo.rs"]

@@ -407,6 +407,30 @@ PANELS = [
              f"(inferprobe_tls_earliest_cert_expiry_timestamp_seconds{sel()}) - time()",
              "{{target}} {{chain}}"),
         ),
+        timeseries(
+            "Time to first answer token (reasoning models)", (0, 160, 12, 8),
+            "For a model that reasons before it answers: the time to the answer's first visible "
+            "token (p50, p99) beside the time to the first token of any kind, reasoning "
+            "included. The gap is the thinking its users wait through. No data for a model "
+            "that never reasons.",
+            seconds(),
+            (quantile(0.5, "inferprobe_time_to_first_answer_token_seconds", "target"),
+             "answer p50 {{histograms}}"),
+            (quantile(0.99, "inferprobe_time_to_first_answer_token_seconds", "target"),
+             "answer p99 {{histograms}}"),
+            (quantile(0.5, "inferprobe_time_to_first_token_seconds", "target"),
+             "first token p50 {{histograms}}"),
+        ),
+        timeseries(
+            "Reasoning share of output tokens", (12, 160, 12, 8),
+            "Of the output tokens of successful probes, the share that was reasoning (usage's "
+            "reasoning_tokens, else counted from the streamed reasoning). Probes that reasoned "
+            "through their whole budget and answered nothing are errors (reasoning_exhausted), "
+            "on the errors panel.",
+            series("percentunit"),
+            (f"{summed('inferprobe_reasoning_tokens_total', 'target')} / "
+             f"{summed('inferprobe_output_tokens_total', 'target')}", "{{target}} reasoning"),
+        ),
     ]),
 
     row("Correctness (canary)", 128, collapsed=True, panels=[

@@ -24,6 +24,12 @@ pub struct SimConfig {
     /// usage and broken out (`reasoning_tokens`) but never streamed: an o-series model.
     #[arg(long, default_value_t = 0)]
     pub hidden_reasoning: u32,
+    /// The first N output tokens are streamed reasoning (chat `delta.reasoning_content`,
+    /// Responses `response.reasoning_text.delta`; the other dialects stream them as text),
+    /// broken out in usage: a reasoning model behind a reasoning parser. At or above the
+    /// output length, the answer is reasoning alone (finish `length`).
+    #[arg(long, default_value_t = 0)]
+    pub reasoning: u32,
     /// Output length, overriding the request's max_tokens.
     // NonZero to save four bytes (see `prefill`); 0 still means 1, as the planner clamps.
     #[arg(long, value_parser = at_least_one)]
@@ -314,6 +320,7 @@ impl Default for SimConfig {
             jitter: 0.0,
             tokens_per_chunk: ChunkSizes::from(1),
             hidden_reasoning: 0,
+            reasoning: 0,
             output_tokens: None,
             usage: true,
             continuous_usage: true,

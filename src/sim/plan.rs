@@ -142,6 +142,7 @@ pub fn stream_plan(
         usage,
         continuous: usage && config.continuous_usage && req.continuous_usage,
         hidden: u64::from(config.hidden_reasoning),
+        reasoning: u64::from(config.reasoning),
         calls,
     };
     let r = render::renderer(req.dialect);
@@ -234,6 +235,21 @@ pub fn stream_plan(
                 r.chunk(&ctx, &text, sent, finish)
             }
             (_, Some(calls)) => tool_chunks(r, &ctx, calls, (sent - size) as usize, sent, finish),
+            (None, None) if ctx.reasoning > sent - size => {
+                // Reasoning first; the rest of the chunk (if any) is the answer's.
+                let thought = ctx.reasoning.min(sent) - (sent - size);
+                let rest = size - thought;
+                let mut piece = r.reasoning_chunk(
+                    &ctx,
+                    &text(sent - size, thought),
+                    sent - rest,
+                    finish.filter(|_| rest == 0),
+                );
+                if rest > 0 {
+                    piece += &r.chunk(&ctx, &text(sent - rest, rest), sent, finish);
+                }
+                piece
+            }
             (answer, None) => match answer {
                 Some(tokens) => {
                     let tokens = &tokens[(sent - size) as usize..sent as usize];
@@ -314,6 +330,7 @@ pub fn stream_steps(
                 usage: false,
                 continuous: false,
                 hidden: 0,
+                reasoning: 0,
                 calls: 0,
             };
             let r = render::renderer(req.dialect);

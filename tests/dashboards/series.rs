@@ -54,7 +54,8 @@ pub(super) const EXPORTED_SERIES: &[&str] = &[
     "inferprobe_ratelimit_remaining",
     "inferprobe_ratelimit_limit",
     "inferprobe_ratelimit_reset_timestamp_seconds",
-    // Certificate expiry (issue 59).
+    // Certificate expiry and reasoning tokens (issue 59).
+    "inferprobe_reasoning_tokens_total",
     "inferprobe_tls_earliest_cert_expiry_timestamp_seconds",
     "inferprobe_adapter_checks_total",
     "inferprobe_adapter_base_checks_total",
@@ -64,7 +65,7 @@ pub(super) const EXPORTED_SERIES: &[&str] = &[
 /// The histograms that carry native buckets beside their classic ones (a protobuf scrape):
 /// every per-target histogram, the four latency ones first, the prefix-cache check's and the
 /// session check's.
-pub(super) const NATIVE_HISTOGRAMS: [&str; 13] = [
+pub(super) const NATIVE_HISTOGRAMS: [&str; 14] = [
     "inferprobe_time_to_first_token_seconds",
     "inferprobe_time_per_output_token_seconds",
     "inferprobe_inter_token_latency_seconds",
@@ -78,6 +79,7 @@ pub(super) const NATIVE_HISTOGRAMS: [&str; 13] = [
     "inferprobe_session_turn_e2el_seconds",
     "inferprobe_session_turn_time_to_call_seconds",
     "inferprobe_connection_phase_seconds",
+    "inferprobe_time_to_first_answer_token_seconds",
 ];
 
 /// The four latency histograms every dashboard shows.

@@ -67,6 +67,67 @@ fn cached_prompt_tokens_have_no_series_until_reported() {
     );
 }
 
+/// Cache writes and reasoning tokens are counted alike: no series until a server reports
+/// them, then every report added; the answer's TTFT histogram is made on the first answer
+/// that came after reasoning and then observes every answer; all go with the target.
+#[test]
+fn cache_writes_reasoning_and_the_answer_ttft_have_no_series_until_reported() {
+    use crate::record::AnswerParts;
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let t = metrics.target(&target("t"));
+    let families = [
+        "inferprobe_prompt_cache_write_tokens_total{",
+        "inferprobe_reasoning_tokens_total{",
+        "inferprobe_time_to_first_answer_token_seconds_count{",
+    ];
+    let answered = |parts: AnswerParts| Measurement {
+        answer: parts,
+        ..measurement()
+    };
+    let plain = AnswerParts {
+        ttft: Some(Duration::from_millis(30)),
+        ..AnswerParts::default()
+    };
+    t.record(&Arc::new("r1".into()), &Ok(answered(plain)));
+    let text = exposition(&registry, Format::Text);
+    for family in families {
+        assert!(!text.contains(family), "{family}: {text}");
+    }
+    let reasoned = AnswerParts {
+        reasoning_tokens: Some(12),
+        cache_write_tokens: Some(1024),
+        ttft: Some(Duration::from_millis(300)),
+        reasoned: true,
+    };
+    t.record(&Arc::new("r2".into()), &Ok(answered(reasoned)));
+    t.record(&Arc::new("r3".into()), &Ok(answered(plain)));
+    let text = exposition(&registry, Format::Text);
+    assert!(
+        text.contains(&format!(
+            "inferprobe_prompt_cache_write_tokens_total{{{LABELS}}} 1024\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "inferprobe_reasoning_tokens_total{{{LABELS}}} 12\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "inferprobe_time_to_first_answer_token_seconds_count{{{LABELS}}} 2\n"
+        )),
+        "{text}"
+    );
+    metrics.remove_target(t.labels());
+    let text = exposition(&registry, Format::Text);
+    for family in families {
+        assert!(!text.contains(family), "{family}: {text}");
+    }
+}
+
 /// A probe that ends after its target was removed (discovery dropped the pod mid-request)
 /// must not bring the lazily made series back: nothing would remove it again. The churn
 /// test (tests/discovery_churn.rs) found 3 such series left after 1,000 pods came and went.

@@ -26,6 +26,8 @@ pub struct Ctx {
     pub continuous: bool,
     /// Reasoning tokens billed before the visible ones and never streamed.
     pub hidden: u64,
+    /// The first output tokens that are streamed as reasoning.
+    pub reasoning: u64,
     /// The answer's tool calls (its end says so: `tool_calls`, `tool_use`).
     pub calls: u64,
 }
@@ -43,6 +45,13 @@ pub struct CallRef<'a> {
 }
 
 impl Ctx {
+    /// Reasoning billed once `visible` tokens were streamed: the hidden reasoning and the
+    /// streamed reasoning among them.
+    pub fn reasoning_tokens(&self, visible: u64) -> u64 {
+        let hidden = if visible > 0 { self.hidden } else { 0 };
+        hidden + self.reasoning.min(visible)
+    }
+
     /// OpenAI usage after `visible` streamed tokens: the hidden reasoning, done before the
     /// first of them, is included and broken out (as OpenAI does).
     pub fn usage_json(&self, visible: u64) -> Value {
@@ -50,8 +59,9 @@ impl Ctx {
         let hidden = if visible > 0 { self.hidden } else { 0 };
         let completion = visible + hidden;
         let mut usage = json!({ "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion });
-        if hidden > 0 {
-            usage["completion_tokens_details"] = json!({ "reasoning_tokens": hidden });
+        let reasoning = self.reasoning_tokens(visible);
+        if reasoning > 0 {
+            usage["completion_tokens_details"] = json!({ "reasoning_tokens": reasoning });
         }
         // As vLLM with `--enable-prompt-tokens-details`.
         if let Some(cached) = self.req.reported_cached {
@@ -95,6 +105,12 @@ pub trait Render: Sync {
     }
     /// Events after the last token (usage, end markers).
     fn epilogue(&self, ctx: &Ctx, tokens: u64) -> Vec<String>;
+
+    /// A chunk of streamed reasoning (`--reasoning`): the dialect's reasoning delta, or its
+    /// text where it has none.
+    fn reasoning_chunk(&self, ctx: &Ctx, text: &str, tokens: u64, finish: Option<&str>) -> String {
+        self.chunk(ctx, text, tokens, finish)
+    }
     /// The dialect's error event, sent mid-stream by the `error_event` fault.
     fn error(&self, ctx: &Ctx) -> String;
 }

@@ -28,6 +28,15 @@ fn chunk_json(ctx: &Ctx, choices: Value, usage: Option<Value>) -> String {
 }
 
 impl Render for OpenAi {
+    /// Chat's `delta.reasoning_content`, as vLLM's and SGLang's reasoning parsers stream it.
+    fn reasoning_chunk(&self, ctx: &Ctx, text: &str, tokens: u64, finish: Option<&str>) -> String {
+        if ctx.req.dialect != Dialect::Chat {
+            return self.chunk(ctx, text, tokens, finish);
+        }
+        let choices = json!([{ "index": 0, "delta": { "reasoning_content": text }, "logprobs": null, "finish_reason": finish }]);
+        chunk_json(ctx, choices, ctx.continuous.then(|| ctx.usage_json(tokens)))
+    }
+
     fn preamble(&self, ctx: &Ctx) -> Vec<String> {
         if ctx.req.dialect != Dialect::Chat {
             return Vec::new();

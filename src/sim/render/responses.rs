@@ -45,6 +45,13 @@ impl Render for Responses {
         ]
     }
 
+    fn reasoning_chunk(&self, _: &Ctx, text: &str, _: u64, _: Option<&str>) -> String {
+        typed(
+            "response.reasoning_text.delta",
+            json!({ "item_id": "rs_sim", "output_index": 0, "content_index": 0, "delta": text }),
+        )
+    }
+
     fn chunk(&self, _: &Ctx, text: &str, _: u64, _: Option<&str>) -> String {
         typed(
             "response.output_text.delta",
@@ -82,7 +89,8 @@ impl Render for Responses {
 
     fn epilogue(&self, ctx: &Ctx, tokens: u64) -> Vec<String> {
         let output = tokens + ctx.hidden;
-        let mut usage = json!({ "input_tokens": ctx.req.prompt_tokens, "output_tokens": output, "total_tokens": ctx.req.prompt_tokens + output, "output_tokens_details": { "reasoning_tokens": ctx.hidden } });
+        let reasoning = ctx.reasoning_tokens(tokens).max(ctx.hidden);
+        let mut usage = json!({ "input_tokens": ctx.req.prompt_tokens, "output_tokens": output, "total_tokens": ctx.req.prompt_tokens + output, "output_tokens_details": { "reasoning_tokens": reasoning } });
         if let Some(cached) = ctx.req.reported_cached {
             usage["input_tokens_details"] = json!({ "cached_tokens": cached });
         }

@@ -400,7 +400,7 @@ def cmd_objects(rendered, release, namespace, *value_files):
                 {"name": "metrics", "port": 9464, "targetPort": "metrics", "protocol": "TCP"}]:
             error(f"{name_of(o)}: must be headless with port metrics 9464")
     for kind, key in (("PodMonitor", "podMonitor"), ("ServiceMonitor", "serviceMonitor"),
-                      ("PrometheusRule", "prometheusRule")):
+                      ("Probe", "probe"), ("PrometheusRule", "prometheusRule")):
         # <key>.labels wins over `release: <monitoring.release>`.
         release_label = (values[key].get("labels") or {}).get(
             "release", (values.get("monitoring") or {}).get("release"))
@@ -409,6 +409,17 @@ def cmd_objects(rendered, release, namespace, *value_files):
             if release_label and labels.get("release") != release_label:
                 error(f"{name_of(o)}: no label release={release_label} (monitoring.release, {key}.labels)")
             user_in(f"{name_of(o)} labels", values[key].get("labels"), labels)
+    probes = of_kind(objs, "Probe")
+    if len(probes) != values["probe"]["enabled"]:
+        error("the Probe rendered does not follow probe.enabled")
+    for o in probes:
+        spec = o["spec"]
+        svc_name = svc[0]["metadata"]["name"] if svc else None
+        want = f"{svc_name}.{o['metadata']['namespace']}.svc:9464"
+        if spec["prober"] != {"url": want, "path": "/probe"}:
+            error(f"{name_of(o)}: prober must be the headless Service {want} at /probe: {spec['prober']}")
+        if spec["targets"]["staticConfig"]["static"] != values["probe"]["targets"]:
+            error(f"{name_of(o)}: targets are not probe.targets")
     monitors = of_kind(objs, "PodMonitor") + of_kind(objs, "ServiceMonitor")
     if len(monitors) != (values["podMonitor"]["enabled"] + values["serviceMonitor"]["enabled"]):
         error("the monitors rendered do not follow podMonitor.enabled / serviceMonitor.enabled")
@@ -805,7 +816,7 @@ def cmd_kps(rendered, fixture, release=None):
 
     report = []
     for kind, sel_kind in (("PodMonitor", "podMonitor"), ("ServiceMonitor", "serviceMonitor"),
-                           ("PrometheusRule", "rule")):
+                           ("Probe", "probe"), ("PrometheusRule", "rule")):
         for o in of_kind(objs, kind):
             labels = o["metadata"].get("labels") or {}
             ok = selector_matches(selector(sel_kind), labels) and namespace_ok(
@@ -840,7 +851,8 @@ def cmd_kps(rendered, fixture, release=None):
     # The model is not vacuous: a kps installed under another release name selects nothing.
     other = {"matchLabels": {"release": release + "-other"}}
     if any(selector_matches(other, o["metadata"].get("labels") or {})
-           for o in of_kind(objs, "PodMonitor") + of_kind(objs, "ServiceMonitor") + of_kind(objs, "PrometheusRule")):
+           for o in of_kind(objs, "PodMonitor") + of_kind(objs, "ServiceMonitor") + of_kind(objs, "Probe")
+           + of_kind(objs, "PrometheusRule")):
         error(f"a kps released as {release}-other would select these objects too: the model is vacuous")
     done(f"kube-prometheus-stack release {release} (tests/fixtures/chart/kps-defaults.yaml): "
          + "; ".join(report))

@@ -60,6 +60,7 @@ pub mod record;
 pub mod report;
 pub mod sampling;
 pub mod scheduler;
+pub mod scrape_probe;
 pub mod server;
 pub mod session;
 pub mod shutdown;

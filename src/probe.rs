@@ -84,6 +84,21 @@ pub struct ProbeReport {
     pub media: MediaSummary,
 }
 
+impl ProbeReport {
+    /// Judge it as a workload probe (the stream's, `bench`'s, `/probe`'s): an answer that
+    /// was reasoning alone, cut at its budget, is a failure its user felt. The checks'
+    /// own prompts (canary, structured, prefix cache, sampler, sessions, adapters) judge
+    /// such an answer their own way, often on a budget of a few tokens.
+    pub fn judge_workload(mut self) -> Self {
+        if let Outcome::Finished(Ok(measured)) = &self.outcome
+            && let Some(exhausted) = self.record.reasoning_exhausted(measured)
+        {
+            self.outcome = Outcome::Finished(Err(exhausted));
+        }
+        self
+    }
+}
+
 enum Stop {
     Failed(ProbeError),
     /// The server closed a *reused* keep-alive connection before any response (see
@@ -131,6 +146,11 @@ impl Prober {
             streams: target.backend.streams(),
             target,
         })
+    }
+
+    /// The earliest notAfter of the chain its target last presented (Unix seconds).
+    pub fn server_expiry(&self) -> Option<i64> {
+        self.client.server_expiry()
     }
 
     /// The prober is started: its connection series are its own from now on.
@@ -425,7 +445,7 @@ impl Prober {
         };
         let response_at = Instant::now();
         record.response_at = Some(response_at);
-        self.client.response(&response, record.start, response_at);
+        record.connection = Some(self.client.response(&response, record.start, response_at));
         record.response.quota = Quota::read(response.headers(), std::time::SystemTime::now());
         if let Some(session) = &self.target.session {
             record.response.served_by = served_by(response.headers(), &session.served_by);
@@ -561,16 +581,6 @@ fn judge(
     record: &RequestRecord,
 ) -> Result<Measurement, ProbeError> {
     let measurement = record.measure(target.prompts.tokenizer.as_deref())?;
-    // A workload probe answered with reasoning alone is a failure its user felt. The
-    // checks' own prompts (canary, structured, sampler, sessions) judge such an answer
-    // their own way: a structured answer's budget is explained, a canary's left unscored.
-    let workload = prompt.greedy.is_none()
-        && prompt.structure.is_none()
-        && prompt.sampled.is_none()
-        && prompt.conversation.is_none();
-    if workload && let Some(exhausted) = record.reasoning_exhausted(&measurement) {
-        return Err(exhausted);
-    }
     // A canary's greedy answer is judged by the canary alone: the target's `validate`
     // rules are written for its workload (`output_tokens` with `ignore_eos`), and a short
     // right answer (" Paris." then EOS) would fail them and count as the target's error.

@@ -172,6 +172,8 @@ pub struct RequestRecord {
     pub whole: Option<WholeBody>,
     /// The trace this probe started (its `traceparent`), unless the target opted out.
     pub trace: Option<crate::trace_context::TraceIds>,
+    /// Its connection's setup (if it waited for a new one) and the wait for its headers.
+    pub connection: Option<crate::client::Connection>,
     first_token_at: Option<Instant>,
     /// The first output was a tool call's delta, with no text, reasoning or refusal before
     /// it: the TTFT is the time to the call (a server's tool parser holds the stream back
@@ -203,6 +205,7 @@ impl RequestRecord {
             response: ResponseInfo::default(),
             whole: None,
             trace: None,
+            connection: None,
             first_token_at: None,
             first_is_call: false,
             observations: Vec::new(),

@@ -142,7 +142,8 @@ pub async fn run(
             };
             let probe = prober
                 .probe_sampled(&request_id, &prompt, &ctx.abort, ctx.sample())
-                .await;
+                .await
+                .judge_workload();
             if probe.retried {
                 sinks.metrics.retried();
             }
@@ -191,7 +192,7 @@ pub async fn run(
 
 /// The prompt of `draw`. A tokenizer's work (exact lengths) runs on the blocking pool, off
 /// the runtime workers that stamp other probes' chunks; `None` if the runtime shuts down.
-async fn build_prompt(target: &Arc<Target>, draw: Draw) -> Option<Prompt> {
+pub(crate) async fn build_prompt(target: &Arc<Target>, draw: Draw) -> Option<Prompt> {
     if !target.prompts.is_heavy() {
         return Some(target.prompts.build(draw));
     }

@@ -1,5 +1,6 @@
-//! The daemon's HTTP endpoints: `/` (status page), `/metrics`, `/healthz`, `/readyz`,
-//! `/config` (the running configuration, redacted) and `POST /-/reload`.
+//! The daemon's HTTP endpoints: `/` (status page), `/metrics`, `/probe` (one probe at
+//! scrape time: [`crate::scrape_probe`]), `/healthz`, `/readyz`, `/config` (the running
+//! configuration, redacted) and `POST /-/reload`.
 //!
 //! Read-only but for the reload request, which is handed to the daemon's loop. The server
 //! runs on its own thread and single-threaded runtime ([`spawn`]), off the probing runtime:
@@ -52,6 +53,8 @@ pub struct State {
     ready: AtomicBool,
     /// The latest encoding per format and when it began (see [`exposition`]).
     expositions: Mutex<[Option<(Instant, Bytes)>; 3]>,
+    /// `/probe`: `None` where the daemon offers none (a fixed test server).
+    scrape_probes: Option<Arc<crate::scrape_probe::ScrapeProbes>>,
 }
 
 impl State {
@@ -72,7 +75,14 @@ impl State {
             reloads,
             ready: AtomicBool::new(false),
             expositions: Mutex::default(),
+            scrape_probes: None,
         }
+    }
+
+    /// Serve `/probe` with `probes`.
+    pub fn with_scrape_probes(mut self, probes: Arc<crate::scrape_probe::ScrapeProbes>) -> Self {
+        self.scrape_probes = Some(probes);
+        self
     }
 
     pub fn set_config(&self, config: Value) {
@@ -258,6 +268,23 @@ async fn handle(req: &Request<Incoming>, state: &State) -> Response<Full<Bytes>>
             return not_allowed("POST, PUT");
         }
         return reload(state).await;
+    }
+    if path == "/probe" && matches!(*method, Method::GET | Method::HEAD) {
+        let Some(probes) = &state.scrape_probes else {
+            return text(StatusCode::NOT_FOUND, "not found\n");
+        };
+        let timeout = req
+            .headers()
+            .get("x-prometheus-scrape-timeout-seconds")
+            .and_then(|v| v.to_str().ok());
+        let (status, body) = probes.answer(req.uri().query(), timeout).await;
+        let content_type = match status {
+            StatusCode::OK => "text/plain; version=0.0.4; charset=utf-8",
+            _ => "text/plain; charset=utf-8",
+        };
+        let mut response = with_type(body, content_type);
+        *response.status_mut() = status;
+        return response;
     }
     if !matches!(path, "/" | "/metrics" | "/healthz" | "/readyz" | "/config") {
         return text(StatusCode::NOT_FOUND, "not found\n");

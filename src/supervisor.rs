@@ -86,6 +86,8 @@ pub struct Supervisor {
     adapter_fleets: Arc<crate::adapters::Fleets>,
     /// Node-local blocks' pools, for votes (filled by discovery).
     pools: Arc<canary::votes::Pools>,
+    /// The running targets `/probe` may probe.
+    scrape_probes: Option<Arc<crate::scrape_probe::ScrapeProbes>>,
 }
 
 impl Supervisor {
@@ -105,7 +107,14 @@ impl Supervisor {
             books: Arc::default(),
             adapter_fleets: Arc::default(),
             pools: Arc::default(),
+            scrape_probes: None,
         }
+    }
+
+    /// Keep `probes` told which targets run, for `/probe`.
+    pub fn with_scrape_probes(mut self, probes: Arc<crate::scrape_probe::ScrapeProbes>) -> Self {
+        self.scrape_probes = Some(probes);
+        self
     }
 
     /// Make the running targets `targets` (configured and discovered, by id). Every new or
@@ -159,6 +168,9 @@ impl Supervisor {
                 running.stop.cancel();
                 self.metrics.remove_target(&running.labels);
                 self.board.detach(&name);
+                if let Some(probes) = &self.scrape_probes {
+                    probes.remove(&name);
+                }
                 tracing::info!(target = %name, "target removed");
                 changes.removed.push(name);
             }
@@ -174,6 +186,9 @@ impl Supervisor {
                 }
             }
             prober.started();
+            if let Some(probes) = &self.scrape_probes {
+                probes.set(Arc::clone(&target));
+            }
             let status = self.board.attach(&target, settings.status_page_probes);
             let stop = self.shutdown.child_token();
             let seed = scheduler::target_seed(settings.seed, &target.id);

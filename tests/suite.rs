@@ -114,6 +114,8 @@ mod rollout_undo;
 mod rollouts;
 #[path = "sampler.rs"]
 mod sampler;
+#[path = "scrape_probe.rs"]
+mod scrape_probe;
 #[path = "secrets.rs"]
 mod secrets;
 #[path = "session.rs"]

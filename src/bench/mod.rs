@@ -292,7 +292,10 @@ pub async fn run(args: &BenchArgs, plan: Plan, shutdown: &Shutdown) -> anyhow::R
                 None => None,
             };
             let sent = Instant::now();
-            let report = prober.probe(&request_id, &prompt, &abort).await;
+            let report = prober
+                .probe(&request_id, &prompt, &abort)
+                .await
+                .judge_workload();
             progress.inc(1);
             if report.retried {
                 metrics.retried();

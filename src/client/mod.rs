@@ -30,7 +30,7 @@ use crate::endpoint::{ConnectionMode, Target};
 use crate::error::DnsError;
 use crate::metrics::connection::{Chain, ConnectionSeries, Phase};
 
-mod phases;
+pub mod phases;
 pub mod tls;
 
 /// Idle connections are kept this long, longer than the gap between probes at typical
@@ -102,6 +102,14 @@ pub struct Client {
     connect_timeout: Duration,
 }
 
+/// What one request's connection cost it: the setup of the connection it opened (if it
+/// waited for a new one) and the wait for its response headers.
+#[derive(Clone, Copy, Debug)]
+pub struct Connection {
+    pub setup: Option<phases::Setup>,
+    pub processing: Duration,
+}
+
 /// Why a target's client could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -171,14 +179,14 @@ impl Client {
     /// A response's headers arrived at `at` for a request handed to the client at `sent`:
     /// record the setup of the connection it opened (if it did) and the wait for its
     /// headers; keep the certificate expiry fresh.
-    pub fn response(&self, response: &reqwest::Response, sent: Instant, at: Instant) {
+    pub fn response(&self, response: &reqwest::Response, sent: Instant, at: Instant) -> Connection {
         let connection = self.opened.response(response, sent);
         if let Some(setup) = &connection.setup {
             setup.record(&self.series);
         }
         let waited_from = connection.ready.map_or(sent, |ready| ready.max(sent));
-        self.series
-            .phase(Phase::Processing, at.saturating_duration_since(waited_from));
+        let processing = at.saturating_duration_since(waited_from);
+        self.series.phase(Phase::Processing, processing);
         if let (Some((config, watch)), Some((host, port))) = (&self.certs, &self.host)
             && watch.claim_refresh()
         {
@@ -186,6 +194,16 @@ impl Client {
             let (host, port, timeout) = (host.clone(), *port, self.connect_timeout);
             tokio::spawn(async move { tls::refresh(&config, watch, host, port, timeout).await });
         }
+        Connection {
+            setup: connection.setup,
+            processing,
+        }
+    }
+
+    /// The earliest notAfter (Unix seconds) of the chain the target last presented in a
+    /// full handshake, if any was seen.
+    pub fn server_expiry(&self) -> Option<i64> {
+        self.certs.as_ref().and_then(|(_, watch)| watch.expiry())
     }
 }
 

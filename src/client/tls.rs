@@ -116,6 +116,7 @@ pub fn config(
         series: series.clone(),
         last_full: Mutex::new(None),
         refreshing: AtomicBool::new(false),
+        expiry: std::sync::atomic::AtomicI64::new(i64::MIN),
     });
     let verifier = Arc::new(Recording {
         inner,
@@ -161,12 +162,20 @@ pub struct CertWatch {
     series: ConnectionSeries,
     last_full: Mutex<Option<Instant>>,
     refreshing: AtomicBool,
+    /// The last expiry seen (Unix seconds), `i64::MIN` before any.
+    expiry: std::sync::atomic::AtomicI64,
 }
 
 impl CertWatch {
+    /// The last expiry seen, if any.
+    pub fn expiry(&self) -> Option<i64> {
+        Some(self.expiry.load(Ordering::Relaxed)).filter(|&e| e != i64::MIN)
+    }
+
     fn seen(&self, expiry: Option<i64>) {
         *self.last_full.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         if let Some(expiry) = expiry {
+            self.expiry.store(expiry, Ordering::Relaxed);
             self.series.cert_expiry(Chain::Server, expiry as f64);
         }
     }
@@ -453,6 +462,7 @@ mod tests {
             series: ConnectionSeries::default(),
             last_full: Mutex::new(None),
             refreshing: AtomicBool::new(false),
+            expiry: std::sync::atomic::AtomicI64::new(i64::MIN),
         };
         assert!(watch.claim_refresh());
         assert!(!watch.claim_refresh(), "one at a time");

@@ -23,6 +23,7 @@ use crate::config::{Config, ConfigError};
 use crate::metrics::{Metrics, RuntimeCollector};
 use crate::otlp::Spans;
 use crate::scheduler::Context;
+use crate::scrape_probe::ScrapeProbes;
 use crate::server::{self, ReloadRequest, State};
 use crate::shutdown::Shutdown;
 use crate::status::Board;
@@ -115,29 +116,37 @@ async fn serve(
         cut: Arc::new(AtomicU64::new(0)),
         fleet: fleet_size,
     };
+    let scrape_probes = Arc::new(ScrapeProbes::new(
+        tokio::runtime::Handle::current(),
+        ctx.abort.clone(),
+    ));
     let supervisor = Supervisor::new(
         metrics.clone(),
         Arc::clone(&board),
         ctx.clone(),
         CancellationToken::new(),
-    );
+    )
+    .with_scrape_probes(Arc::clone(&scrape_probes));
     let (updates, mut discovered) = mpsc::channel(64);
     // A bad target fails the start, loudly, before anything is served.
     let mut targets = Targets::start(supervisor, metrics.clone(), &config, updates, fleet)?;
     metrics.config_loaded(true);
 
     let (reloads, mut reload_requests) = mpsc::channel::<ReloadRequest>(4);
-    let state = Arc::new(State::new(
-        registry,
-        metrics.clone(),
-        Arc::clone(&board),
-        targets.view(),
-        loader.is_some().then_some(reloads),
-    ));
+    let state = Arc::new(
+        State::new(
+            registry,
+            metrics.clone(),
+            Arc::clone(&board),
+            targets.view(),
+            loader.is_some().then_some(reloads),
+        )
+        .with_scrape_probes(scrape_probes),
+    );
     let server_stop = CancellationToken::new();
     let address = listener.local_addr()?;
     let server = server::spawn(listener, Arc::clone(&state), server_stop.clone())?;
-    tracing::info!(%address, "serving /, /metrics, /healthz, /readyz, /config, /-/reload");
+    tracing::info!(%address, "serving /, /metrics, /probe, /healthz, /readyz, /config, /-/reload");
     // The config file and the files it reads (API keys, TLS): kept current across reloads.
     let watched_files = Arc::new(std::sync::RwLock::new(Vec::new()));
     if let (Some(interval), Some(path)) = (config.watch, watched) {

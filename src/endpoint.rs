@@ -154,6 +154,9 @@ pub struct Target {
     /// Prompt text, max_tokens and model for each probe.
     pub prompts: PromptSource,
     pub ignore_eos: bool,
+    /// A workload answer that was reasoning alone, cut at its budget, fails the probe
+    /// (`reasoning_exhausted = "error"`); otherwise it counts as a success.
+    pub reasoning_exhausted_fails: bool,
     /// Sampling parameters to send, only those the user set (server defaults otherwise).
     pub sampling: serde_json::Map<String, serde_json::Value>,
     /// Merged into the request body last, overriding anything inferprobe would send.

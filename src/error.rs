@@ -175,7 +175,9 @@ pub enum ProbeError {
     EmptyResponse,
     /// HTTP 200 and tokens generated, every one of them reasoning: the budget ran out
     /// (`finish_reason` length) before the model answered. The user got nothing to read.
-    #[error("the model spent its whole budget reasoning and answered nothing: {0}")]
+    #[error(
+        "the model spent its whole budget reasoning and answered nothing ({0}): give the target an output_tokens above its reasoning, or set reasoning_exhausted = \"success\""
+    )]
     ReasoningExhausted(String),
     #[error("response too large: {0}")]
     TooLarge(String),

@@ -85,12 +85,14 @@ pub struct ProbeReport {
 }
 
 impl ProbeReport {
-    /// Judge it as a workload probe (the stream's, `bench`'s, `/probe`'s): an answer that
-    /// was reasoning alone, cut at its budget, is a failure its user felt. The checks'
+    /// Judge it as a workload probe of `target` (the stream's, `bench`'s, `/probe`'s): an
+    /// answer that was reasoning alone, cut at its budget, is a failure its user felt,
+    /// unless the target says otherwise (`reasoning_exhausted = "success"`). The checks'
     /// own prompts (canary, structured, prefix cache, sampler, sessions, adapters) judge
     /// such an answer their own way, often on a budget of a few tokens.
-    pub fn judge_workload(mut self) -> Self {
+    pub fn judge_workload(mut self, target: &Target) -> Self {
         if let Outcome::Finished(Ok(measured)) = &self.outcome
+            && target.reasoning_exhausted_fails
             && let Some(exhausted) = self.record.reasoning_exhausted(measured)
         {
             self.outcome = Outcome::Finished(Err(exhausted));

@@ -25,9 +25,11 @@ use tokio::time::Instant;
 use crate::error::ProbeError;
 use crate::prompt::TokenCounter;
 
+mod answer;
 mod response;
 mod tokens;
 
+pub use answer::AnswerParts;
 pub use response::{Logprobs, ResponseInfo, ServerTimings, Thinking, ToolCall, WholeBody};
 pub use tokens::TimedBy;
 
@@ -124,23 +126,6 @@ pub struct Measurement {
     pub cached_prompt_tokens: Option<u64>,
     /// Reasoning, cache writes and the visible answer's first token.
     pub answer: AnswerParts,
-}
-
-/// What a reasoning model's or a caching API's answer adds to the measurement.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct AnswerParts {
-    /// Output tokens that were reasoning: usage's breakdown, else the configured tokenizer
-    /// on the streamed reasoning, else (approximate) the events that carried only
-    /// reasoning. `None` when the answer had no reasoning that was said or seen.
-    pub reasoning_tokens: Option<u64>,
-    /// Prompt tokens the server wrote to its prompt cache (Anthropic's
-    /// `cache_creation_input_tokens`), when it says.
-    pub cache_write_tokens: Option<u64>,
-    /// Time to the first event carrying the answer's text, after any reasoning: what a
-    /// reasoning model's user waits for. `None` when no answer text was streamed.
-    pub ttft: Option<Duration>,
-    /// Reasoning came before the answer: streamed, or billed as reasoning.
-    pub reasoned: bool,
 }
 
 impl Measurement {
@@ -304,6 +289,15 @@ impl RequestRecord {
         // Events read together arrived together: one arrival, not gaps of zero.
         let tokens = tokens::merge_arrivals(tokens);
         let (Some(&(first, _)), Some(&(last, _))) = (tokens.first(), tokens.last()) else {
+            // Reasoning billed but never streamed (o-series, gpt-5, redacted thinking) that
+            // ran into the limit: nothing was answered because it all went on thinking.
+            let hidden =
+                self.reasoning_tokens.is_some_and(|n| n > 0) || !self.response.thinking.is_empty();
+            if hidden && self.at_limit() {
+                return Err(ProbeError::ReasoningExhausted(
+                    "reasoning billed, nothing streamed".into(),
+                ));
+            }
             return Err(ProbeError::EmptyResponse);
         };
         let buffered = tokens.len() == 1 && events > 1;
@@ -339,77 +333,6 @@ impl RequestRecord {
             prompt_tokens: self.prompt_tokens,
             cached_prompt_tokens: self.cached_prompt_tokens(),
             answer: self.answer_parts(tokenizer),
-        })
-    }
-
-    /// Reasoning, cache writes and the answer's first token ([`AnswerParts`]).
-    fn answer_parts(&self, tokenizer: Option<&TokenCounter>) -> AnswerParts {
-        let response = &self.response;
-        // Chat's reasoning field, Anthropic's thinking blocks, or (Responses) the output
-        // beside the answer when it is only reasoning (no calls, no refusal).
-        let thinking: String;
-        let reasoning_text = if let Some((_, text)) = &response.reasoning {
-            Some(text.as_str())
-        } else if !response.thinking.is_empty() {
-            thinking = response.thinking.iter().map(|t| t.text.as_str()).collect();
-            Some(thinking.as_str())
-        } else if response.reasoning_streamed
-            && response.tool_calls.is_empty()
-            && response.refusal.is_empty()
-        {
-            Some(response.other_text.as_str())
-        } else {
-            None
-        };
-        let streamed = reasoning_text.is_some_and(|text| !text.is_empty());
-        let reasoning_tokens = self.reasoning_tokens.or_else(|| {
-            let text = reasoning_text.filter(|text| !text.is_empty())?;
-            tokenizer.and_then(|t| t.count(text)).or_else(|| {
-                // The events whose output went beside the answer, not into it.
-                let mut previous = (0, 0);
-                let mut events = 0;
-                for o in self.observations.iter().filter(|o| o.has_output) {
-                    if o.text_end == previous.0 && o.other_end > previous.1 {
-                        events += 1;
-                    }
-                    previous = (o.text_end, o.other_end);
-                }
-                Some(events)
-            })
-        });
-        let ttft = self
-            .observations
-            .iter()
-            .find(|o| o.has_output && o.text_end > 0)
-            .map(|o| o.at - self.start);
-        AnswerParts {
-            reasoning_tokens,
-            cache_write_tokens: response.cache_written,
-            ttft,
-            reasoned: streamed || reasoning_tokens.is_some_and(|n| n > 0),
-        }
-    }
-
-    /// A reasoning model that hit its token limit with nothing to show but reasoning: no
-    /// answer text, no tool call, no refusal ([`ProbeError::ReasoningExhausted`]).
-    pub fn reasoning_exhausted(&self, measured: &Measurement) -> Option<ProbeError> {
-        let response = &self.response;
-        let limit = matches!(
-            response.finish_reason.as_deref(),
-            Some("length" | "max_tokens" | "max_output_tokens")
-        );
-        let nothing = response.text.trim().is_empty()
-            && response.tool_calls.is_empty()
-            && response.refusal.is_empty();
-        (limit && nothing && measured.answer.reasoned).then(|| {
-            let tokens = measured.output_tokens.map(TokenCount::value);
-            let reasoning = measured.answer.reasoning_tokens;
-            ProbeError::ReasoningExhausted(match (tokens, reasoning) {
-                (Some(all), Some(reasoning)) => {
-                    format!("{reasoning} of {all} tokens reasoning, finish_reason length")
-                }
-                _ => "finish_reason length with reasoning and no answer".into(),
-            })
         })
     }
 

@@ -143,7 +143,7 @@ pub async fn run(
             let probe = prober
                 .probe_sampled(&request_id, &prompt, &ctx.abort, ctx.sample())
                 .await
-                .judge_workload();
+                .judge_workload(&prober.target);
             if probe.retried {
                 sinks.metrics.retried();
             }

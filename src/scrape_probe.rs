@@ -183,7 +183,7 @@ impl ScrapeProbes {
             let draw = target.prompts.draw(&mut rng);
             let prompt = crate::scheduler::build_prompt(&target, draw).await?;
             let probed = tokio::time::timeout(budget, prober.probe(&request_id, &prompt, &abort));
-            let report = probed.await.ok().map(ProbeReport::judge_workload);
+            let report = probed.await.ok().map(|r| r.judge_workload(&prober.target));
             Some((report, started.elapsed(), prober))
         });
         match run.await {

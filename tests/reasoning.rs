@@ -51,13 +51,17 @@ async fn reasoning_tokens_the_answers_first_token_and_an_answer_never_given() {
         target("responses", "openai-responses", &responses.url()),
         target("silent", "openai-chat", &silent.url()),
         target("exhausted", "openai-chat", &exhausted.url()),
+        target("tolerated", "openai-chat", &exhausted.url()),
+        "reasoning_exhausted = \"success\"\n".into(),
     ]
     .concat();
     let daemon = start_daemon(&toml).await;
     let answered = ["chat", "responses", "silent"];
     let s = daemon
         .wait_for(Duration::from_secs(30), |s| {
-            answered.iter().all(|t| s.successes(t) >= 6.0) && s.requests("exhausted") >= 6.0
+            answered.iter().all(|t| s.successes(t) >= 6.0)
+                && s.requests("exhausted") >= 6.0
+                && s.requests("tolerated") >= 3.0
         })
         .await;
     daemon.stop().await;
@@ -90,6 +94,14 @@ async fn reasoning_tokens_the_answers_first_token_and_an_answer_never_given() {
     assert_eq!(
         s.errors("exhausted", "reasoning_exhausted"),
         s.requests("exhausted"),
+        "{}",
+        s.text
+    );
+    // Unless the target says such an answer is a success.
+    assert_eq!(s.all_errors("tolerated"), 0.0, "{}", s.text);
+    assert_eq!(
+        s.successes("tolerated"),
+        s.requests("tolerated"),
         "{}",
         s.text
     );

@@ -251,19 +251,21 @@ impl WireChoice<'_> {
                 None => {}
             }
             let reasoning_before = info.other_text.len();
-            for (field, text) in [
+            // One of the two: vLLM 0.11 to 0.14 (and mlx-vlm) send the same text in both.
+            let fields = [
                 ("reasoning_content", &delta.reasoning_content),
                 ("reasoning", &delta.reasoning),
-            ] {
-                let Some(text) = text else { continue };
+            ];
+            let said = fields
+                .iter()
+                .find(|(_, text)| text.as_deref().is_some_and(|t| !t.is_empty()));
+            if let Some((field, Some(text))) = said {
                 info.other_text.push_str(text);
                 // Kept apart, under the server's own name: a session sends it back on a
                 // reply with tool calls (DeepSeek's thinking mode refuses the history
                 // without it).
-                if !text.is_empty() {
-                    let reasoning = info.reasoning.get_or_insert_with(|| (field, String::new()));
-                    reasoning.1.push_str(text);
-                }
+                let reasoning = info.reasoning.get_or_insert_with(|| (field, String::new()));
+                reasoning.1.push_str(text);
             }
             info.reasoning_streamed |= info.other_text.len() > reasoning_before;
             if let Some(refusal) = &delta.refusal {

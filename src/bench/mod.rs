@@ -295,7 +295,7 @@ pub async fn run(args: &BenchArgs, plan: Plan, shutdown: &Shutdown) -> anyhow::R
             let report = prober
                 .probe(&request_id, &prompt, &abort)
                 .await
-                .judge_workload();
+                .judge_workload(&prober.target);
             progress.inc(1);
             if report.retried {
                 metrics.retried();

@@ -59,6 +59,18 @@ pub(super) fn connection(at: At, t: &RawTarget) -> Result<ConnectionMode, Config
     }
 }
 
+/// `reasoning_exhausted`: whether such an answer fails the probe (`error`, the default).
+pub(super) fn reasoning_exhausted(at: At, t: &RawTarget) -> Result<bool, ConfigError> {
+    match t.reasoning_exhausted.as_deref() {
+        None | Some("error") => Ok(true),
+        Some("success") => Ok(false),
+        Some(other) => Err(ConfigError::new(
+            at("reasoning_exhausted"),
+            format!("`{other}` is not `error` or `success`"),
+        )),
+    }
+}
+
 /// A PEM bundle of a few hundred certificates is well under this.
 const MAX_TLS_FILE_BYTES: u64 = 4 << 20;
 
@@ -272,6 +284,14 @@ pub(super) fn fill_defaults(shown: &mut Value, target: &crate::endpoint::Target)
         ),
         ("max_events", Value::from(target.limits.max_events)),
         ("trace_context", Value::from(target.trace_context)),
+        (
+            "reasoning_exhausted",
+            Value::from(if target.reasoning_exhausted_fails {
+                "error"
+            } else {
+                "success"
+            }),
+        ),
         (
             "connection",
             Value::from(match target.connection {

@@ -207,6 +207,9 @@ pub struct RawTarget {
     pub tracestate: Option<String>,
     /// `reuse` (pooled keep-alive connections) or `fresh` (a new connection per probe).
     pub connection: Option<String>,
+    /// What a workload answer that was reasoning alone, cut at its budget, counts as:
+    /// `error` (`reasoning_exhausted`, the default) or `success`.
+    pub reasoning_exhausted: Option<String>,
     pub tls_ca_file: Option<String>,
     pub tls_client_cert_file: Option<String>,
     pub tls_client_key_file: Option<String>,
@@ -446,6 +449,7 @@ impl RawTarget {
             dataset_format,
             output_tokens_from_dataset,
             validate,
+            reasoning_exhausted,
             embedding_dimensions,
             audio_seconds,
             audio_tone_hz,

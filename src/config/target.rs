@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::fields::{api_key, check_labels, endpoint_url, headers, in_range, timeouts};
-use super::operations::{budget, connection, fingerprint, slo, tls};
+use super::operations::{budget, connection, fingerprint, reasoning_exhausted, slo, tls};
 use super::prompts::{Loaded, backend_options, prompt_source, validation};
 use super::{ConfigError, Limits, RawTarget, Target};
 use crate::endpoint::BackendKind;
@@ -81,6 +81,7 @@ pub(super) fn validate_target(
         }
     }
     let connection = connection(&at, &t)?;
+    let reasoning_exhausted_fails = reasoning_exhausted(&at, &t)?;
     let tls = tls(&at, &t, loaded.skip_secrets)?;
     let max_output_tokens_per_hour = budget(&at, &t)?;
     let api_key = api_key(
@@ -288,6 +289,7 @@ pub(super) fn validate_target(
         max_concurrency,
         prompts,
         ignore_eos: t.ignore_eos.unwrap_or(true),
+        reasoning_exhausted_fails,
         sampling,
         extra_body,
         include_usage,

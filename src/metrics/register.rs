@@ -159,7 +159,7 @@ impl Metrics {
         );
         r.register(
             "reasoning_tokens",
-            "Of output_tokens_total, the tokens that were reasoning: usage's completion_tokens_details.reasoning_tokens (OpenAI, vLLM, Gemini's thoughtsTokenCount through compatible endpoints), Responses' output_tokens_details, Anthropic's thinking tokens; else the configured tokenizer on the streamed reasoning, else the events that carried only reasoning. No series for a target that never reasoned",
+            "Of output_tokens_total, the tokens that were reasoning: usage's completion_tokens_details.reasoning_tokens (OpenAI, vLLM, Gemini's thoughtsTokenCount through compatible endpoints), Responses' output_tokens_details; else the configured tokenizer on the streamed reasoning (Anthropic's thinking blocks: a summary on Claude 4, so an undercount), else the events that carried only reasoning. At most what the answer billed; no series for a target that never reasoned",
             m.reasoning_tokens.clone(),
         );
         r.register(

@@ -51,6 +51,16 @@ fn json_body(spec: RequestSpec) -> Value {
 /// Feed an SSE transcript through a backend's parser with events 10 ms apart; return the
 /// measurement (or failure) and what the response said.
 fn run(kind: BackendKind, sse: &str, eof: bool) -> (Result<Measurement, ProbeError>, ResponseInfo) {
+    let (result, record) = run_record(kind, sse, eof);
+    (result, record.response)
+}
+
+/// [`run`], with the whole record (events 10 ms apart from the request's start).
+fn run_record(
+    kind: BackendKind,
+    sse: &str,
+    eof: bool,
+) -> (Result<Measurement, ProbeError>, RequestRecord) {
     let mut decoder = SseDecoder::default();
     let mut events = Vec::new();
     decoder.push(sse.as_bytes(), &mut events).unwrap();
@@ -69,7 +79,7 @@ fn run(kind: BackendKind, sse: &str, eof: bool) -> (Result<Measurement, ProbeErr
                 record.end = Some(at);
                 break;
             }
-            Err(e) => return (Err(e), record.response),
+            Err(e) => return (Err(e), record),
         }
     }
     if record.end.is_none() && eof {
@@ -80,8 +90,7 @@ fn run(kind: BackendKind, sse: &str, eof: bool) -> (Result<Measurement, ProbeErr
             record.done = true;
         }
     }
-    let result = record.measure(None);
-    (result, record.response)
+    (record.measure(None), record)
 }
 
 fn category(result: &Result<Measurement, ProbeError>) -> ErrorCategory {
@@ -152,3 +161,4 @@ mod cached;
 mod dialects;
 mod hosted;
 mod native;
+mod reasoning;

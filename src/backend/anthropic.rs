@@ -195,6 +195,9 @@ impl StreamParser for MessagesParser {
             "error" => {
                 let error = object.get("error").unwrap_or(&Value::Null);
                 let class = error.get("type").and_then(Value::as_str).unwrap_or("error");
+                if class == "overloaded_error" {
+                    return Err(super::server_error(error));
+                }
                 return Err(ProbeError::StreamErrorEvent(format!(
                     "{class}: {}",
                     error_message(error)

@@ -195,7 +195,11 @@ pub(crate) fn payload(event: &SseEvent) -> Result<Payload<'_>, ProbeError> {
                     .get("error")
                     .filter(|e| !e.is_null())
                     .unwrap_or(&value);
-                // Anthropic's class (`overloaded_error`) says more than its message.
+                // Anthropic's class (`overloaded_error`) says more than its message; the
+                // Responses API puts it in `code`.
+                if error.get("code").and_then(Value::as_str) == Some(OVERLOADED) {
+                    return Err(ProbeError::Overloaded(error_message(error)));
+                }
                 match error.get("type").and_then(Value::as_str) {
                     Some(OVERLOADED) => return Err(ProbeError::Overloaded(error_message(error))),
                     Some(class) if class != "error" => format!("{class}: {}", error_message(error)),
@@ -237,9 +241,11 @@ pub(crate) fn json_error(value: &Value) -> Option<ProbeError> {
 /// `overloaded` where its type says the provider is shedding load, else the server's own
 /// error event.
 pub(crate) fn server_error(error: &Value) -> ProbeError {
-    match error.get("type").and_then(Value::as_str) {
-        Some(OVERLOADED) => ProbeError::Overloaded(error_message(error)),
-        _ => ProbeError::StreamErrorEvent(error_message(error)),
+    // Its `type` (OpenAI's and Anthropic's shape), or its `code` (the Responses API's).
+    let said = |key: &str| error.get(key).and_then(Value::as_str) == Some(OVERLOADED);
+    match said("type") || said("code") {
+        true => ProbeError::Overloaded(error_message(error)),
+        false => ProbeError::StreamErrorEvent(error_message(error)),
     }
 }
 

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, count_field, error_message};
+use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, count_field};
 use crate::endpoint::Target;
 use crate::error::ProbeError;
 use crate::media::body::{Slice, placeholder};
@@ -138,17 +138,18 @@ impl StreamParser for ResponsesParser {
                     .get("error")
                     .filter(|e| !e.is_null())
                     .unwrap_or(&Value::Null);
-                let message = match error {
-                    Value::Null => error_message(&Value::Object(object.clone())),
-                    nested => error_message(nested),
-                };
-                Err(ProbeError::StreamErrorEvent(message))
+                // Overloaded (`overloaded_error` as its type or code) is load shed, as
+                // HTTP 529 is; anything else the stream's error.
+                Err(match error {
+                    Value::Null => super::server_error(&Value::Object(object.clone())),
+                    nested => super::server_error(nested),
+                })
             }
             "response.failed" => {
                 let error = response
                     .and_then(|r| r.get("error"))
                     .unwrap_or(&Value::Null);
-                Err(ProbeError::StreamErrorEvent(error_message(error)))
+                Err(super::server_error(error))
             }
             "response.completed" | "response.incomplete" => {
                 let response = response.unwrap_or(&Value::Null);

@@ -68,7 +68,7 @@ impl StreamParser for TritonParser {
         };
         let object = super::json_object(data)?;
         if let Some(error) = object.get("error").filter(|e| !e.is_null()) {
-            return Err(ProbeError::StreamErrorEvent(error_message(error)));
+            return Err(super::server_error(error));
         }
         if let Some(Value::String(model)) = object.get("model_name") {
             if info.model.as_deref() != Some(model) {

@@ -199,4 +199,24 @@ fn responses_stream_deltas_and_terminal_events() {
         assert_eq!(err.category(), ErrorCategory::StreamErrorEvent);
         assert!(err.to_string().ends_with(message), "{err}");
     }
+    // Overloaded, as the error's type or code, flat, nested or failed: load shed.
+    let overloaded = [
+        responses_event(
+            "error",
+            ",\"code\":\"overloaded_error\",\"message\":\"Overloaded\",\"param\":null",
+        ),
+        "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n".to_owned(),
+        responses_event(
+            "response.failed",
+            ",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"overloaded_error\",\"message\":\"Overloaded\"}}",
+        ),
+    ];
+    for error in overloaded {
+        let (result, _) = run(
+            BackendKind::OpenAiResponses,
+            &format!("{deltas}{error}"),
+            true,
+        );
+        assert_eq!(category(&result), ErrorCategory::Overloaded, "{error}");
+    }
 }

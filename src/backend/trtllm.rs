@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, error_message, finish_body};
+use super::{Backend, Payload, RequestSpec, StreamEvent, StreamParser, finish_body};
 use crate::endpoint::Target;
 use crate::error::ProbeError;
 use crate::prompt::{Greedy, Prompt};

@@ -157,6 +157,9 @@ pub struct Target {
     /// A workload answer that was reasoning alone, cut at its budget, fails the probe
     /// (`reasoning_exhausted = "error"`); otherwise it counts as a success.
     pub reasoning_exhausted_fails: bool,
+    /// `/probe` may probe it at scrape time (`probe_endpoint = true`): each costs a
+    /// workload request that no budget or rate governs but the scraper's.
+    pub probe_endpoint: bool,
     /// Sampling parameters to send, only those the user set (server defaults otherwise).
     pub sampling: serde_json::Map<String, serde_json::Value>,
     /// Merged into the request body last, overriding anything inferprobe would send.

@@ -10,7 +10,7 @@
 //! target has a client of its own here, apart from the stream's, so these probes count in
 //! none of the daemon's series; they run on the probing runtime, not the endpoints' thread.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -35,6 +35,9 @@ pub const MAX_AT_ONCE: usize = 4;
 /// reaches Prometheus before it gives up; the blackbox exporter's `--timeout-offset`.
 const TIMEOUT_OFFSET: Duration = Duration::from_millis(500);
 
+/// A caller that sends no scrape timeout (curl) gets this, as a blackbox module's default.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The running targets and their scrape-time probers.
 #[derive(Debug)]
 pub struct ScrapeProbes {
@@ -42,6 +45,8 @@ pub struct ScrapeProbes {
     /// Built on a target's first `/probe`, rebuilt when its configuration changed.
     probers: Mutex<HashMap<String, Arc<Prober>>>,
     slots: Arc<Semaphore>,
+    /// The targets with a probe in flight.
+    in_flight: Mutex<HashSet<String>>,
     runtime: Handle,
     /// Cancelled at shutdown: a probe in flight stops.
     abort: CancellationToken,
@@ -57,6 +62,7 @@ impl ScrapeProbes {
             targets: RwLock::default(),
             probers: Mutex::default(),
             slots: Arc::new(Semaphore::new(MAX_AT_ONCE)),
+            in_flight: Mutex::default(),
             runtime,
             abort,
         }
@@ -80,8 +86,10 @@ impl ScrapeProbes {
             .remove(id);
     }
 
-    /// The target a query names (`target` = a name or URL, `module` = a name, to choose
-    /// among targets of one URL).
+    /// The target a query names: `target` is a name or a URL (the endpoint's, the `url`
+    /// it was configured with, or the server's origin, in that order of preference);
+    /// `module`, when given, must name the target (it chooses among targets of one URL).
+    /// Only targets that allow it (`probe_endpoint = true`) are ever found.
     fn find(&self, query: Option<&str>) -> Result<Arc<Target>, Answer> {
         let pairs: Vec<(String, String)> =
             url::form_urlencoded::parse(query.unwrap_or("").as_bytes())
@@ -99,41 +107,62 @@ impl ScrapeProbes {
         };
         let module = get("module").filter(|m| !m.is_empty());
         let targets = self.targets.read().unwrap_or_else(|e| e.into_inner());
-        if let Some(target) = targets.get(wanted) {
+        let allowed = |t: &&Arc<Target>| t.probe_endpoint;
+        if let Some(m) = module
+            && !targets.get(m).is_some_and(|t| allowed(&t))
+        {
+            return bad(format!("unknown module `{m}`: a module is a target's name"));
+        }
+        let chosen = |t: &&Arc<Target>| allowed(t) && module.is_none_or(|m| m == t.id);
+        if let Some(target) = targets.get(wanted).filter(chosen) {
             return Ok(Arc::clone(target));
         }
-        // The endpoint's URL, or the server's (`http://host:port`, as a `url` is often
-        // written before the API path is added to it).
-        let wanted = wanted.trim_end_matches('/');
-        let same = |t: &Target| {
-            t.url.as_str().trim_end_matches('/') == wanted
-                || t.url.origin().ascii_serialization() == wanted
+        let wanted = match url::Url::parse(wanted) {
+            Ok(url) => url,
+            Err(_) => return Err(not_found()),
         };
-        let matches: Vec<&Arc<Target>> = targets
-            .values()
-            .filter(|t| same(t) && module.is_none_or(|m| m == t.id))
-            .collect();
-        match matches.as_slice() {
-            [one] => Ok(Arc::clone(one)),
-            [] => Err((
-                StatusCode::NOT_FOUND,
-                "no running target has that name or URL: /probe probes configured targets only\n"
-                    .into(),
-            )),
-            many => {
-                let names: Vec<&str> = many.iter().take(10).map(|t| t.id.as_str()).collect();
-                bad(format!(
-                    "{} targets have that URL: choose one with `module` ({}{})",
-                    many.len(),
-                    names.join(", "),
-                    if many.len() > 10 { ", …" } else { "" }
-                ))
+        let path = |u: &url::Url| u.path().trim_end_matches('/').to_owned();
+        let same_origin = |t: &Target| t.url.origin() == wanted.origin();
+        let ranks: [&dyn Fn(&Target) -> bool; 3] = [
+            &|t| same_origin(t) && path(&t.url) == path(&wanted),
+            &|t| {
+                same_origin(t)
+                    && path(&wanted) != ""
+                    && t.url.path().starts_with(&(path(&wanted) + "/"))
+            },
+            &|t| same_origin(t) && path(&wanted).is_empty(),
+        ];
+        for rank in ranks {
+            let matches: Vec<&Arc<Target>> = targets
+                .values()
+                .filter(chosen)
+                .filter(|t| rank(t))
+                .collect();
+            match matches.as_slice() {
+                [] => continue,
+                [one] => return Ok(Arc::clone(one)),
+                many => {
+                    let names: Vec<&str> = many.iter().take(10).map(|t| t.id.as_str()).collect();
+                    return bad(format!(
+                        "{} targets have that URL: choose one with `module` ({}{})",
+                        many.len(),
+                        names.join(", "),
+                        if many.len() > 10 { ", …" } else { "" }
+                    ));
+                }
             }
         }
+        Err(not_found())
     }
 
     fn prober(&self, target: &Arc<Target>) -> Result<Arc<Prober>, Answer> {
         let mut probers = self.probers.lock().unwrap_or_else(|e| e.into_inner());
+        // Removed since it was found: no client is kept for a target that is gone.
+        let running = self.targets.read().unwrap_or_else(|e| e.into_inner());
+        if !running.contains_key(&target.id) {
+            return Err(not_found());
+        }
+        drop(running);
         if let Some(prober) = probers.get(&target.id) {
             if Arc::ptr_eq(&prober.target, target) {
                 return Ok(Arc::clone(prober));
@@ -151,26 +180,38 @@ impl ScrapeProbes {
     /// Probe the target the query names, within the scrape's timeout (the header's value,
     /// in seconds), and answer its measurements.
     pub async fn answer(&self, query: Option<&str>, scrape_timeout: Option<&str>) -> Answer {
+        let busy = |why: String| (StatusCode::SERVICE_UNAVAILABLE, why);
         let target = match self.find(query) {
             Ok(target) => target,
             Err(answer) => return answer,
         };
         let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() else {
-            let why = format!("{MAX_AT_ONCE} probes are already in flight: try the next scrape\n");
-            return (StatusCode::SERVICE_UNAVAILABLE, why);
+            return busy(format!(
+                "{MAX_AT_ONCE} probes are already in flight: try the next scrape\n"
+            ));
+        };
+        // One at a time per target: two scrapers (an HA pair) or a loop of curls cannot
+        // multiply a target's cost.
+        let Some(_one) = Flight::claim(&self.in_flight, &target.id) else {
+            return busy(format!(
+                "a probe of {} is in flight: try the next scrape\n",
+                target.id
+            ));
         };
         let prober = match self.prober(&target) {
             Ok(prober) => prober,
             Err(answer) => return answer,
         };
+        // Prometheus always says its timeout; another caller gets a blackbox module's 10 s.
         let budget = scrape_timeout
             .and_then(|s| s.trim().parse::<f64>().ok())
             .and_then(|s| Duration::try_from_secs_f64(s).ok())
-            .map_or(target.timeouts.request, |s| {
-                s.saturating_sub(TIMEOUT_OFFSET)
-                    .min(target.timeouts.request)
-            });
+            .filter(|s| *s > TIMEOUT_OFFSET)
+            .map_or(DEFAULT_TIMEOUT, |s| s.saturating_sub(TIMEOUT_OFFSET))
+            .min(target.timeouts.request);
         let abort = self.abort.child_token();
+        // A caller that goes away (its connection closed) cancels the probe with it.
+        let _gone = abort.clone().drop_guard();
         let run = self.runtime.spawn(async move {
             let _slot = slot;
             let started = Instant::now();
@@ -186,17 +227,56 @@ impl ScrapeProbes {
             let report = probed.await.ok().map(|r| r.judge_workload(&prober.target));
             Some((report, started.elapsed(), prober))
         });
+        let shutting_down = || busy("the daemon is shutting down\n".into());
         match run.await {
-            Ok(Some((Some(report), took, prober))) => {
-                (StatusCode::OK, render(&report, took, &prober))
-            }
-            Ok(Some((None, took, prober))) => (StatusCode::OK, timed_out(took, budget, &prober)),
-            _ => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the daemon is shutting down\n".into(),
+            _ if self.abort.is_cancelled() => shutting_down(),
+            Ok(Some((Some(report), took, prober))) => match report.outcome {
+                Outcome::Cut => shutting_down(),
+                Outcome::Finished(_) => (StatusCode::OK, render(&report, took, &prober)),
+            },
+            Ok(Some((None, took, prober))) => (StatusCode::OK, timed_out(took, &prober)),
+            Ok(None) => shutting_down(),
+            Err(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the probe failed inside the daemon (its log says why)\n".into(),
             ),
         }
     }
+}
+
+/// A target's probe in flight, released when dropped.
+struct Flight<'a> {
+    set: &'a Mutex<HashSet<String>>,
+    id: String,
+}
+
+impl<'a> Flight<'a> {
+    fn claim(set: &'a Mutex<HashSet<String>>, id: &str) -> Option<Self> {
+        let mut ids = set.lock().unwrap_or_else(|e| e.into_inner());
+        ids.insert(id.to_owned()).then(|| Self {
+            set,
+            id: id.to_owned(),
+        })
+    }
+}
+
+impl Drop for Flight<'_> {
+    fn drop(&mut self) {
+        let mut ids = self.set.lock().unwrap_or_else(|e| e.into_inner());
+        ids.remove(&self.id);
+    }
+}
+
+// The same metadata in every answer, whatever happened: Prometheus keeps one per series.
+const SUCCESS_HELP: &str =
+    "Whether the probe succeeded (the stream's success rule: a token, an end, no error)";
+const DURATION_HELP: &str = "How long the probe took, its prompt built to its answer judged";
+const ERROR_HELP: &str = "# HELP probe_error Why the probe failed: its error category (docs/errors.md), or scrape_timeout\n# TYPE probe_error gauge\n";
+
+fn not_found() -> Answer {
+    let why = "no running target with probe_endpoint = true has that name or URL: /probe \
+               probes configured targets only\n";
+    (StatusCode::NOT_FOUND, why.into())
 }
 
 fn gauge(out: &mut String, name: &str, help: &str, value: f64) {
@@ -211,19 +291,14 @@ fn render(report: &ProbeReport, took: Duration, prober: &Prober) -> String {
     let mut out = String::with_capacity(2048);
     let result: Result<&Measurement, &ProbeError> = match &report.outcome {
         Outcome::Finished(result) => result.as_ref(),
-        Outcome::Cut => return timed_out(took, Duration::ZERO, prober),
+        Outcome::Cut => return timed_out(took, prober),
     };
     let success = f64::from(u8::from(result.is_ok()));
-    gauge(
-        &mut out,
-        "probe_success",
-        "Whether the probe succeeded (the stream's success rule: a token, an end, no error)",
-        success,
-    );
+    gauge(&mut out, "probe_success", SUCCESS_HELP, success);
     gauge(
         &mut out,
         "probe_duration_seconds",
-        "How long the probe took, its prompt built to its answer judged",
+        DURATION_HELP,
         took.as_secs_f64(),
     );
     if let Ok(m) = result {
@@ -295,9 +370,10 @@ fn render(report: &ProbeReport, took: Duration, prober: &Prober) -> String {
     }
     expiry(&mut out, prober);
     if let Err(e) = result {
-        let _ = write!(
+        out.push_str(ERROR_HELP);
+        let _ = writeln!(
             out,
-            "# HELP probe_error Why the probe failed: its error category (docs/errors.md)\n# TYPE probe_error gauge\nprobe_error{{category=\"{}\"}} 1\n",
+            "probe_error{{category=\"{}\"}} 1",
             e.category().as_str()
         );
     }
@@ -316,25 +392,17 @@ fn expiry(out: &mut String, prober: &Prober) {
 }
 
 /// No answer within the scrape's budget.
-fn timed_out(took: Duration, budget: Duration, prober: &Prober) -> String {
+fn timed_out(took: Duration, prober: &Prober) -> String {
     let mut out = String::new();
-    gauge(
-        &mut out,
-        "probe_success",
-        "Whether the probe succeeded",
-        0.0,
-    );
+    gauge(&mut out, "probe_success", SUCCESS_HELP, 0.0);
     gauge(
         &mut out,
         "probe_duration_seconds",
-        "How long the probe took",
+        DURATION_HELP,
         took.as_secs_f64(),
     );
     expiry(&mut out, prober);
-    let _ = write!(
-        out,
-        "# HELP probe_error Why the probe failed: its error category (docs/errors.md), or the scrape's timeout ({:.1}s)\n# TYPE probe_error gauge\nprobe_error{{category=\"scrape_timeout\"}} 1\n",
-        budget.as_secs_f64()
-    );
+    out.push_str(ERROR_HELP);
+    out.push_str("probe_error{category=\"scrape_timeout\"} 1\n");
     out
 }

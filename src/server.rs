@@ -269,10 +269,14 @@ async fn handle(req: &Request<Incoming>, state: &State) -> Response<Full<Bytes>>
         }
         return reload(state).await;
     }
-    if path == "/probe" && matches!(*method, Method::GET | Method::HEAD) {
+    if path == "/probe" {
         let Some(probes) = &state.scrape_probes else {
             return text(StatusCode::NOT_FOUND, "not found\n");
         };
+        // GET alone: a HEAD would cost a whole probe for nothing to read.
+        if *method != Method::GET {
+            return not_allowed("GET");
+        }
         let timeout = req
             .headers()
             .get("x-prometheus-scrape-timeout-seconds")

@@ -12,7 +12,7 @@ use inferprobe::sim::{Fault, SimConfig};
 fn target(name: &str, url: &str) -> String {
     // A slow stream (one arrival a minute on average) beside the scrape-driven probes.
     format!(
-        "[[targets]]\nname = \"{name}\"\nurl = \"{url}\"\nmodel = \"m\"\nrate = 0.016\noutput_tokens = 4\n"
+        "[[targets]]\nname = \"{name}\"\nurl = \"{url}\"\nmodel = \"m\"\nrate = 0.016\noutput_tokens = 4\nprobe_endpoint = true\n"
     )
 }
 
@@ -62,12 +62,18 @@ async fn a_scrape_probes_a_configured_target_and_only_that() {
     .await;
     // Something the caller would like probed, which no target names.
     let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let toml = [
+    let slow_ones: Vec<String> = (1..=5).map(|i| format!("slow{i}")).collect();
+    let mut toml = [
         target("chat", &ok.url()),
         target("broken", &failing.url()),
         target("slow", &slow.url()),
+        // Configured, but not offered to /probe.
+        target("private", &format!("{}/private", ok.url())).replace("probe_endpoint = true", ""),
     ]
     .concat();
+    for name in &slow_ones {
+        toml += &target(name, &slow.url());
+    }
     let daemon = start_daemon(&toml).await;
 
     // By name and by URL: a success, with the stream's measurements.
@@ -121,10 +127,20 @@ async fn a_scrape_probes_a_configured_target_and_only_that() {
     );
     assert_eq!(probe(&daemon, "", None).await.0, 400);
 
-    // At most four at once: the rest are refused, not queued past their timeout.
-    let many: Vec<_> = (0..6)
-        .map(|_| probe(&daemon, "target=slow", Some("3")))
+    // Only targets that allow it; a module must name one.
+    assert_eq!(probe(&daemon, "target=private", None).await.0, 404);
+    assert_eq!(
+        probe(&daemon, "target=chat&module=http_2xx", None).await.0,
+        400
+    );
+
+    // At most four at once, one per target: the rest are refused, not queued.
+    let many: Vec<_> = slow_ones
+        .iter()
+        .map(|name| format!("target={name}"))
+        .chain(["target=slow1".to_owned()])
         .collect();
+    let many = many.iter().map(|q| probe(&daemon, q, Some("3")));
     let statuses: Vec<u16> = futures_util::future::join_all(many)
         .await
         .into_iter()
@@ -139,6 +155,25 @@ async fn a_scrape_probes_a_configured_target_and_only_that() {
         statuses.iter().filter(|&&s| s == 503).count(),
         2,
         "{statuses:?}"
+    );
+
+    // A caller that gives up frees its slot: four abandoned probes hold nothing.
+    let client = reqwest::Client::new();
+    let abandoned = slow_ones[..4].iter().map(|name| {
+        client
+            .get(format!("http://{}/probe?target={name}", daemon.addr))
+            .timeout(Duration::from_millis(300))
+            .send()
+    });
+    for gone in futures_util::future::join_all(abandoned).await {
+        assert!(gone.is_err(), "the slow probe answered within 300 ms");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, s) = probe(&daemon, "target=slow5", Some("1.5")).await;
+    assert_eq!(
+        status, 200,
+        "slots still held by callers that left: {}",
+        s.text
     );
 
     // The scrape-driven probes are no part of the stream's series.

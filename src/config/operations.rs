@@ -284,6 +284,7 @@ pub(super) fn fill_defaults(shown: &mut Value, target: &crate::endpoint::Target)
         ),
         ("max_events", Value::from(target.limits.max_events)),
         ("trace_context", Value::from(target.trace_context)),
+        ("probe_endpoint", Value::from(target.probe_endpoint)),
         (
             "reasoning_exhausted",
             Value::from(if target.reasoning_exhausted_fails {

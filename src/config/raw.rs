@@ -210,6 +210,8 @@ pub struct RawTarget {
     /// What a workload answer that was reasoning alone, cut at its budget, counts as:
     /// `error` (`reasoning_exhausted`, the default) or `success`.
     pub reasoning_exhausted: Option<String>,
+    /// Whether `/probe` may probe this target at scrape time (default false).
+    pub probe_endpoint: Option<bool>,
     pub tls_ca_file: Option<String>,
     pub tls_client_cert_file: Option<String>,
     pub tls_client_key_file: Option<String>,
@@ -450,6 +452,7 @@ impl RawTarget {
             output_tokens_from_dataset,
             validate,
             reasoning_exhausted,
+            probe_endpoint,
             embedding_dimensions,
             audio_seconds,
             audio_tone_hz,

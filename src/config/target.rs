@@ -290,6 +290,7 @@ pub(super) fn validate_target(
         prompts,
         ignore_eos: t.ignore_eos.unwrap_or(true),
         reasoning_exhausted_fails,
+        probe_endpoint: t.probe_endpoint.unwrap_or(false),
         sampling,
         extra_body,
         include_usage,

@@ -127,7 +127,7 @@ impl ScrapeProbes {
             &|t| same_origin(t) && path(&t.url) == path(&wanted),
             &|t| {
                 same_origin(t)
-                    && path(&wanted) != ""
+                    && !path(&wanted).is_empty()
                     && t.url.path().starts_with(&(path(&wanted) + "/"))
             },
             &|t| same_origin(t) && path(&wanted).is_empty(),

@@ -79,6 +79,17 @@ struct Observation {
     other_end: usize,
 }
 
+/// What one request's connection cost it, as the HTTP client measured: the setup of a
+/// connection it waited for (`None` phases: not measured, or no such phase) and the wait
+/// for its response headers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionTimes {
+    pub resolve: Option<Duration>,
+    pub connect: Option<Duration>,
+    pub tls: Option<Duration>,
+    pub processing: Duration,
+}
+
 /// Output tokens and where the count came from: the server's usage, the configured
 /// tokenizer on the output text, or (approximate) the number of token-carrying events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,7 +169,7 @@ pub struct RequestRecord {
     /// The trace this probe started (its `traceparent`), unless the target opted out.
     pub trace: Option<crate::trace_context::TraceIds>,
     /// Its connection's setup (if it waited for a new one) and the wait for its headers.
-    pub connection: Option<crate::client::Connection>,
+    pub connection: Option<ConnectionTimes>,
     first_token_at: Option<Instant>,
     /// The first output was a tool call's delta, with no text, reasoning or refusal before
     /// it: the TTFT is the time to the call (a server's tool parser holds the stream back

@@ -351,11 +351,10 @@ fn render(report: &ProbeReport, took: Duration, prober: &Prober) -> String {
     }
     if let Some(connection) = &report.record.connection {
         out.push_str("# HELP probe_http_duration_seconds Duration of the request by phase: resolve, connect and tls only when the probe opened its connection\n# TYPE probe_http_duration_seconds gauge\n");
-        let setup = connection.setup;
         let phases = [
-            ("resolve", setup.and_then(|s| s.resolve)),
-            ("connect", setup.and_then(|s| s.connect)),
-            ("tls", setup.and_then(|s| s.tls)),
+            ("resolve", connection.resolve),
+            ("connect", connection.connect),
+            ("tls", connection.tls),
             ("processing", Some(connection.processing)),
         ];
         for (phase, took) in phases {

@@ -29,8 +29,9 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use crate::endpoint::{ConnectionMode, Target};
 use crate::error::DnsError;
 use crate::metrics::connection::{Chain, ConnectionSeries, Phase};
+use crate::record::ConnectionTimes;
 
-pub mod phases;
+mod phases;
 pub mod tls;
 
 /// Idle connections are kept this long, longer than the gap between probes at typical
@@ -102,14 +103,6 @@ pub struct Client {
     connect_timeout: Duration,
 }
 
-/// What one request's connection cost it: the setup of the connection it opened (if it
-/// waited for a new one) and the wait for its response headers.
-#[derive(Clone, Copy, Debug)]
-pub struct Connection {
-    pub setup: Option<phases::Setup>,
-    pub processing: Duration,
-}
-
 /// Why a target's client could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -179,7 +172,12 @@ impl Client {
     /// A response's headers arrived at `at` for a request handed to the client at `sent`:
     /// record the setup of the connection it opened (if it did) and the wait for its
     /// headers; keep the certificate expiry fresh.
-    pub fn response(&self, response: &reqwest::Response, sent: Instant, at: Instant) -> Connection {
+    pub fn response(
+        &self,
+        response: &reqwest::Response,
+        sent: Instant,
+        at: Instant,
+    ) -> ConnectionTimes {
         let connection = self.opened.response(response, sent);
         if let Some(setup) = &connection.setup {
             setup.record(&self.series);
@@ -194,8 +192,11 @@ impl Client {
             let (host, port, timeout) = (host.clone(), *port, self.connect_timeout);
             tokio::spawn(async move { tls::refresh(&config, watch, host, port, timeout).await });
         }
-        Connection {
-            setup: connection.setup,
+        let setup = connection.setup;
+        ConnectionTimes {
+            resolve: setup.and_then(|s| s.resolve),
+            connect: setup.and_then(|s| s.connect),
+            tls: setup.and_then(|s| s.tls),
             processing,
         }
     }

@@ -49,6 +49,21 @@ impl Pki {
         Self { dir }
     }
 
+    /// The target keys that trust this CA.
+    fn ca_line(&self) -> String {
+        format!("tls_ca_file = \"{}\"", self.path("ca.pem"))
+    }
+
+    /// The keys that trust this CA and present the client certificate.
+    fn client_lines(&self) -> String {
+        format!(
+            "{}\ntls_client_cert_file = \"{}\"\ntls_client_key_file = \"{}\"",
+            self.ca_line(),
+            self.path("client.pem"),
+            self.path("client-key.pem")
+        )
+    }
+
     fn path(&self, name: &str) -> String {
         self.dir.path().join(name).to_string_lossy().into_owned()
     }
@@ -91,12 +106,7 @@ async fn tls_trust_verification_and_mutual_tls() {
     let server = start_sim(https_sim(&pki, false)).await;
     let mutual = start_sim(https_sim(&pki, true)).await;
     let https = |addr: std::net::SocketAddr| format!("https://127.0.0.1:{}", addr.port());
-    let ca = format!("tls_ca_file = \"{}\"", pki.path("ca.pem"));
-    let client = format!(
-        "{ca}\ntls_client_cert_file = \"{}\"\ntls_client_key_file = \"{}\"",
-        pki.path("client.pem"),
-        pki.path("client-key.pem")
-    );
+    let (ca, client) = (pki.ca_line(), pki.client_lines());
     let toml = [
         target("trusted", &https(server.addr), &ca),
         target("unknown-ca", &https(server.addr), ""),
@@ -213,12 +223,7 @@ async fn connection_phases_and_certificate_expiry() {
         ..SimConfig::default()
     })
     .await;
-    let ca = format!("tls_ca_file = \"{}\"", pki.path("ca.pem"));
-    let client = format!(
-        "{ca}\ntls_client_cert_file = \"{}\"\ntls_client_key_file = \"{}\"",
-        pki.path("client.pem"),
-        pki.path("client-key.pem")
-    );
+    let (ca, client) = (pki.ca_line(), pki.client_lines());
     let toml = [
         target(
             "fresh",

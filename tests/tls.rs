@@ -204,7 +204,8 @@ fn expiry(s: &common::Scrape, target: &str, chain: &str) -> Option<f64> {
 /// plain HTTP no TLS; the chains' expiries are the certificates' own notAfter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_phases_and_certificate_expiry() {
-    const HANDSHAKE: Duration = Duration::from_millis(80);
+    // Long enough that a request queued behind it is told from a loaded machine's delays.
+    const HANDSHAKE: Duration = Duration::from_millis(400);
     let today = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -298,10 +299,10 @@ async fn connection_phases_and_certificate_expiry() {
     );
     assert_eq!(resolve_series.count(), 0, "no zero-filled resolve series");
 
-    // The wait for headers is the server's (a few ms): never the handshake a request
-    // queued behind, on the one HTTP/2 connection or its own.
+    // The wait for headers is the server's (a few ms, over 100 on a loaded machine): never
+    // the handshake a request queued behind, on the one HTTP/2 connection or its own.
     for t in ["fresh", "reused"] {
-        let labels = [("target", t), ("phase", "processing"), ("le", "0.064")];
+        let labels = [("target", t), ("phase", "processing"), ("le", "0.256")];
         let quick = s.sum("inferprobe_connection_phase_seconds_bucket", &labels);
         assert_eq!(quick, phase(&s, t, "processing").1, "{t}\n{}", s.text);
     }

@@ -111,8 +111,9 @@ async fn a_scrape_probes_a_configured_target_and_only_that() {
     assert_eq!(value(&s, "probe_success"), Some(0.0), "{}", s.text);
     let timeout = [("category", "scrape_timeout")];
     assert_eq!(s.sum("probe_error", &timeout), 1.0, "{}", s.text);
+    // Within the scrape's own timeout: Prometheus still reads it.
     assert!(
-        took < Duration::from_millis(1400),
+        took < Duration::from_millis(1500),
         "answered after {took:?}"
     );
 

@@ -393,7 +393,9 @@ PANELS = [
             "for headers once connected, for every request. A slow TTFT with a slow tls phase "
             "is the connection, not the model server.",
             seconds(),
-            (quantile(0.5, "inferprobe_connection_phase_seconds", "target", "phase"),
+            # `>= 0` drops a phase with no observation in the window (no connection opened:
+            # all reused), which would be a NaN line rather than no line.
+            (f'({quantile(0.5, "inferprobe_connection_phase_seconds", "target", "phase")}) >= 0',
              "{{phase}} p50 {{histograms}}"),
         ),
         timeseries(

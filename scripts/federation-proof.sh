@@ -416,6 +416,9 @@ UNUSED = [
     (r"inferprobe_sampler_|inferprobe:.*sampler_", "no sampler check configured"),
     (r"inferprobe_adapters?_|inferprobe:.*adapter", "no adapter check configured"),
     (r"inferprobe_ratelimit_", "no rate-limit headers: the simulators report no quota"),
+    (r"inferprobe_tls_", "plain HTTP: no certificate"),
+    (r"time_to_first_answer_token|inferprobe_reasoning_tokens",
+     "no reasoning: the simulators stream none"),
     (r'sli_tpot_slow|slo="tpot"', "no TPOT threshold: the SLO sets ttft and e2el"),
 ]
 # ... or, for b alone, no successful probe: b's endpoint answers HTTP 500 before any token,

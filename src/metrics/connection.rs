@@ -36,6 +36,15 @@ impl Phase {
     }
 }
 
+// `Phase::ALL` lists the phases in their declared order: a phase's discriminant is its slot.
+const _: () = {
+    let mut i = 0;
+    while i < Phase::ALL.len() {
+        assert!(Phase::ALL[i] as usize == i);
+        i += 1;
+    }
+};
+
 /// Whose certificate chain an expiry is of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Chain {
@@ -147,7 +156,8 @@ impl ConnectionSeries {
 
     pub fn phase(&self, phase: Phase, took: Duration) {
         let Some(made) = &self.made else { return };
-        let index = Phase::ALL.iter().position(|p| *p == phase).unwrap_or(0);
+        // The enum's order is `Phase::ALL`'s: its discriminant is its slot.
+        let index = phase as usize;
         let histogram = match made.phases[index].get() {
             Some(histogram) => histogram,
             None if made.registered.get(&made.labels).is_none() => return,

@@ -183,6 +183,10 @@ pub enum ProbeError {
     TooLarge(String),
     #[error("validation `{check}` failed: {detail}")]
     Validation { check: &'static str, detail: String },
+    /// The credentials a cloud's API wants could not be had (no source in the chain, a
+    /// refused exchange): nothing was sent.
+    #[error("credentials: {0}")]
+    Credentials(String),
     #[error("{0}")]
     Other(String),
 }
@@ -213,6 +217,7 @@ impl ProbeError {
             Self::ReasoningExhausted(_) => ErrorCategory::ReasoningExhausted,
             Self::TooLarge(_) => ErrorCategory::TooLarge,
             Self::Validation { .. } => ErrorCategory::Validation,
+            Self::Credentials(_) => ErrorCategory::Auth,
             Self::Other(_) => ErrorCategory::Other,
         }
     }

@@ -33,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 pub mod adapters;
+pub mod auth;
 pub mod backend;
 pub mod bench;
 pub mod budget;
@@ -46,6 +47,7 @@ pub mod demo;
 pub mod discovery;
 pub mod endpoint;
 pub mod error;
+pub mod eventstream;
 pub mod files;
 pub mod logging;
 pub mod logprobs;

@@ -376,7 +376,7 @@ impl Prober {
         builder = match spec.body {
             RequestBody::Json(body) => {
                 let accept = if self.streams {
-                    "text/event-stream"
+                    self.backend.framing().content_type()
                 } else {
                     "application/json"
                 };
@@ -486,9 +486,10 @@ impl Prober {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_ascii_lowercase();
-        if !content_type.trim_start().starts_with("text/event-stream") {
+        let expected = self.backend.framing().content_type();
+        if !content_type.trim_start().starts_with(expected) {
             let body = read_capped(response, deadlines.total).await;
-            return Err(non_stream_error(&content_type, &body).into());
+            return Err(non_stream_error(expected, &content_type, &body).into());
         }
 
         let mut stream = StreamReader::new(self.backend.as_ref(), self.target.limits);

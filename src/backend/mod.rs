@@ -90,8 +90,33 @@ pub enum StreamEvent {
     KeepAlive,
 }
 
+/// How a stream's bytes are cut into events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// Server-Sent Events (`text/event-stream`): every API but Bedrock's.
+    Sse,
+    /// The AWS event stream (`application/vnd.amazon.eventstream`), read by
+    /// [`crate::eventstream`] into the same events.
+    EventStream,
+}
+
+impl Framing {
+    /// The content type a stream in this framing arrives as.
+    pub const fn content_type(self) -> &'static str {
+        match self {
+            Self::Sse => "text/event-stream",
+            Self::EventStream => "application/vnd.amazon.eventstream",
+        }
+    }
+}
+
 pub trait Backend: Send + Sync + fmt::Debug {
     fn request(&self, target: &Target, prompt: &Prompt) -> RequestSpec;
+
+    /// How the response stream is framed.
+    fn framing(&self) -> Framing {
+        Framing::Sse
+    }
 
     /// A parser for one response stream. Stateless formats return a zero-sized parser,
     /// so this costs no allocation; stateful ones keep per-stream state here.

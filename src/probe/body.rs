@@ -34,14 +34,14 @@ pub(super) async fn drain(response: &mut reqwest::Response) {
 
 /// A 2xx that is not an event stream: an error object (some servers answer errors with
 /// 200 JSON) or a response the probe cannot use.
-pub(super) fn non_stream_error(content_type: &str, body: &[u8]) -> ProbeError {
+pub(super) fn non_stream_error(expected: &str, content_type: &str, body: &[u8]) -> ProbeError {
     if let Ok(json) = serde_json::from_slice::<serde_json::Value>(body) {
         if let Some(error) = crate::backend::json_error(&json) {
             return error;
         }
     }
     ProbeError::InvalidResponse(format!(
-        "expected text/event-stream, got content-type `{content_type}`"
+        "expected {expected}, got content-type `{content_type}`"
     ))
 }
 

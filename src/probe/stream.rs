@@ -5,20 +5,49 @@
 
 use tokio::time::Instant;
 
-use crate::backend::{Backend, StreamEvent, StreamParser};
+use crate::backend::{Backend, Framing, StreamEvent, StreamParser};
 use crate::endpoint::Limits;
 use crate::error::ProbeError;
+use crate::eventstream::{EventStreamDecoder, FrameError};
 use crate::record::RequestRecord;
 use crate::sse::{SseDecoder, SseError, SseEvent};
 
 pub struct StreamReader {
     limits: Limits,
-    decoder: SseDecoder,
+    decoder: Decoder,
     parser: Box<dyn StreamParser>,
     events: Vec<SseEvent>,
     /// The body's first bytes until an event is dispatched: what to quote when a body sent
     /// as `text/event-stream` holds none.
     head: Vec<u8>,
+}
+
+/// The framing's decoder: both give [`SseEvent`]s.
+enum Decoder {
+    Sse(SseDecoder),
+    EventStream(EventStreamDecoder),
+}
+
+impl Decoder {
+    fn push(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), ProbeError> {
+        match self {
+            Self::Sse(d) => d.push(bytes, out).map_err(|e| match e {
+                SseError::InvalidUtf8 { .. } => ProbeError::InvalidResponse(e.to_string()),
+                SseError::TooLarge { .. } => ProbeError::TooLarge(e.to_string()),
+            }),
+            Self::EventStream(d) => d.push(bytes, out).map_err(|e| match e {
+                FrameError::Corrupt(_) => ProbeError::InvalidResponse(e.to_string()),
+                FrameError::TooLarge { .. } => ProbeError::TooLarge(e.to_string()),
+            }),
+        }
+    }
+
+    fn has_partial_event(&self) -> bool {
+        match self {
+            Self::Sse(d) => d.has_partial_event(),
+            Self::EventStream(d) => d.has_partial_message(),
+        }
+    }
 }
 
 /// How much of a body's start is kept to quote.
@@ -28,7 +57,12 @@ impl StreamReader {
     pub fn new(backend: &dyn Backend, limits: Limits) -> Self {
         Self {
             limits,
-            decoder: SseDecoder::new(limits.max_event_bytes),
+            decoder: match backend.framing() {
+                Framing::Sse => Decoder::Sse(SseDecoder::new(limits.max_event_bytes)),
+                Framing::EventStream => {
+                    Decoder::EventStream(EventStreamDecoder::new(limits.max_event_bytes))
+                }
+            },
             parser: backend.stream_parser(),
             events: Vec::new(),
             head: Vec::new(),
@@ -54,12 +88,7 @@ impl StreamReader {
                 "response exceeded {max} bytes"
             )));
         }
-        self.decoder
-            .push(bytes, &mut self.events)
-            .map_err(|e| match e {
-                SseError::InvalidUtf8 { .. } => ProbeError::InvalidResponse(e.to_string()),
-                SseError::TooLarge { .. } => ProbeError::TooLarge(e.to_string()),
-            })?;
+        self.decoder.push(bytes, &mut self.events)?;
         if record.events + self.events.len() as u64 > self.limits.max_events {
             let max = self.limits.max_events;
             return Err(ProbeError::TooLarge(format!(
@@ -91,7 +120,8 @@ impl StreamReader {
     /// `text/event-stream` with a 200) is an invalid response, not an interrupted stream.
     pub fn end(mut self, now: Instant, record: &mut RequestRecord) -> Result<(), ProbeError> {
         record.end = Some(now);
-        if record.events == 0 && !looks_like_sse(&self.head) {
+        let sse = matches!(self.decoder, Decoder::Sse(_));
+        if sse && record.events == 0 && !looks_like_sse(&self.head) {
             let head = String::from_utf8_lossy(&self.head);
             return Err(ProbeError::InvalidResponse(format!(
                 "a text/event-stream body that is not SSE: {:?}",

@@ -59,17 +59,21 @@ fn error_bodies_are_summarized_by_their_message() {
 
 #[test]
 fn a_2xx_that_is_not_a_stream() {
-    let err = non_stream_error("application/json", br#"{"error":{"message":"overloaded"}}"#);
+    let err = non_stream_error(
+        "text/event-stream",
+        "application/json",
+        br#"{"error":{"message":"overloaded"}}"#,
+    );
     assert_eq!(err.category(), ErrorCategory::StreamErrorEvent);
     assert_eq!(err.to_string(), "error event in a 2xx stream: overloaded");
     // A gateway's OpenAI-shaped body carrying Anthropic's class.
     let body = br#"{"error":{"type":"overloaded_error","message":"Overloaded"}}"#;
-    let err = non_stream_error("application/json", body);
+    let err = non_stream_error("text/event-stream", "application/json", body);
     assert_eq!(err.category(), ErrorCategory::Overloaded);
-    let err = non_stream_error("text/html", b"<html></html>");
+    let err = non_stream_error("text/event-stream", "text/html", b"<html></html>");
     assert_eq!(err.category(), ErrorCategory::InvalidResponse);
     let nonstream = include_bytes!("../../tests/fixtures/vllm/chat-nonstream.sse");
-    let err = non_stream_error("application/json", nonstream);
+    let err = non_stream_error("text/event-stream", "application/json", nonstream);
     assert_eq!(err.category(), ErrorCategory::InvalidResponse);
 }
 

@@ -42,12 +42,16 @@ pub enum BackendKind {
     Anthropic,
     /// OpenAI Responses `/v1/responses`
     OpenAiResponses,
+    /// Amazon Bedrock `ConverseStream`, `/model/<model>/converse-stream`, SigV4-signed
+    Bedrock,
+    /// Anthropic's Messages on Bedrock, `/model/<model>/invoke-with-response-stream`
+    AnthropicBedrock,
 }
 
 impl BackendKind {
     /// Accepted `backend =` values, for error messages. The server names are aliases of
     /// `openai`, as in vLLM's benchmark client.
-    pub const NAMES: [&'static str; 15] = [
+    pub const NAMES: [&'static str; 17] = [
         "openai",
         "openai-chat",
         "tgi",
@@ -58,6 +62,8 @@ impl BackendKind {
         "openai-audio",
         "anthropic",
         "openai-responses",
+        "bedrock",
+        "anthropic-bedrock",
         "vllm",
         "sglang",
         "lmdeploy",
@@ -77,6 +83,8 @@ impl BackendKind {
             "openai-audio" => Self::OpenAiAudio,
             "anthropic" => Self::Anthropic,
             "openai-responses" => Self::OpenAiResponses,
+            "bedrock" => Self::Bedrock,
+            "anthropic-bedrock" => Self::AnthropicBedrock,
             _ => return None,
         })
     }
@@ -94,6 +102,8 @@ impl BackendKind {
             Self::OpenAiAudio => "openai-audio",
             Self::Anthropic => "anthropic",
             Self::OpenAiResponses => "openai-responses",
+            Self::Bedrock => "bedrock",
+            Self::AnthropicBedrock => "anthropic-bedrock",
         }
     }
 
@@ -108,6 +118,8 @@ impl BackendKind {
             Self::OpenAiAudio => "/v1/audio/transcriptions",
             Self::Anthropic => "/v1/messages",
             Self::OpenAiResponses => "/v1/responses",
+            Self::Bedrock => "/model/{model}/converse-stream",
+            Self::AnthropicBedrock => "/model/{model}/invoke-with-response-stream",
         }
     }
 
@@ -170,6 +182,8 @@ pub struct Target {
 
     pub headers: http::HeaderMap,
     pub api_key: Option<Secret>,
+    /// A cloud's credentials (SigV4 for Bedrock) when the target uses them, not a key.
+    pub credentials: Option<crate::auth::CloudCredentials>,
     /// Static labels for every series of this target (global labels, then the target's),
     /// sorted by name; the label names were validated.
     pub labels: Vec<(String, String)>,

@@ -36,6 +36,8 @@ pub enum ErrorCategory {
     InvalidResponse,
     EmptyResponse,
     ReasoningExhausted,
+    /// The platform's safety system withheld or cut the answer.
+    ContentFiltered,
     TooLarge,
     Validation,
     Other,
@@ -44,7 +46,7 @@ pub enum ErrorCategory {
 impl ErrorCategory {
     /// Every category, so each target's error counters can start at zero (a series that
     /// appears only on the first failure breaks `rate()` and "absent" alerts).
-    pub const ALL: [ErrorCategory; 21] = [
+    pub const ALL: [ErrorCategory; 22] = [
         Self::Dns,
         Self::Connect,
         Self::Tls,
@@ -63,6 +65,7 @@ impl ErrorCategory {
         Self::InvalidResponse,
         Self::EmptyResponse,
         Self::ReasoningExhausted,
+        Self::ContentFiltered,
         Self::TooLarge,
         Self::Validation,
         Self::Other,
@@ -88,6 +91,7 @@ impl ErrorCategory {
             Self::InvalidResponse => "invalid_response",
             Self::EmptyResponse => "empty_response",
             Self::ReasoningExhausted => "reasoning_exhausted",
+            Self::ContentFiltered => "content_filtered",
             Self::TooLarge => "too_large",
             Self::Validation => "validation",
             Self::Other => "other",
@@ -179,6 +183,15 @@ pub enum ProbeError {
         "the model spent its whole budget reasoning and answered nothing ({0}): give the target an output_tokens above its reasoning, or set reasoning_exhausted = \"success\""
     )]
     ReasoningExhausted(String),
+    /// The provider's safety system withheld or cut the answer (Bedrock's guardrail and
+    /// content filter, Gemini's safety blocks, Azure's content filter): the user got a
+    /// refusal from the platform, not the model's answer.
+    #[error("the answer was filtered: {0}")]
+    ContentFiltered(String),
+    /// The provider throttled the caller inside a 2xx stream (Bedrock's
+    /// `throttlingException`): a rate limit, as a 429 is.
+    #[error("rate limited (in a 2xx stream): {0}")]
+    Throttled(String),
     #[error("response too large: {0}")]
     TooLarge(String),
     #[error("validation `{check}` failed: {detail}")]
@@ -215,6 +228,8 @@ impl ProbeError {
             Self::InvalidResponse(_) => ErrorCategory::InvalidResponse,
             Self::EmptyResponse => ErrorCategory::EmptyResponse,
             Self::ReasoningExhausted(_) => ErrorCategory::ReasoningExhausted,
+            Self::ContentFiltered(_) => ErrorCategory::ContentFiltered,
+            Self::Throttled(_) => ErrorCategory::RateLimited,
             Self::TooLarge(_) => ErrorCategory::TooLarge,
             Self::Validation { .. } => ErrorCategory::Validation,
             Self::Credentials(_) => ErrorCategory::Auth,

@@ -124,6 +124,8 @@ pub struct Prober {
     /// Which of the client's connections carried a response (and so may be reused).
     reused: crate::client::Reused,
     streams: bool,
+    /// Signs or authorizes each request with a cloud's credentials, when the target uses them.
+    authorizer: Option<crate::auth::Authorizer>,
 }
 
 impl Prober {
@@ -146,6 +148,10 @@ impl Prober {
             client: crate::client::build(&target, series)?,
             reused: crate::client::Reused::default(),
             streams: target.backend.streams(),
+            authorizer: target
+                .credentials
+                .as_ref()
+                .map(crate::auth::Authorizer::new),
             target,
         })
     }
@@ -222,7 +228,18 @@ impl Prober {
         let mut retried = false;
         // One trace per probe: a retry is the same probe, sent again.
         loop {
-            let request = self.build_request(request_id, prompt, trace.as_ref());
+            let mut request = self.build_request(request_id, prompt, trace.as_ref());
+            // Credentials are fetched or refreshed here, before t0: never a measured wait.
+            if let (Some(authorizer), Ok(request)) = (&self.authorizer, &mut request) {
+                if let Err(e) = authorizer.authorize(request).await {
+                    return ProbeReport {
+                        record: RequestRecord::new(Instant::now()),
+                        outcome: Outcome::Finished(Err(e)),
+                        retried,
+                        media: MediaSummary::of(prompt.media()),
+                    };
+                }
+            }
             let mut record = RequestRecord::new(Instant::now());
             record.trace = trace;
             let asked = prompt.greedy.is_some_and(|g| g.top_logprobs > 0)

@@ -34,6 +34,9 @@ pub struct AwsSigner {
     service: String,
     chain: OnceCell<DefaultCredentialsChain>,
     current: Mutex<Option<Held>>,
+    /// The chain's last failure while nothing was held, and until when it stands: probes
+    /// in the meantime fail with it instead of walking the chain (and its timeouts) again.
+    failed: Mutex<Option<(SystemTime, String)>>,
     /// One refresh at a time; probes that find one under way wait for its result.
     refreshing: tokio::sync::Mutex<()>,
 }
@@ -82,6 +85,7 @@ impl AwsSigner {
             service,
             chain: OnceCell::new(),
             current: Mutex::new(None),
+            failed: Mutex::new(None),
             refreshing: tokio::sync::Mutex::new(()),
         }
     }
@@ -103,6 +107,15 @@ impl AwsSigner {
         let held = self.held();
         if let Some(held) = held.as_ref().filter(|h| !h.due(now)) {
             return Ok(held.credentials.clone());
+        }
+        let failed = self
+            .failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some((until, reason)) = failed.filter(|(until, _)| now < *until) {
+            let _ = until;
+            return Err(ProbeError::Credentials(reason));
         }
         let region = aws_config::Region::new(self.region.clone());
         let chain = self
@@ -126,9 +139,12 @@ impl AwsSigner {
                             Some(held.clone());
                         Ok(held.credentials)
                     }
-                    None => Err(ProbeError::Credentials(format!(
-                        "no AWS credentials from the default chain: {reason}"
-                    ))),
+                    None => {
+                        let reason = format!("no AWS credentials from the default chain: {reason}");
+                        *self.failed.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some((now + RETRY_AFTER, reason.clone()));
+                        Err(ProbeError::Credentials(reason))
+                    }
                 }
             }
         }

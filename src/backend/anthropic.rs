@@ -169,7 +169,7 @@ impl Backend for Anthropic {
     }
 }
 
-struct MessagesParser;
+pub(super) struct MessagesParser;
 
 impl StreamParser for MessagesParser {
     fn on_event(

@@ -8,6 +8,8 @@
 
 mod anthropic;
 mod audio;
+mod bedrock;
+mod bedrock_invoke;
 mod embeddings;
 pub(crate) mod history;
 mod mii;
@@ -51,6 +53,8 @@ impl BackendKind {
             Self::OpenAiAudio => Arc::new(audio::Transcriptions),
             Self::Anthropic => Arc::new(anthropic::Anthropic),
             Self::OpenAiResponses => Arc::new(responses::Responses),
+            Self::Bedrock => Arc::new(bedrock::Converse),
+            Self::AnthropicBedrock => Arc::new(bedrock_invoke::AnthropicInvoke),
         }
     }
 }

@@ -306,3 +306,86 @@ pub(super) fn duration(
         }),
     }
 }
+
+/// `credentials` and `region`: a Bedrock backend signs with AWS's chain unless it has a
+/// key (a Bedrock API key, sent as a Bearer token); `aws` elsewhere signs for Bedrock too.
+pub(super) fn credentials(
+    at: &dyn Fn(&str) -> String,
+    t: &super::RawTarget,
+    backend: BackendKind,
+    url: &Url,
+    has_key: bool,
+) -> Result<Option<crate::auth::CloudCredentials>, ConfigError> {
+    let bedrock = matches!(
+        backend,
+        BackendKind::Bedrock | BackendKind::AnthropicBedrock
+    );
+    let source = match t.credentials.as_deref() {
+        None if bedrock && !has_key => "aws",
+        None => {
+            if t.region.is_some() {
+                return Err(ConfigError::new(
+                    at("region"),
+                    "is for credentials = \"aws\"",
+                ));
+            }
+            return Ok(None);
+        }
+        Some(source) => source,
+    };
+    if has_key {
+        return Err(ConfigError::new(
+            at("credentials"),
+            "set either credentials or api_key_env / api_key_file, not both",
+        ));
+    }
+    match source {
+        "aws" => {
+            let region = match &t.region {
+                Some(region) => region.clone(),
+                None => bedrock_region(url).ok_or_else(|| {
+                    ConfigError::new(
+                        at("region"),
+                        format!(
+                            "is required: `{}` is not a bedrock-runtime.<region>.amazonaws.com URL",
+                            url.host_str().unwrap_or_default()
+                        ),
+                    )
+                })?,
+            };
+            if region.is_empty()
+                || !region
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            {
+                return Err(ConfigError::new(
+                    at("region"),
+                    format!("`{region}` is not an AWS region"),
+                ));
+            }
+            Ok(Some(crate::auth::CloudCredentials::Aws {
+                region,
+                service: "bedrock".into(),
+            }))
+        }
+        other => Err(ConfigError::new(
+            at("credentials"),
+            format!(
+                "unknown source `{other}`; expected one of {}",
+                crate::auth::CloudCredentials::NAMES.join(", ")
+            ),
+        )),
+    }
+}
+
+/// The region of `bedrock-runtime[-fips].<region>.amazonaws.com[.cn]`.
+fn bedrock_region(url: &Url) -> Option<String> {
+    let host = url.host_str()?;
+    let rest = host
+        .strip_prefix("bedrock-runtime-fips.")
+        .or_else(|| host.strip_prefix("bedrock-runtime."))?;
+    let (region, domain) = rest.split_once('.')?;
+    domain
+        .starts_with("amazonaws.com")
+        .then(|| region.to_owned())
+}

@@ -158,6 +158,10 @@ pub struct RawTarget {
     pub headers: Option<BTreeMap<String, String>>,
     pub api_key_env: Option<String>,
     pub api_key_file: Option<String>,
+    /// A cloud's own credentials instead of a key: `aws` (SigV4, the SDK's default chain).
+    pub credentials: Option<String>,
+    /// The AWS region requests are signed for (else read from a Bedrock URL's host).
+    pub region: Option<String>,
     pub labels: Option<BTreeMap<String, String>>,
     pub request_id_prefix: Option<String>,
 
@@ -478,6 +482,8 @@ impl RawTarget {
             response_format,
             tools,
             tool_choice,
+            credentials,
+            region,
         );
         // One rate: a target's own `rate` or `fleet_rate` replaces both of the defaults'.
         if self.rate.is_none() && self.fleet_rate.is_none() {

@@ -90,6 +90,7 @@ pub(super) fn validate_target(
         t.api_key_file.as_deref(),
         loaded.skip_secrets,
     )?;
+    let credentials = super::fields::credentials(&at, &t, backend, &url, api_key.is_some())?;
     let (canary, canary_files) = match &t.canary {
         Some(raw) => {
             let extra_body = t.extra_body.clone().unwrap_or_default();
@@ -233,7 +234,7 @@ pub(super) fn validate_target(
     }
 
     // Anthropic sends its key in x-api-key, so an Authorization header does not clash.
-    let bearer = api_key.is_some() && backend != BackendKind::Anthropic;
+    let bearer = (api_key.is_some() && backend != BackendKind::Anthropic) || credentials.is_some();
     let headers = headers(&at, t.headers.clone().unwrap_or_default(), bearer)?;
 
     let mut labels = global_labels.clone();
@@ -297,6 +298,7 @@ pub(super) fn validate_target(
         continuous_usage_stats,
         headers,
         api_key,
+        credentials,
         labels: labels.into_iter().collect(),
         request_id_prefix,
         timeouts,

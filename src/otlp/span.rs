@@ -30,6 +30,7 @@ fn operation(backend: BackendKind) -> (&'static str, &'static str) {
     match backend {
         BackendKind::OpenAiChat | BackendKind::OpenAiResponses => ("chat", "openai"),
         BackendKind::Anthropic => ("chat", "anthropic"),
+        BackendKind::Bedrock | BackendKind::AnthropicBedrock => ("chat", "aws.bedrock"),
         BackendKind::OpenAi => ("text_completion", "openai"),
         BackendKind::Tgi => ("text_completion", "huggingface"),
         BackendKind::TgiChat => ("chat", "huggingface"),

@@ -76,6 +76,10 @@ pub struct SimConfig {
     /// slow handshake (the probe's `tls` phase) on a local machine.
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration, requires = "tls_cert")]
     pub tls_handshake_delay: Duration,
+    /// Check every Bedrock request's SigV4 signature with this secret access key (any
+    /// access key id; an expired `sim-expires-<unix>` session token is refused).
+    #[arg(long, env = "INFERPROBE_SIM_SIGV4_SECRET", hide_env_values = true)]
+    pub sigv4_secret: Option<String>,
     /// Append, per streamed response, when the request arrived and when each token chunk
     /// was handed to the connection (JSON lines, wall-clock nanoseconds): ground truth for
     /// the fidelity benchmark.
@@ -334,6 +338,7 @@ impl Default for SimConfig {
             tls_key: None,
             tls_client_ca: None,
             tls_handshake_delay: Duration::ZERO,
+            sigv4_secret: None,
             timeline_file: None,
             prefill: Box::default(),
             model: Box::default(),

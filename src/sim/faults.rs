@@ -42,6 +42,9 @@ pub enum Fault {
     TtftStall,
     /// A truncated JSON chunk halfway through the stream.
     MalformedJson,
+    /// Corrupted bytes halfway through the stream: invalid UTF-8 in SSE, a frame whose
+    /// CRC fails in the AWS event stream (Bedrock).
+    CorruptFrame,
     /// Every token, but no `finish_reason`, no usage and no `[DONE]`: a truncated stream
     /// that still ends cleanly at the HTTP level.
     NoDone,
@@ -78,7 +81,7 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 22] = [
+    pub const ALL: [Fault; 23] = [
         Self::Http429,
         Self::Http500,
         Self::Http401,
@@ -90,6 +93,7 @@ impl Fault {
         Self::Stall,
         Self::TtftStall,
         Self::MalformedJson,
+        Self::CorruptFrame,
         Self::NoDone,
         Self::Empty,
         Self::Endless,
@@ -130,6 +134,7 @@ impl Fault {
             Self::Stall => "stall",
             Self::TtftStall => "ttft_stall",
             Self::MalformedJson => "malformed_json",
+            Self::CorruptFrame => "corrupt_frame",
             Self::NoDone => "no_done",
             Self::Empty => "empty",
             Self::Endless => "endless",

@@ -10,6 +10,7 @@
 //! are listed at `GET /sim/media` for tests to see what a probe sent.
 
 pub mod adapters;
+mod bedrock;
 mod config;
 mod conversation;
 pub mod faults;
@@ -275,10 +276,8 @@ async fn generate(
         .unwrap_or("none")
         .to_owned();
     let content_type = header(header::CONTENT_TYPE.as_str()).unwrap_or_default();
-    let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES)
-        .collect()
-        .await
-    {
+    let (head, body) = req.into_parts();
+    let body = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
         Ok(body) => body.to_bytes(),
         Err(_) => {
             return error(
@@ -287,10 +286,31 @@ async fn generate(
             );
         }
     };
+    if let (true, Some(secret)) = (bedrock::is_bedrock(dialect), &shared.config.sigv4_secret) {
+        let host = head
+            .headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        let path = head.uri.path_and_query().map_or("/", |p| p.as_str());
+        let uri = format!("http://{host}{path}");
+        let signed = bedrock::Signed {
+            method: head.method.as_str(),
+            uri: &uri,
+            headers: &head.headers,
+            body: &body,
+        };
+        if let Err(refused) = bedrock::verify(secret, &signed, std::time::SystemTime::now()) {
+            return *refused;
+        }
+    }
     let (mut request, media) = match request::parse(dialect, &content_type, &body) {
         Ok(parsed) => parsed,
         Err(e) => return bad_request(dialect, &e),
     };
+    if bedrock::is_bedrock(dialect) {
+        request.model = bedrock::model(head.uri.path()).unwrap_or_default();
+    }
     drop(body);
     request.session = session;
     request.replica = shared.route(&request);
@@ -393,7 +413,10 @@ async fn generate(
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/event-stream; charset=utf-8"),
+        header::HeaderValue::from_static(match bedrock::is_bedrock(dialect) {
+            true => "application/vnd.amazon.eventstream",
+            false => "text/event-stream; charset=utf-8",
+        }),
     );
     headers.insert(
         header::CACHE_CONTROL,

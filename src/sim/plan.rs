@@ -97,6 +97,17 @@ pub fn stream_plan(
     fault: Option<Fault>,
     rng: &mut impl Rng,
 ) -> Vec<Step> {
+    let steps = event_plan(req, config, fault, rng);
+    super::bedrock::frame_steps(req.dialect, steps)
+}
+
+/// [`stream_plan`] before its framing: the dialect's events as SSE.
+fn event_plan(
+    req: &SimRequest,
+    config: &SimConfig,
+    fault: Option<Fault>,
+    rng: &mut impl Rng,
+) -> Vec<Step> {
     // A conversation's turn is answered as a tool-following model would; a structured
     // request by its schema, a few characters per token.
     let id_prefix = match req.dialect {
@@ -185,7 +196,19 @@ pub fn stream_plan(
             match fault {
                 Some(fault @ (Fault::ErrorEvent | Fault::OverloadedEvent)) => {
                     let event = match (fault, req.dialect) {
+                        (Fault::ErrorEvent, Dialect::BedrockInvoke) => {
+                            format!(
+                                "event: exception/internalServerException\ndata: {}\n\n",
+                                json!({"message": "simulated internal error"})
+                            )
+                        }
                         (Fault::ErrorEvent, _) => r.error(&ctx),
+                        (_, Dialect::BedrockConverse | Dialect::BedrockInvoke) => {
+                            format!(
+                                "event: exception/serviceUnavailableException\ndata: {}\n\n",
+                                json!({"message": "Bedrock is unable to process your request."})
+                            )
+                        }
                         (_, Dialect::Anthropic) => {
                             format!("event: error\ndata: {}\n\n", super::faults::OVERLOADED)
                         }
@@ -210,6 +233,13 @@ pub fn stream_plan(
                 }
                 Some(Fault::Stall) => t += config.stall,
                 Some(Fault::MalformedJson) => send(&mut steps, t, render::MALFORMED.into()),
+                // Bytes that are not what was framed: invalid UTF-8 in SSE, a CRC that
+                // fails once framed in the AWS event stream.
+                Some(Fault::CorruptFrame) => steps.push(Step {
+                    at: t,
+                    action: Action::Send(Bytes::from_static(b"data: \xff\n\n")),
+                    token: false,
+                }),
                 _ => {}
             }
         }
@@ -337,7 +367,10 @@ pub fn stream_steps(
             let (ttft, itl) = (first_token(req, config), config.itl);
             let tokens = (0u64..).map(move |i| Step {
                 at: ttft + itl * i as u32,
-                action: Action::Send(Bytes::from(r.chunk(&ctx, &text(i, 1), i + 1, None))),
+                action: Action::Send(super::bedrock::framed(
+                    ctx.req.dialect,
+                    Bytes::from(r.chunk(&ctx, &text(i, 1), i + 1, None)),
+                )),
                 token: true,
             });
             Box::new(preamble.into_iter().chain(tokens))

@@ -23,11 +23,15 @@ pub enum Dialect {
     Anthropic,
     Responses,
     Embeddings,
+    /// Amazon Bedrock `ConverseStream`, answered in the AWS event stream.
+    BedrockConverse,
+    /// Anthropic's Messages through Bedrock's `InvokeModelWithResponseStream`.
+    BedrockInvoke,
 }
 
 /// Every endpoint the simulator serves (method, path), for its start-up line and
 /// docs/simulator.md; a test routes each POST one, so the list cannot drift from [`Dialect::route`].
-pub const ENDPOINTS: [(&str, &str); 10] = [
+pub const ENDPOINTS: [(&str, &str); 12] = [
     ("POST", "/v1/completions"),
     ("POST", "/v1/chat/completions"),
     ("POST", "/v1/messages"),
@@ -36,6 +40,8 @@ pub const ENDPOINTS: [(&str, &str); 10] = [
     ("POST", "/v1/audio/transcriptions"),
     ("POST", "/generate_stream"),
     ("POST", "/v2/models/<model>/generate_stream"),
+    ("POST", "/model/<model>/converse-stream"),
+    ("POST", "/model/<model>/invoke-with-response-stream"),
     ("GET", "/v1/models"),
     ("GET", "/health"),
 ];
@@ -55,6 +61,12 @@ impl Dialect {
             "/v1/responses" => Self::Responses,
             "/v1/embeddings" => Self::Embeddings,
             p if p.starts_with("/v2/models/") && p.ends_with("/generate_stream") => Self::Triton,
+            p if p.starts_with("/model/") && p.ends_with("/converse-stream") => {
+                Self::BedrockConverse
+            }
+            p if p.starts_with("/model/") && p.ends_with("/invoke-with-response-stream") => {
+                Self::BedrockInvoke
+            }
             _ => return None,
         })
     }
@@ -212,7 +224,7 @@ pub fn parse(
         block_ends: Vec::new(),
         conversation: match dialect {
             Dialect::Chat => conversation::chat(&json),
-            Dialect::Anthropic => conversation::anthropic(&json),
+            Dialect::Anthropic | Dialect::BedrockInvoke => conversation::anthropic(&json),
             Dialect::Responses => conversation::responses(&json),
             _ => conversation::Conversation::default(),
         },
@@ -222,7 +234,9 @@ pub fn parse(
     request.greedy |= request.logprobs.is_some();
     let prompt_key = match dialect {
         Dialect::Completions => "prompt",
-        Dialect::Chat | Dialect::Anthropic => "messages",
+        Dialect::Chat | Dialect::Anthropic | Dialect::BedrockConverse | Dialect::BedrockInvoke => {
+            "messages"
+        }
         Dialect::Tgi => "inputs",
         Dialect::Triton => "text_input",
         Dialect::Responses | Dialect::Embeddings => "input",
@@ -259,7 +273,29 @@ pub fn parse(
             ));
             request.model = "ensemble".into();
         }
-        Dialect::Anthropic => {
+        Dialect::BedrockConverse => {
+            // Converse: `content` blocks of `{"text": …}`, the limits in `inferenceConfig`.
+            if !json.get("messages").is_some_and(Value::is_array) {
+                return Err("`messages` is required".into());
+            }
+            request.prompt_tokens = request.prompt.split_whitespace().count() as u64;
+            let inference = json.get("inferenceConfig");
+            request.max_tokens = inference
+                .and_then(|c| c.get("maxTokens"))
+                .and_then(Value::as_u64)
+                .unwrap_or(DEFAULT_MAX_TOKENS);
+            request.sampling = inference
+                .and_then(sampling)
+                .filter(|_| super::sampler::asks_for_random_words(&request.prompt));
+            request.greedy = greedy(inference) && request.sampling.is_none();
+            request.stream = true;
+            request.include_usage = true;
+        }
+        Dialect::Anthropic | Dialect::BedrockInvoke => {
+            if dialect == Dialect::BedrockInvoke {
+                // The model is the URL's, and the stream the endpoint's.
+                request.stream = true;
+            }
             let prompt = parts::messages(json.get_mut("messages"), true)?;
             request.cache_breakpoint = match json.get("cache_control") {
                 Some(_) => Some(prompt.words),

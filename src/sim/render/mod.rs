@@ -3,6 +3,7 @@
 //! planner ([`super::plan`]) decides *when*; these decide *what bytes*.
 
 mod anthropic;
+mod bedrock;
 mod openai;
 
 pub use openai::logprobs_json;
@@ -122,7 +123,9 @@ pub fn renderer(dialect: Dialect) -> &'static dyn Render {
         }
         Dialect::Tgi => &tgi::Tgi,
         Dialect::Triton => &triton::Triton,
-        Dialect::Anthropic => &anthropic::Anthropic,
+        // Bedrock's Anthropic door sends the Messages events, wrapped when framed.
+        Dialect::Anthropic | Dialect::BedrockInvoke => &anthropic::Anthropic,
+        Dialect::BedrockConverse => &bedrock::Converse,
         Dialect::Responses => &responses::Responses,
     }
 }
@@ -150,6 +153,8 @@ pub fn bad_request(dialect: Dialect, message: &str) -> Value {
         Dialect::Responses => {
             json!({ "error": { "message": message, "type": "invalid_request_error", "param": null, "code": null } })
         }
+        // Bedrock's ValidationException body (its type is in `x-amzn-ErrorType`).
+        Dialect::BedrockConverse | Dialect::BedrockInvoke => json!({ "message": message }),
         // vLLM's ErrorResponse.
         _ => {
             json!({ "error": { "message": message, "type": "BadRequestError", "param": null, "code": 400 } })

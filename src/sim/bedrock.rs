@@ -1,0 +1,236 @@
+//! The simulator's Amazon Bedrock: its streams framed in the AWS event stream by the AWS
+//! SDK's own encoder, and each request's SigV4 signature checked against a known secret
+//! (`--sigv4-secret`), as Bedrock checks it: the signature recomputed over what arrived,
+//! the clock within five minutes, a session token not expired.
+//!
+//! A session token of the form `sim-expires-<unix seconds>` (what tests' credential
+//! stand-ins issue) is refused with `ExpiredTokenException` once past, so a probe that
+//! failed to refresh its credentials in time is seen failing.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aws_credential_types::Credentials;
+use aws_smithy_eventstream::frame::write_message_to;
+use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
+use base64::Engine;
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use serde_json::json;
+
+use super::Body;
+use super::plan::{Action, Step};
+use super::request::Dialect;
+use super::respond::json_response;
+use crate::auth::aws::{Parts, SignOptions, sign_parts};
+use crate::eventstream::EXCEPTION;
+
+/// What Bedrock allows between a request's `x-amz-date` and its own clock.
+const SKEW: Duration = Duration::from_secs(300);
+
+/// The prefix of a session token that says when it expires.
+pub const EXPIRING_TOKEN: &str = "sim-expires-";
+
+pub fn is_bedrock(dialect: Dialect) -> bool {
+    matches!(dialect, Dialect::BedrockConverse | Dialect::BedrockInvoke)
+}
+
+/// The model a Bedrock path names (`/model/<id>/…`, percent-decoded).
+pub fn model(path: &str) -> Option<String> {
+    let id = path.strip_prefix("/model/")?.split('/').next()?;
+    let decoded = url::form_urlencoded::parse(format!("m={id}").as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())?;
+    Some(decoded)
+}
+
+/// The steps of a stream in `dialect`'s framing (unchanged but for Bedrock's).
+pub fn frame_steps(dialect: Dialect, steps: Vec<Step>) -> Vec<Step> {
+    if !is_bedrock(dialect) {
+        return steps;
+    }
+    steps
+        .into_iter()
+        .map(|step| match step.action {
+            Action::Send(bytes) => Step {
+                action: Action::Send(framed(dialect, bytes)),
+                ..step
+            },
+            Action::Reset => step,
+        })
+        .collect()
+}
+
+/// One write's SSE-shaped events as event-stream messages. Bytes that are not UTF-8 (the
+/// `corrupt_frame` fault) become a frame with a flipped payload bit: its CRC fails.
+pub fn framed(dialect: Dialect, bytes: Bytes) -> Bytes {
+    if !is_bedrock(dialect) {
+        return bytes;
+    }
+    let mut out = Vec::new();
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        write(
+            &mut out,
+            "contentBlockDelta",
+            r#"{"contentBlockIndex":0,"delta":{"text":"x"}}"#,
+        );
+        let last_payload_byte = out.len() - 5;
+        out[last_payload_byte] ^= 0x01;
+        return Bytes::from(out);
+    };
+    for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
+        let mut name = None;
+        let mut data = String::new();
+        for line in block.lines() {
+            if let Some(value) = line.strip_prefix("event: ") {
+                name = Some(value);
+            } else if let Some(value) = line.strip_prefix("data: ") {
+                data.push_str(value);
+            }
+        }
+        match (dialect, name) {
+            (_, Some(name)) if name.starts_with(EXCEPTION) => write(&mut out, name, &data),
+            (Dialect::BedrockInvoke, _) => {
+                let bytes = base64::engine::general_purpose::STANDARD.encode(&data);
+                write(&mut out, "chunk", &json!({ "bytes": bytes }).to_string());
+            }
+            (_, name) => write(&mut out, name.unwrap_or("contentBlockDelta"), &data),
+        }
+    }
+    Bytes::from(out)
+}
+
+/// One message: an event, or an exception when `name` says so.
+fn write(out: &mut Vec<u8>, name: &str, payload: &str) {
+    let text = |s: &str| HeaderValue::String(s.to_owned().into());
+    let (kind, name_header, name) = match name.strip_prefix(EXCEPTION) {
+        Some(exception) => ("exception", ":exception-type", exception),
+        None => ("event", ":event-type", name),
+    };
+    let message = Message::new(Bytes::from(payload.to_owned()))
+        .add_header(Header::new(":message-type", text(kind)))
+        .add_header(Header::new(name_header, text(name)))
+        .add_header(Header::new(":content-type", text("application/json")));
+    // Writing to a Vec fails only for a message over 4 GiB.
+    let _ = write_message_to(&message, out);
+}
+
+/// A refused request, as Bedrock answers it: the type in `x-amzn-ErrorType`.
+fn refuse(status: StatusCode, kind: &str, message: &str) -> Response<Body> {
+    let mut response = json_response(status, json!({ "message": message }));
+    if let Ok(value) = http::HeaderValue::from_str(kind) {
+        response.headers_mut().insert("x-amzn-errortype", value);
+    }
+    response
+}
+
+/// What a signature is checked over.
+pub struct Signed<'a> {
+    pub method: &'a str,
+    pub uri: &'a str,
+    pub headers: &'a http::HeaderMap,
+    pub body: &'a [u8],
+}
+
+/// Check `request`'s SigV4 signature with `secret`, at `now`.
+pub fn verify(secret: &str, request: &Signed, now: SystemTime) -> Result<(), Box<Response<Body>>> {
+    let deny =
+        |kind: &str, message: String| Box::new(refuse(StatusCode::FORBIDDEN, kind, &message));
+    let header = |name: &str| request.headers.get(name).and_then(|v| v.to_str().ok());
+    let auth = header("authorization").ok_or_else(|| {
+        deny(
+            "MissingAuthenticationTokenException",
+            "Missing Authentication Token".into(),
+        )
+    })?;
+    let field = |key: &str| {
+        auth.split([' ', ','])
+            .find_map(|part| part.trim().strip_prefix(key))
+            .unwrap_or("")
+    };
+    let scope: Vec<&str> = field("Credential=").split('/').collect();
+    let [access_key, _, region, service, "aws4_request"] = scope[..] else {
+        return Err(deny(
+            "IncompleteSignatureException",
+            "malformed Credential scope".into(),
+        ));
+    };
+    let signed_names: Vec<&str> = field("SignedHeaders=").split(';').collect();
+    let date = header("x-amz-date").unwrap_or("");
+    let at = parse_amz_date(date).ok_or_else(|| {
+        deny(
+            "IncompleteSignatureException",
+            "missing or bad X-Amz-Date".into(),
+        )
+    })?;
+    let skew = now
+        .duration_since(at)
+        .or_else(|_| at.duration_since(now))
+        .unwrap_or_default();
+    if skew > SKEW {
+        return Err(deny(
+            "InvalidSignatureException",
+            "Signature expired".into(),
+        ));
+    }
+    let token = header("x-amz-security-token");
+    if let Some(expires) = token
+        .and_then(|t| t.strip_prefix(EXPIRING_TOKEN))
+        .and_then(|s| s.parse::<u64>().ok())
+    {
+        if now > UNIX_EPOCH + Duration::from_secs(expires) {
+            return Err(deny(
+                "ExpiredTokenException",
+                "The security token included in the request is expired".into(),
+            ));
+        }
+    }
+    let headers: Vec<(String, String)> = signed_names
+        .iter()
+        .filter(|n| !matches!(**n, "authorization" | "x-amz-date" | "x-amz-security-token"))
+        .filter_map(|n| Some(((*n).to_owned(), header(n)?.to_owned())))
+        .collect();
+    let credentials = Credentials::new(access_key, secret, token.map(str::to_owned), None, "sim");
+    let parts = Parts {
+        method: request.method,
+        uri: request.uri,
+        headers: &headers,
+        body: request.body,
+    };
+    let expected = sign_parts(
+        &parts,
+        &credentials,
+        (region, service),
+        at,
+        SignOptions::default(),
+    )
+    .map_err(|e| deny("InvalidSignatureException", e))?;
+    let expected = expected
+        .iter()
+        .find(|(n, _)| n == "authorization")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("");
+    if expected != auth {
+        return Err(deny(
+            "InvalidSignatureException",
+            "The request signature we calculated does not match the signature you provided.".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `20150830T123600Z`.
+fn parse_amz_date(text: &str) -> Option<SystemTime> {
+    if text.len() != 16 || !text.ends_with('Z') || text.as_bytes().get(8) != Some(&b'T') {
+        return None;
+    }
+    let iso = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &text[0..4],
+        &text[4..6],
+        &text[6..8],
+        &text[9..11],
+        &text[11..13],
+        &text[13..15]
+    );
+    humantime::parse_rfc3339(&iso).ok()
+}

@@ -10,6 +10,8 @@ mod common;
 #[path = "fuzz_drivers/mod.rs"]
 mod fuzz_drivers;
 
+#[path = "aws_cross_check.rs"]
+mod aws_cross_check;
 #[path = "backends.rs"]
 mod backends;
 #[path = "bench.rs"]
@@ -22,6 +24,8 @@ mod canary_pairs;
 mod canary_review;
 #[path = "cli.rs"]
 mod cli;
+#[path = "clouds.rs"]
+mod clouds;
 #[path = "config_rules.rs"]
 mod config_rules;
 #[path = "dashboard_bounds.rs"]

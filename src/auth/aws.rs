@@ -24,6 +24,29 @@ use tokio::sync::OnceCell;
 
 use crate::error::ProbeError;
 
+/// Headers left unsigned: hop-by-hop ones and those a proxy or mesh may rewrite on the way
+/// (W3C trace context above all: a sidecar that continues the trace changes
+/// `traceparent`, and a signature over it would fail). botocore's list; aws-sigv4's own
+/// default leaves out only four of these, and the botocore cross-check found the
+/// difference (tests/aws_cross_check.rs).
+const UNSIGNED: [&str; 15] = [
+    "authorization",
+    "baggage",
+    "connection",
+    "expect",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "traceparent",
+    "tracestate",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "user-agent",
+    "x-amzn-trace-id",
+];
+
 /// Refresh at most this long before expiry.
 const REFRESH_BEFORE: Duration = Duration::from_secs(300);
 /// After a failed refresh, how long the current credentials serve before the next try.
@@ -113,8 +136,7 @@ impl AwsSigner {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        if let Some((until, reason)) = failed.filter(|(until, _)| now < *until) {
-            let _ = until;
+        if let Some((_, reason)) = failed.filter(|(until, _)| now < *until) {
             return Err(ProbeError::Credentials(reason));
         }
         let region = aws_config::Region::new(self.region.clone());
@@ -234,6 +256,7 @@ pub fn sign_parts(
     options: SignOptions,
 ) -> Result<Vec<(String, String)>, String> {
     let mut settings = SigningSettings::default();
+    settings.excluded_headers = Some(UNSIGNED.iter().map(|h| (*h).into()).collect());
     settings.uri_path_normalization_mode = if options.normalize_path {
         UriPathNormalizationMode::Enabled
     } else {

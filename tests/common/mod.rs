@@ -4,6 +4,7 @@
 
 pub mod adapters;
 pub mod canary;
+pub mod clouds;
 pub mod docs;
 pub mod gates;
 pub mod hostile;

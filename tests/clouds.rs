@@ -1,0 +1,230 @@
+//! The clouds' native APIs end to end: Amazon Bedrock (ConverseStream, and Anthropic's
+//! Messages through InvokeModelWithResponseStream) against the simulator, which frames
+//! its streams in the AWS event stream and checks every SigV4 signature; the daemon runs
+//! as a process whose environment is an EKS pod's with IRSA, its credentials exchanged
+//! at a local STS stand-in ([`common::clouds`]).
+
+use crate::common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::clouds::{AWS_SECRET, CloudDaemon, irsa, sts};
+use common::{closed_port, start_sim};
+use inferprobe::sim::SimConfig;
+
+const TTFT: Duration = Duration::from_millis(150);
+const ITL: Duration = Duration::from_millis(20);
+/// A Bedrock model id: its `:` is percent-encoded in the path, and signed so.
+const MODEL: &str = "anthropic.claude-3-5-haiku-20241022-v1:0";
+
+fn sim() -> SimConfig {
+    SimConfig {
+        ttft: TTFT,
+        itl: ITL,
+        stall: Duration::from_secs(60),
+        sigv4_secret: Some(AWS_SECRET.into()),
+        ..SimConfig::default()
+    }
+}
+
+/// A config listening on `port`, the simulator at `url`, then `targets`.
+fn config(port: u16, url: &str, targets: &str) -> String {
+    format!(
+        r#"
+        listen = "127.0.0.1:{port}"
+        seed = 3
+        [defaults]
+        url = "{url}"
+        model = "{MODEL}"
+        region = "us-east-1"
+        rate = 8
+        max_concurrency = 8
+        input_tokens = 16
+        output_tokens = 10
+        ttft_timeout = "5s"
+        stall_timeout = "2s"
+        request_timeout = "10s"
+        {targets}
+        "#
+    )
+}
+
+async fn daemon(
+    toml: &str,
+    lifetime: Duration,
+) -> (CloudDaemon, common::clouds::Issued, tempfile::TempDir) {
+    let (sts_url, issued) = sts(lifetime).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, toml).unwrap();
+    let port = toml
+        .split("listen = \"127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    let daemon = CloudDaemon::spawn(&path, port, &irsa(dir.path(), &sts_url));
+    (daemon, issued, dir)
+}
+
+fn mean(s: &common::Scrape, histogram: &str, target: &str) -> f64 {
+    let (sum, count) = s.histogram(histogram, target);
+    assert!(count > 0.0, "{histogram} {target}: no observations");
+    sum / count
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bedrock_backends_measure_the_simulators_truth() {
+    let sim = start_sim(sim()).await;
+    let targets = r#"
+        [[targets]]
+        name = "converse"
+        backend = "bedrock"
+        [[targets]]
+        name = "invoke"
+        backend = "anthropic-bedrock"
+    "#;
+    let toml = config(closed_port().await, &sim.url(), targets);
+    let (daemon, issued, _dir) = daemon(&toml, Duration::from_secs(3600)).await;
+    let s = daemon
+        .wait_for(Duration::from_secs(40), |s| {
+            s.successes("converse") >= 10.0 && s.successes("invoke") >= 10.0
+        })
+        .await;
+    daemon.stop();
+    for target in ["converse", "invoke"] {
+        let ok = s.successes(target);
+        assert_eq!(s.all_errors(target), 0.0, "{target}: {}", s.text);
+        let ttft = mean(&s, "inferprobe_time_to_first_token_seconds", target);
+        assert!(
+            (TTFT.as_secs_f64()..TTFT.as_secs_f64() + 0.06).contains(&ttft),
+            "{target}: TTFT {ttft}"
+        );
+        let itl = mean(&s, "inferprobe_inter_token_latency_seconds", target);
+        assert!((0.018..0.026).contains(&itl), "{target}: ITL {itl}");
+        let (_, gaps) = s.histogram("inferprobe_inter_token_latency_seconds", target);
+        assert_eq!(gaps, 9.0 * ok, "{target}: 10 tokens give 9 gaps");
+        let output = s.sum("inferprobe_output_tokens_total", &[("target", target)]);
+        assert_eq!(output, 10.0 * ok, "{target}: output tokens");
+        // 16 requested input tokens = a nonce + 8 filler words; the simulator counts words.
+        let prompt = s.sum("inferprobe_prompt_tokens_total", &[("target", target)]);
+        assert_eq!(prompt, 9.0 * ok, "{target}: prompt tokens");
+    }
+    // An hour's credentials: one exchange per target for all of its probes.
+    assert_eq!(issued.list().len(), 2);
+}
+
+/// (target, backend, fault forced by header, expected category)
+const FAULTS: &[(&str, &str, &str, &str)] = &[
+    ("throttled", "bedrock", "http_429", "rate_limited"),
+    ("denied", "anthropic-bedrock", "http_401", "auth"),
+    ("overloaded", "bedrock", "overloaded_event", "overloaded"),
+    (
+        "overloaded-invoke",
+        "anthropic-bedrock",
+        "overloaded_event",
+        "overloaded",
+    ),
+    (
+        "model-error",
+        "bedrock",
+        "error_event",
+        "stream_error_event",
+    ),
+    (
+        "internal",
+        "anthropic-bedrock",
+        "error_event",
+        "stream_error_event",
+    ),
+    ("corrupt", "bedrock", "corrupt_frame", "invalid_response"),
+    (
+        "corrupt-invoke",
+        "anthropic-bedrock",
+        "corrupt_frame",
+        "invalid_response",
+    ),
+    ("malformed", "bedrock", "malformed_json", "invalid_response"),
+    ("reset", "anthropic-bedrock", "reset", "stream_interrupted"),
+    ("cut", "bedrock", "no_done", "stream_interrupted"),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bedrock_faults_land_in_their_categories() {
+    let sim = start_sim(sim()).await;
+    let mut targets = String::new();
+    for (name, backend, fault, _) in FAULTS {
+        targets += &format!(
+            "[[targets]]\nname = \"{name}\"\nbackend = \"{backend}\"\nrate = 4\nheaders = {{ \"x-inferprobe-fault\" = \"{fault}\" }}\n"
+        );
+    }
+    let toml = config(closed_port().await, &sim.url(), &targets);
+    let (daemon, _, _dir) = daemon(&toml, Duration::from_secs(3600)).await;
+    let s = daemon
+        .wait_for(Duration::from_secs(40), |s| {
+            FAULTS
+                .iter()
+                .all(|(name, _, _, category)| s.errors(name, category) >= 2.0)
+        })
+        .await;
+    daemon.stop();
+    for (name, _, fault, category) in FAULTS {
+        let errors = s.all_errors(name);
+        let requests = s.requests(name);
+        assert_eq!(
+            s.errors(name, category),
+            errors,
+            "{name} ({fault}): only {category}\n{}",
+            s.text
+        );
+        assert_eq!(errors, requests, "{name} ({fault}): every probe failed");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn irsa_credentials_are_refreshed_across_two_expiries_and_never_shown() {
+    let sim = start_sim(sim()).await;
+    let targets = "[[targets]]\nname = \"refresh\"\nbackend = \"bedrock\"\nrate = 10\n";
+    let toml = config(closed_port().await, &sim.url(), targets);
+    // Credentials that live 4 s: the simulator refuses each one a second past it.
+    let (daemon, issued, _dir) = daemon(&toml, Duration::from_secs(4)).await;
+    let crossed = |issued: &[(SystemTime, u64)]| {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        issued.len() >= 3 && issued[1].1 < now
+    };
+    let s = daemon
+        .wait_for(Duration::from_secs(40), |s| {
+            crossed(&issued.list()) && s.successes("refresh") >= 40.0
+        })
+        .await;
+    let metrics = s.text.clone();
+    let config = daemon.get("/config").await.unwrap();
+    let page = daemon.get("/").await.unwrap();
+    let log = daemon.stop();
+    assert_eq!(s.all_errors("refresh"), 0.0, "{metrics}\n{log}");
+    let issued = issued.list();
+    for pair in issued.windows(2) {
+        let (next, expired) = (pair[1].0, UNIX_EPOCH + Duration::from_secs(pair[0].1));
+        assert!(
+            next < expired,
+            "credentials refreshed after they expired: {issued:?}"
+        );
+    }
+    for (what, text) in [
+        ("log", &log),
+        ("/metrics", &metrics),
+        ("/config", &config),
+        ("status page", &page),
+    ] {
+        for secret in [AWS_SECRET, "sim-expires-", "web-identity-jwt"] {
+            assert!(!text.contains(secret), "{secret} in the {what}");
+        }
+    }
+    assert!(
+        log.contains("\"target\":\"refresh\""),
+        "the log was read: {log}"
+    );
+}

@@ -46,12 +46,20 @@ pub enum BackendKind {
     Bedrock,
     /// Anthropic's Messages on Bedrock, `/model/<model>/invoke-with-response-stream`
     AnthropicBedrock,
+    /// Gemini API `streamGenerateContent?alt=sse` (Google AI, an API key)
+    Gemini,
+    /// Gemini on Vertex AI, the same wire format under a project and region
+    VertexGemini,
+    /// Anthropic's Messages on Vertex AI, `:streamRawPredict`
+    AnthropicVertex,
+    /// Azure OpenAI / Azure AI Foundry chat completions on a deployment, with `api-version`
+    AzureOpenAi,
 }
 
 impl BackendKind {
     /// Accepted `backend =` values, for error messages. The server names are aliases of
     /// `openai`, as in vLLM's benchmark client.
-    pub const NAMES: [&'static str; 17] = [
+    pub const NAMES: [&'static str; 21] = [
         "openai",
         "openai-chat",
         "tgi",
@@ -64,6 +72,10 @@ impl BackendKind {
         "openai-responses",
         "bedrock",
         "anthropic-bedrock",
+        "gemini",
+        "vertex-gemini",
+        "anthropic-vertex",
+        "azure-openai",
         "vllm",
         "sglang",
         "lmdeploy",
@@ -85,6 +97,10 @@ impl BackendKind {
             "openai-responses" => Self::OpenAiResponses,
             "bedrock" => Self::Bedrock,
             "anthropic-bedrock" => Self::AnthropicBedrock,
+            "gemini" => Self::Gemini,
+            "vertex-gemini" => Self::VertexGemini,
+            "anthropic-vertex" => Self::AnthropicVertex,
+            "azure-openai" => Self::AzureOpenAi,
             _ => return None,
         })
     }
@@ -104,6 +120,10 @@ impl BackendKind {
             Self::OpenAiResponses => "openai-responses",
             Self::Bedrock => "bedrock",
             Self::AnthropicBedrock => "anthropic-bedrock",
+            Self::Gemini => "gemini",
+            Self::VertexGemini => "vertex-gemini",
+            Self::AnthropicVertex => "anthropic-vertex",
+            Self::AzureOpenAi => "azure-openai",
         }
     }
 
@@ -120,6 +140,17 @@ impl BackendKind {
             Self::OpenAiResponses => "/v1/responses",
             Self::Bedrock => "/model/{model}/converse-stream",
             Self::AnthropicBedrock => "/model/{model}/invoke-with-response-stream",
+            Self::Gemini => "/v1beta/models/{model}:streamGenerateContent?alt=sse",
+            Self::VertexGemini => {
+                "/v1/projects/{project}/locations/{region}/publishers/google/models/{model}:streamGenerateContent?alt=sse"
+            }
+            Self::AnthropicVertex => {
+                "/v1/projects/{project}/locations/{region}/publishers/anthropic/models/{model}:streamRawPredict"
+            }
+            // The deployment is the model; the GA `api-version` Azure documents for it.
+            Self::AzureOpenAi => {
+                "/openai/deployments/{model}/chat/completions?api-version=2024-10-21"
+            }
         }
     }
 

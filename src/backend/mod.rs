@@ -7,10 +7,12 @@
 //! closed error categories here, at the edge.
 
 mod anthropic;
+mod anthropic_vertex;
 mod audio;
 mod bedrock;
 mod bedrock_invoke;
 mod embeddings;
+mod gemini;
 pub(crate) mod history;
 mod mii;
 mod openai;
@@ -55,6 +57,9 @@ impl BackendKind {
             Self::OpenAiResponses => Arc::new(responses::Responses),
             Self::Bedrock => Arc::new(bedrock::Converse),
             Self::AnthropicBedrock => Arc::new(bedrock_invoke::AnthropicInvoke),
+            Self::Gemini | Self::VertexGemini => Arc::new(gemini::Gemini),
+            Self::AnthropicVertex => Arc::new(anthropic_vertex::AnthropicVertex),
+            Self::AzureOpenAi => Arc::new(openai_chat::AzureOpenAi),
         }
     }
 }

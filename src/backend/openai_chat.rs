@@ -73,6 +73,57 @@ impl Backend for OpenAiChat {
     }
 }
 
+/// `backend = "azure-openai"`: chat completions on an Azure OpenAI / Azure AI Foundry
+/// deployment (`/openai/deployments/<deployment>/chat/completions?api-version=…`), its key
+/// in `api-key` or an Entra ID token ([`crate::auth`]). The chat format, without vLLM's
+/// `ignore_eos` (Azure refuses arguments it does not know). Azure's content filter says
+/// `finish_reason: content_filter` in the stream: `content_filtered`, as on OpenAI.
+#[derive(Debug)]
+pub struct AzureOpenAi;
+
+impl Backend for AzureOpenAi {
+    fn request(&self, target: &Target, prompt: &Prompt) -> RequestSpec {
+        let mut spec = OpenAiChat.request(target, prompt);
+        if let super::RequestBody::Json(Value::Object(body)) = &mut spec.body {
+            body.remove("ignore_eos");
+        }
+        spec
+    }
+
+    fn stream_parser(&self) -> Box<dyn StreamParser> {
+        OpenAiChat.stream_parser()
+    }
+
+    fn reports_logprobs(&self) -> bool {
+        true
+    }
+
+    fn greedy(&self, body: &mut Map<String, Value>, greedy: &Greedy) {
+        OpenAiChat.greedy(body, greedy);
+    }
+
+    fn structure(
+        &self,
+        body: &mut Map<String, Value>,
+        structure: &Structure,
+    ) -> Result<(), String> {
+        OpenAiChat.structure(body, structure)
+    }
+
+    fn authorize(
+        &self,
+        key: &crate::endpoint::Secret,
+    ) -> Vec<(http::HeaderName, http::HeaderValue)> {
+        match http::HeaderValue::from_str(key.expose()) {
+            Ok(mut value) => {
+                value.set_sensitive(true);
+                vec![(http::HeaderName::from_static("api-key"), value)]
+            }
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct TgiChat;
 

@@ -356,6 +356,12 @@ impl StreamParser for OpenAiStreamParser {
                 logprobs.read(value);
             }
             if let Some(reason) = choice.finish_reason.as_deref().filter(|r| !r.is_empty()) {
+                // OpenAI's and Azure's content filter withheld the rest of the answer.
+                if reason == "content_filter" {
+                    return Err(ProbeError::ContentFiltered(
+                        "finish_reason \"content_filter\"".into(),
+                    ));
+                }
                 if ABORTED.contains(&reason) {
                     return Err(ProbeError::StreamErrorEvent(format!(
                         "the server ended the generation with finish_reason \"{reason}\""

@@ -308,7 +308,9 @@ pub(super) fn duration(
 }
 
 /// `credentials` and `region`: a Bedrock backend signs with AWS's chain unless it has a
-/// key (a Bedrock API key, sent as a Bearer token); `aws` elsewhere signs for Bedrock too.
+/// key (a Bedrock API key, sent as a Bearer token), a Vertex AI backend uses Google's
+/// Application Default Credentials; `aws`, `google` and `azure` can be asked for by name
+/// (Azure OpenAI takes a key or an Entra ID token).
 pub(super) fn credentials(
     at: &dyn Fn(&str) -> String,
     t: &super::RawTarget,
@@ -320,17 +322,14 @@ pub(super) fn credentials(
         backend,
         BackendKind::Bedrock | BackendKind::AnthropicBedrock
     );
+    let vertex = matches!(
+        backend,
+        BackendKind::VertexGemini | BackendKind::AnthropicVertex
+    );
     let source = match t.credentials.as_deref() {
         None if bedrock && !has_key => "aws",
-        None => {
-            if t.region.is_some() {
-                return Err(ConfigError::new(
-                    at("region"),
-                    "is for credentials = \"aws\"",
-                ));
-            }
-            return Ok(None);
-        }
+        None if vertex && !has_key => "google",
+        None => return Ok(None),
         Some(source) => source,
     };
     if has_key {
@@ -353,21 +352,14 @@ pub(super) fn credentials(
                     )
                 })?,
             };
-            if region.is_empty()
-                || !region
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            {
-                return Err(ConfigError::new(
-                    at("region"),
-                    format!("`{region}` is not an AWS region"),
-                ));
-            }
+            region_name(at, &region)?;
             Ok(Some(crate::auth::CloudCredentials::Aws {
                 region,
                 service: "bedrock".into(),
             }))
         }
+        "google" => Ok(Some(crate::auth::CloudCredentials::Google)),
+        "azure" => Ok(Some(crate::auth::CloudCredentials::Azure)),
         other => Err(ConfigError::new(
             at("credentials"),
             format!(
@@ -376,6 +368,61 @@ pub(super) fn credentials(
             ),
         )),
     }
+}
+
+fn region_name(at: &dyn Fn(&str) -> String, region: &str) -> Result<(), ConfigError> {
+    if region.is_empty()
+        || !region
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        return Err(ConfigError::new(
+            at("region"),
+            format!("`{region}` is not a region"),
+        ));
+    }
+    Ok(())
+}
+
+/// The endpoint with `{project}` and `{region}` filled in (Vertex AI's paths), each
+/// required where the endpoint names it; `{model}` is left to [`endpoint_url`].
+pub(super) fn endpoint_template(
+    at: &dyn Fn(&str) -> String,
+    t: &super::RawTarget,
+    backend: BackendKind,
+) -> Result<String, ConfigError> {
+    let mut endpoint = t
+        .endpoint
+        .clone()
+        .unwrap_or_else(|| backend.default_endpoint().to_owned());
+    for (placeholder, key, value) in [
+        ("{project}", "project", t.project.as_deref()),
+        ("{region}", "region", t.region.as_deref()),
+    ] {
+        if !endpoint.contains(placeholder) {
+            continue;
+        }
+        let value = value.ok_or_else(|| {
+            ConfigError::new(
+                at(key),
+                format!("is required: the endpoint `{endpoint}` names it"),
+            )
+        })?;
+        if key == "region" {
+            region_name(at, value)?;
+        } else if value.is_empty()
+            || !value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            return Err(ConfigError::new(
+                at(key),
+                format!("`{value}` is not a project id"),
+            ));
+        }
+        endpoint = endpoint.replace(placeholder, value);
+    }
+    Ok(endpoint)
 }
 
 /// The region of `bedrock-runtime[-fips].<region>.amazonaws.com[.cn]`.

@@ -160,8 +160,11 @@ pub struct RawTarget {
     pub api_key_file: Option<String>,
     /// A cloud's own credentials instead of a key: `aws` (SigV4, the SDK's default chain).
     pub credentials: Option<String>,
-    /// The AWS region requests are signed for (else read from a Bedrock URL's host).
+    /// The AWS region requests are signed for (else read from a Bedrock URL's host); a
+    /// Vertex AI target's location (`{region}` in its endpoint).
     pub region: Option<String>,
+    /// A Vertex AI target's Google Cloud project (`{project}` in its endpoint).
+    pub project: Option<String>,
     pub labels: Option<BTreeMap<String, String>>,
     pub request_id_prefix: Option<String>,
 
@@ -484,6 +487,7 @@ impl RawTarget {
             tool_choice,
             credentials,
             region,
+            project,
         );
         // One rate: a target's own `rate` or `fleet_rate` replaces both of the defaults'.
         if self.rate.is_none() && self.fleet_rate.is_none() {

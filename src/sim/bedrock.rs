@@ -18,7 +18,6 @@ use http::{Response, StatusCode};
 use serde_json::json;
 
 use super::Body;
-use super::plan::{Action, Step};
 use super::request::Dialect;
 use super::respond::json_response;
 use crate::auth::aws::{Parts, SignOptions, sign_parts};
@@ -32,32 +31,6 @@ pub const EXPIRING_TOKEN: &str = "sim-expires-";
 
 pub fn is_bedrock(dialect: Dialect) -> bool {
     matches!(dialect, Dialect::BedrockConverse | Dialect::BedrockInvoke)
-}
-
-/// The model a Bedrock path names (`/model/<id>/…`, percent-decoded).
-pub fn model(path: &str) -> Option<String> {
-    let id = path.strip_prefix("/model/")?.split('/').next()?;
-    let decoded = url::form_urlencoded::parse(format!("m={id}").as_bytes())
-        .next()
-        .map(|(_, v)| v.into_owned())?;
-    Some(decoded)
-}
-
-/// The steps of a stream in `dialect`'s framing (unchanged but for Bedrock's).
-pub fn frame_steps(dialect: Dialect, steps: Vec<Step>) -> Vec<Step> {
-    if !is_bedrock(dialect) {
-        return steps;
-    }
-    steps
-        .into_iter()
-        .map(|step| match step.action {
-            Action::Send(bytes) => Step {
-                action: Action::Send(framed(dialect, bytes)),
-                ..step
-            },
-            Action::Reset => step,
-        })
-        .collect()
 }
 
 /// One write's SSE-shaped events as event-stream messages. Bytes that are not UTF-8 (the

@@ -42,6 +42,9 @@ pub enum Fault {
     TtftStall,
     /// A truncated JSON chunk halfway through the stream.
     MalformedJson,
+    /// The platform's content filter stops the answer halfway: chat's `finish_reason:
+    /// content_filter` (OpenAI, Azure), Gemini's `SAFETY`, Bedrock's `guardrail_intervened`.
+    ContentFilter,
     /// Corrupted bytes halfway through the stream: invalid UTF-8 in SSE, a frame whose
     /// CRC fails in the AWS event stream (Bedrock).
     CorruptFrame,
@@ -81,7 +84,7 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 23] = [
+    pub const ALL: [Fault; 24] = [
         Self::Http429,
         Self::Http500,
         Self::Http401,
@@ -94,6 +97,7 @@ impl Fault {
         Self::TtftStall,
         Self::MalformedJson,
         Self::CorruptFrame,
+        Self::ContentFilter,
         Self::NoDone,
         Self::Empty,
         Self::Endless,
@@ -135,6 +139,7 @@ impl Fault {
             Self::TtftStall => "ttft_stall",
             Self::MalformedJson => "malformed_json",
             Self::CorruptFrame => "corrupt_frame",
+            Self::ContentFilter => "content_filter",
             Self::NoDone => "no_done",
             Self::Empty => "empty",
             Self::Endless => "endless",

@@ -308,8 +308,13 @@ async fn generate(
         Ok(parsed) => parsed,
         Err(e) => return bad_request(dialect, &e),
     };
-    if bedrock::is_bedrock(dialect) {
-        request.model = bedrock::model(head.uri.path()).unwrap_or_default();
+    if let Some(model) = request::path_model(head.uri.path()) {
+        request.model = model;
+    }
+    // Azure answers a deployment's path without `api-version` with a 404.
+    let query = head.uri.query().unwrap_or("");
+    if head.uri.path().starts_with("/openai/") && !query.contains("api-version=") {
+        return error(StatusCode::NOT_FOUND, "Resource not found");
     }
     drop(body);
     request.session = session;

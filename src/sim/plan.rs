@@ -98,7 +98,19 @@ pub fn stream_plan(
     rng: &mut impl Rng,
 ) -> Vec<Step> {
     let steps = event_plan(req, config, fault, rng);
-    super::bedrock::frame_steps(req.dialect, steps)
+    if !super::bedrock::is_bedrock(req.dialect) {
+        return steps;
+    }
+    steps
+        .into_iter()
+        .map(|step| match step.action {
+            Action::Send(bytes) => Step {
+                action: Action::Send(super::bedrock::framed(req.dialect, bytes)),
+                ..step
+            },
+            Action::Reset => step,
+        })
+        .collect()
 }
 
 /// [`stream_plan`] before its framing: the dialect's events as SSE.
@@ -203,6 +215,10 @@ fn event_plan(
                             )
                         }
                         (Fault::ErrorEvent, _) => r.error(&ctx),
+                        (_, Dialect::Gemini) => format!(
+                            "data: {}\r\n\r\n",
+                            json!({"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}})
+                        ),
                         (_, Dialect::BedrockConverse | Dialect::BedrockInvoke) => {
                             format!(
                                 "event: exception/serviceUnavailableException\ndata: {}\n\n",
@@ -232,6 +248,12 @@ fn event_plan(
                     return steps;
                 }
                 Some(Fault::Stall) => t += config.stall,
+                Some(Fault::ContentFilter) => {
+                    for event in r.filtered(&ctx, sent) {
+                        send(&mut steps, t, event);
+                    }
+                    return steps;
+                }
                 Some(Fault::MalformedJson) => send(&mut steps, t, render::MALFORMED.into()),
                 // Bytes that are not what was framed: invalid UTF-8 in SSE, a CRC that
                 // fails once framed in the AWS event stream.

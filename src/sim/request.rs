@@ -27,11 +27,13 @@ pub enum Dialect {
     BedrockConverse,
     /// Anthropic's Messages through Bedrock's `InvokeModelWithResponseStream`.
     BedrockInvoke,
+    /// Gemini's `streamGenerateContent` (the Gemini API's path and Vertex AI's).
+    Gemini,
 }
 
 /// Every endpoint the simulator serves (method, path), for its start-up line and
 /// docs/simulator.md; a test routes each POST one, so the list cannot drift from [`Dialect::route`].
-pub const ENDPOINTS: [(&str, &str); 12] = [
+pub const ENDPOINTS: [(&str, &str); 16] = [
     ("POST", "/v1/completions"),
     ("POST", "/v1/chat/completions"),
     ("POST", "/v1/messages"),
@@ -42,6 +44,16 @@ pub const ENDPOINTS: [(&str, &str); 12] = [
     ("POST", "/v2/models/<model>/generate_stream"),
     ("POST", "/model/<model>/converse-stream"),
     ("POST", "/model/<model>/invoke-with-response-stream"),
+    ("POST", "/v1beta/models/<model>:streamGenerateContent"),
+    (
+        "POST",
+        "/v1/projects/<project>/locations/<region>/publishers/google/models/<model>:streamGenerateContent",
+    ),
+    (
+        "POST",
+        "/v1/projects/<project>/locations/<region>/publishers/anthropic/models/<model>:streamRawPredict",
+    ),
+    ("POST", "/openai/deployments/<deployment>/chat/completions"),
     ("GET", "/v1/models"),
     ("GET", "/health"),
 ];
@@ -67,9 +79,35 @@ impl Dialect {
             p if p.starts_with("/model/") && p.ends_with("/invoke-with-response-stream") => {
                 Self::BedrockInvoke
             }
+            p if p.ends_with(":streamGenerateContent") && p.contains("/models/") => Self::Gemini,
+            p if p.ends_with(":streamRawPredict")
+                && p.contains("/publishers/anthropic/models/") =>
+            {
+                Self::Anthropic
+            }
+            p if p.starts_with("/openai/deployments/") && p.ends_with("/chat/completions") => {
+                Self::Chat
+            }
             _ => return None,
         })
     }
+}
+
+/// The model a path names, percent-decoded: Bedrock's `/model/<id>/…`, Google's
+/// `…/models/<id>:…`, Azure's `/openai/deployments/<id>/…`.
+pub fn path_model(path: &str) -> Option<String> {
+    let id = if let Some(rest) = path.strip_prefix("/model/") {
+        rest.split('/').next()?
+    } else if let Some(rest) = path.strip_prefix("/openai/deployments/") {
+        rest.split('/').next()?
+    } else if path.contains(':') && path.contains("/models/") {
+        path.rsplit("/models/").next()?.split(':').next()?
+    } else {
+        return None;
+    };
+    url::form_urlencoded::parse(format!("m={id}").as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -237,6 +275,7 @@ pub fn parse(
         Dialect::Chat | Dialect::Anthropic | Dialect::BedrockConverse | Dialect::BedrockInvoke => {
             "messages"
         }
+        Dialect::Gemini => "contents",
         Dialect::Tgi => "inputs",
         Dialect::Triton => "text_input",
         Dialect::Responses | Dialect::Embeddings => "input",
@@ -290,6 +329,24 @@ pub fn parse(
             request.greedy = greedy(inference) && request.sampling.is_none();
             request.stream = true;
             request.include_usage = true;
+        }
+        Dialect::Gemini => {
+            if !json.get("contents").is_some_and(Value::is_array) {
+                return Err("`contents` is required".into());
+            }
+            request.prompt_tokens = request.prompt.split_whitespace().count() as u64;
+            let config = json.get("generationConfig");
+            request.max_tokens = config
+                .and_then(|c| c.get("maxOutputTokens"))
+                .and_then(Value::as_u64)
+                .unwrap_or(DEFAULT_MAX_TOKENS);
+            request.sampling = config
+                .and_then(sampling)
+                .filter(|_| super::sampler::asks_for_random_words(&request.prompt));
+            request.greedy = greedy(config) && request.sampling.is_none();
+            request.stream = true;
+            request.include_usage = true;
+            request.continuous_usage = true;
         }
         Dialect::Anthropic | Dialect::BedrockInvoke => {
             if dialect == Dialect::BedrockInvoke {

@@ -76,6 +76,21 @@ impl Render for Converse {
         ]
     }
 
+    fn filtered(&self, ctx: &Ctx, tokens: u64) -> Vec<String> {
+        let prompt = ctx.req.prompt_tokens;
+        vec![
+            event("contentBlockStop", &json!({ "contentBlockIndex": 0 })),
+            event(
+                "messageStop",
+                &json!({ "stopReason": "guardrail_intervened" }),
+            ),
+            event(
+                "metadata",
+                &json!({ "usage": { "inputTokens": prompt, "outputTokens": tokens, "totalTokens": prompt + tokens } }),
+            ),
+        ]
+    }
+
     fn error(&self, _: &Ctx) -> String {
         event(
             "exception/modelStreamErrorException",

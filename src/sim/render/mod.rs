@@ -4,6 +4,7 @@
 
 mod anthropic;
 mod bedrock;
+mod gemini;
 mod openai;
 
 pub use openai::logprobs_json;
@@ -114,6 +115,13 @@ pub trait Render: Sync {
     }
     /// The dialect's error event, sent mid-stream by the `error_event` fault.
     fn error(&self, ctx: &Ctx) -> String;
+    /// The events that end an answer a content filter stopped after `tokens` (the
+    /// `content_filter` fault): chat's `finish_reason: content_filter`, Gemini's `SAFETY`,
+    /// Bedrock's `guardrail_intervened`; a dialect without one sends its error event.
+    fn filtered(&self, ctx: &Ctx, tokens: u64) -> Vec<String> {
+        let _ = tokens;
+        vec![self.error(ctx)]
+    }
 }
 
 pub fn renderer(dialect: Dialect) -> &'static dyn Render {
@@ -126,6 +134,7 @@ pub fn renderer(dialect: Dialect) -> &'static dyn Render {
         // Bedrock's Anthropic door sends the Messages events, wrapped when framed.
         Dialect::Anthropic | Dialect::BedrockInvoke => &anthropic::Anthropic,
         Dialect::BedrockConverse => &bedrock::Converse,
+        Dialect::Gemini => &gemini::Gemini,
         Dialect::Responses => &responses::Responses,
     }
 }
@@ -152,6 +161,9 @@ pub fn bad_request(dialect: Dialect, message: &str) -> Value {
         }
         Dialect::Responses => {
             json!({ "error": { "message": message, "type": "invalid_request_error", "param": null, "code": null } })
+        }
+        Dialect::Gemini => {
+            json!({ "error": { "code": 400, "message": message, "status": "INVALID_ARGUMENT" } })
         }
         // Bedrock's ValidationException body (its type is in `x-amzn-ErrorType`).
         Dialect::BedrockConverse | Dialect::BedrockInvoke => json!({ "message": message }),

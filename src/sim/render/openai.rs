@@ -109,6 +109,20 @@ impl Render for OpenAi {
         events
     }
 
+    /// The filter's stop, as OpenAI and Azure send it, then usage and `[DONE]`.
+    fn filtered(&self, ctx: &Ctx, tokens: u64) -> Vec<String> {
+        let delta = match ctx.req.dialect {
+            Dialect::Chat => json!({ "index": 0, "delta": {}, "finish_reason": "content_filter" }),
+            _ => json!({ "index": 0, "text": "", "finish_reason": "content_filter" }),
+        };
+        let mut events = vec![chunk_json(ctx, json!([delta]), None)];
+        if ctx.usage {
+            events.push(chunk_json(ctx, json!([]), Some(ctx.usage_json(tokens))));
+        }
+        events.push("data: [DONE]\n\n".into());
+        events
+    }
+
     fn error(&self, _: &Ctx) -> String {
         data(
             &json!({"error": {"message": "simulated failure mid-stream", "type": "InternalServerError", "code": 500}}),

@@ -420,6 +420,19 @@ def cmd_objects(rendered, release, namespace, *value_files):
             error(f"{name_of(o)}: prober must be the headless Service {want} at /probe: {spec['prober']}")
         if spec["targets"]["staticConfig"]["static"] != values["probe"]["targets"]:
             error(f"{name_of(o)}: targets are not probe.targets")
+    # The cloud identity: each value as the annotation (and AKS's pod label) its platform reads.
+    cloud = values.get("cloudIdentity") or {}
+    want_annotations = {k: cloud.get(v) for k, v in (
+        ("eks.amazonaws.com/role-arn", "awsRoleArn"),
+        ("iam.gke.io/gcp-service-account", "gcpServiceAccount"),
+        ("azure.workload.identity/client-id", "azureClientId")) if cloud.get(v)}
+    for o in of_kind(objs, "ServiceAccount"):
+        got = o["metadata"].get("annotations") or {}
+        for k, v in want_annotations.items():
+            if got.get(k) != v:
+                error(f"{name_of(o)}: annotation {k} is {got.get(k)!r}, cloudIdentity says {v!r}")
+    if cloud.get("azureClientId") and pod_labels.get("azure.workload.identity/use") != "true":
+        error(f"{n}: cloudIdentity.azureClientId without the pod label azure.workload.identity/use: \"true\"")
     monitors = of_kind(objs, "PodMonitor") + of_kind(objs, "ServiceMonitor")
     if len(monitors) != (values["podMonitor"]["enabled"] + values["serviceMonitor"]["enabled"]):
         error("the monitors rendered do not follow podMonitor.enabled / serviceMonitor.enabled")

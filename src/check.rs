@@ -108,6 +108,9 @@ pub fn check(path: &Path, skip_secrets: bool) -> u8 {
                 );
             }
         }
+        if let Some(limits) = target.backend.limits() {
+            say!("  {}: {}: {limits}", target.name, target.backend);
+        }
         if let Some(line) = cost(&target, block.map(|(_, max, _)| max)) {
             say!("  {}: {line}", target.name);
         }

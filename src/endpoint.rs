@@ -159,6 +159,25 @@ impl BackendKind {
         !matches!(self, Self::DeepSpeedMii | Self::OpenAiEmbeddings)
     }
 
+    /// What a cloud's door cannot do that the checks would ask of it, for `inferprobe check`.
+    pub const fn limits(self) -> Option<&'static str> {
+        Some(match self {
+            Self::Bedrock => {
+                "Bedrock's Converse API streams no logprobs and takes no seed: a canary asks known-answer and structured prompts at temperature 0 alone; no response_format (ask for a forced tool call); no images, videos or sessions"
+            }
+            Self::AnthropicBedrock | Self::AnthropicVertex => {
+                "Anthropic's Messages API has no logprobs and no seed: a canary asks known-answer and structured prompts at temperature 0 alone; no response_format (ask for a forced tool call); no images, videos or sessions through this door"
+            }
+            Self::Gemini | Self::VertexGemini => {
+                "Gemini's logprobs (`logprobsResult`) are not read: a canary asks known-answer and structured prompts (temperature 0 and a seed); no images, videos or sessions"
+            }
+            Self::AzureOpenAi => {
+                "logprobs and seed as OpenAI's chat API (Azure's models that refuse them answer HTTP 400); no images, videos or sessions"
+            }
+            _ => return None,
+        })
+    }
+
     /// Whether requests carry a prompt text whose output can be validated and counted.
     pub const fn generates_text(self) -> bool {
         !matches!(self, Self::OpenAiEmbeddings)

@@ -28,6 +28,7 @@ fn every_example_passes_check() {
         "hosted-apis.toml",
         "canary-golden.toml",
         "vision.toml",
+        "clouds.toml",
     ] {
         assert!(
             names.iter().any(|n| n == expected),
@@ -35,7 +36,7 @@ fn every_example_passes_check() {
         );
     }
     let keys = tempfile::tempdir().unwrap();
-    for name in ["openai", "anthropic", "together"] {
+    for name in ["openai", "anthropic", "together", "gemini"] {
         std::fs::write(keys.path().join(name), "sk-example\n").unwrap();
     }
     let mut failures = Vec::new();

@@ -14,6 +14,7 @@ mod bedrock;
 mod config;
 mod conversation;
 pub mod faults;
+mod framing;
 mod gateway;
 mod media;
 pub mod model;
@@ -286,7 +287,7 @@ async fn generate(
             );
         }
     };
-    if let (true, Some(secret)) = (bedrock::is_bedrock(dialect), &shared.config.sigv4_secret) {
+    if let (true, Some(secret)) = (framing::is_bedrock(dialect), &shared.config.sigv4_secret) {
         let host = head
             .headers
             .get(header::HOST)
@@ -418,7 +419,7 @@ async fn generate(
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
-        header::HeaderValue::from_static(match bedrock::is_bedrock(dialect) {
+        header::HeaderValue::from_static(match framing::is_bedrock(dialect) {
             true => "application/vnd.amazon.eventstream",
             false => "text/event-stream; charset=utf-8",
         }),

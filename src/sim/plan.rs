@@ -98,14 +98,14 @@ pub fn stream_plan(
     rng: &mut impl Rng,
 ) -> Vec<Step> {
     let steps = event_plan(req, config, fault, rng);
-    if !super::bedrock::is_bedrock(req.dialect) {
+    if !super::framing::is_bedrock(req.dialect) {
         return steps;
     }
     steps
         .into_iter()
         .map(|step| match step.action {
             Action::Send(bytes) => Step {
-                action: Action::Send(super::bedrock::framed(req.dialect, bytes)),
+                action: Action::Send(super::framing::framed(req.dialect, bytes)),
                 ..step
             },
             Action::Reset => step,
@@ -389,7 +389,7 @@ pub fn stream_steps(
             let (ttft, itl) = (first_token(req, config), config.itl);
             let tokens = (0u64..).map(move |i| Step {
                 at: ttft + itl * i as u32,
-                action: Action::Send(super::bedrock::framed(
+                action: Action::Send(super::framing::framed(
                     ctx.req.dialect,
                     Bytes::from(r.chunk(&ctx, &text(i, 1), i + 1, None)),
                 )),

@@ -8,7 +8,7 @@ use crate::common;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::clouds::{AWS_SECRET, CloudDaemon, irsa, sts};
+use common::clouds::{AWS_SECRET, CloudDaemon, aks, entra, gke, irsa, metadata, sts};
 use common::{closed_port, start_sim};
 use inferprobe::sim::SimConfig;
 
@@ -188,12 +188,13 @@ async fn irsa_credentials_are_refreshed_across_two_expiries_and_never_shown() {
     let toml = config(closed_port().await, &sim.url(), targets);
     // Credentials that live 4 s: the simulator refuses each one a second past it.
     let (daemon, issued, _dir) = daemon(&toml, Duration::from_secs(4)).await;
+    // Two lifetimes past the first credentials' expiry: two generations expired.
     let crossed = |issued: &[(SystemTime, u64)]| {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
             .as_secs();
-        issued.len() >= 3 && issued[1].1 < now
+        issued.len() >= 3 && now > issued[0].1 + 4
     };
     let s = daemon
         .wait_for(Duration::from_secs(40), |s| {
@@ -227,4 +228,227 @@ async fn irsa_credentials_are_refreshed_across_two_expiries_and_never_shown() {
         log.contains("\"target\":\"refresh\""),
         "the log was read: {log}"
     );
+}
+
+/// Gemini's, Vertex AI's and Azure's doors, each with its own credentials: a pod on GKE
+/// (the metadata server) and on AKS (workload identity, Entra over HTTPS) at once.
+async fn google_and_azure(
+    toml: &str,
+    lifetime: Duration,
+) -> (CloudDaemon, [common::clouds::Issued; 2], tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let (host, google) = metadata(lifetime).await;
+    let ca = dir.path().join("entra-ca.pem");
+    let (authority, azure) = entra(lifetime, &ca).await;
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, toml).unwrap();
+    let mut env = gke(dir.path(), &host);
+    env.extend(aks(dir.path(), &authority, &ca));
+    env.push(("CLOUD_TEST_KEY", "sk-cloud-KEY-1f2e3d".into()));
+    let daemon = CloudDaemon::spawn(&path, port(toml), &env);
+    (daemon, [google, azure], dir)
+}
+
+const GOOGLE_AND_AZURE: &str = r#"
+    [[targets]]
+    name = "gemini"
+    backend = "gemini"
+    model = "gemini-2.5-flash"
+    api_key_env = "CLOUD_TEST_KEY"
+    [[targets]]
+    name = "vertex-gemini"
+    backend = "vertex-gemini"
+    model = "gemini-2.5-flash"
+    project = "probe-project"
+    [[targets]]
+    name = "anthropic-vertex"
+    backend = "anthropic-vertex"
+    model = "claude-sonnet-4-5@20250929"
+    project = "probe-project"
+    [[targets]]
+    name = "azure-key"
+    backend = "azure-openai"
+    model = "gpt-4o-deployment"
+    api_key_env = "CLOUD_TEST_KEY"
+    [[targets]]
+    name = "azure-entra"
+    backend = "azure-openai"
+    model = "gpt-4o-deployment"
+    credentials = "azure"
+"#;
+
+/// The Vertex AI targets' config: their region is the endpoint's `{region}`.
+fn google_and_azure_config(port: u16, url: &str) -> String {
+    config(port, url, GOOGLE_AND_AZURE)
+        .replace("region = \"us-east-1\"", "region = \"us-central1\"")
+}
+
+const GOOGLE_AND_AZURE_TARGETS: [&str; 5] = [
+    "gemini",
+    "vertex-gemini",
+    "anthropic-vertex",
+    "azure-key",
+    "azure-entra",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_vertex_and_azure_measure_the_simulators_truth() {
+    let sim = start_sim(sim()).await;
+    let toml = google_and_azure_config(closed_port().await, &sim.url());
+    let (daemon, _, _dir) = google_and_azure(&toml, Duration::from_secs(3600)).await;
+    let s = daemon
+        .wait_for(Duration::from_secs(40), |s| {
+            GOOGLE_AND_AZURE_TARGETS
+                .iter()
+                .all(|t| s.successes(t) >= 8.0)
+        })
+        .await;
+    daemon.stop();
+    for target in GOOGLE_AND_AZURE_TARGETS {
+        let ok = s.successes(target);
+        assert_eq!(s.all_errors(target), 0.0, "{target}: {}", s.text);
+        let ttft = mean(&s, "inferprobe_time_to_first_token_seconds", target);
+        assert!(
+            (TTFT.as_secs_f64()..TTFT.as_secs_f64() + 0.06).contains(&ttft),
+            "{target}: TTFT {ttft}"
+        );
+        let itl = mean(&s, "inferprobe_inter_token_latency_seconds", target);
+        assert!((0.018..0.026).contains(&itl), "{target}: ITL {itl}");
+        let (_, gaps) = s.histogram("inferprobe_inter_token_latency_seconds", target);
+        assert_eq!(gaps, 9.0 * ok, "{target}: 10 tokens give 9 gaps");
+        let output = s.sum("inferprobe_output_tokens_total", &[("target", target)]);
+        assert_eq!(output, 10.0 * ok, "{target}: output tokens");
+        let prompt = s.sum("inferprobe_prompt_tokens_total", &[("target", target)]);
+        assert_eq!(prompt, 9.0 * ok, "{target}: prompt tokens");
+    }
+}
+
+/// (target, backend, fault, category) on Google's and Azure's doors.
+const GOOGLE_AZURE_FAULTS: &[(&str, &str, &str, &str)] = &[
+    (
+        "gemini-safety",
+        "gemini",
+        "content_filter",
+        "content_filtered",
+    ),
+    (
+        "azure-filter",
+        "azure-openai",
+        "content_filter",
+        "content_filtered",
+    ),
+    (
+        "gemini-overloaded",
+        "gemini",
+        "overloaded_event",
+        "overloaded",
+    ),
+    (
+        "gemini-error",
+        "gemini",
+        "error_event",
+        "stream_error_event",
+    ),
+    ("gemini-throttled", "gemini", "http_429", "rate_limited"),
+    ("azure-denied", "azure-openai", "http_401", "auth"),
+    ("gemini-cut", "gemini", "no_done", "stream_interrupted"),
+    (
+        "gemini-corrupt",
+        "gemini",
+        "corrupt_frame",
+        "invalid_response",
+    ),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn google_and_azure_faults_land_in_their_categories() {
+    let sim = start_sim(sim()).await;
+    let mut targets = String::new();
+    for (name, backend, fault, _) in GOOGLE_AZURE_FAULTS {
+        targets += &format!(
+            "[[targets]]\nname = \"{name}\"\nbackend = \"{backend}\"\nrate = 4\napi_key_env = \"CLOUD_TEST_KEY\"\nheaders = {{ \"x-inferprobe-fault\" = \"{fault}\" }}\n"
+        );
+    }
+    let toml =
+        config(closed_port().await, &sim.url(), &targets).replace("region = \"us-east-1\"\n", "");
+    let (daemon, _, _dir) = google_and_azure(&toml, Duration::from_secs(3600)).await;
+    let s = daemon
+        .wait_for(Duration::from_secs(40), |s| {
+            GOOGLE_AZURE_FAULTS
+                .iter()
+                .all(|(name, _, _, category)| s.errors(name, category) >= 2.0)
+        })
+        .await;
+    daemon.stop();
+    for (name, _, fault, category) in GOOGLE_AZURE_FAULTS {
+        let errors = s.all_errors(name);
+        assert_eq!(
+            s.errors(name, category),
+            errors,
+            "{name} ({fault}): only {category}\n{}",
+            s.text
+        );
+        assert_eq!(
+            errors,
+            s.requests(name),
+            "{name} ({fault}): every probe failed"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn google_and_entra_tokens_are_refreshed_across_two_expiries_and_never_shown() {
+    let sim = start_sim(sim()).await;
+    let toml = google_and_azure_config(closed_port().await, &sim.url());
+    // Tokens that live 12 s; the simulator refuses each once past.
+    let (daemon, [google, azure], _dir) = google_and_azure(&toml, Duration::from_secs(12)).await;
+    // Past the expiry of the tokens that replaced the first ones: two generations expired.
+    let crossed = |issued: &[(SystemTime, u64)]| {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        issued.len() >= 3 && now > issued[0].1 + 12
+    };
+    let s = daemon
+        .wait_for(Duration::from_secs(60), |_| {
+            crossed(&google.list()) && crossed(&azure.list())
+        })
+        .await;
+    let metrics = s.text.clone();
+    let config = daemon.get("/config").await.unwrap();
+    let page = daemon.get("/").await.unwrap();
+    let log = daemon.stop();
+    for target in ["vertex-gemini", "anthropic-vertex", "azure-entra"] {
+        assert_eq!(s.all_errors(target), 0.0, "{target}: {metrics}\n{log}");
+        assert!(s.successes(target) >= 20.0, "{target}: {metrics}");
+    }
+    for issued in [google.list(), azure.list()] {
+        for pair in issued.windows(2) {
+            let (next, expired) = (pair[1].0, UNIX_EPOCH + Duration::from_secs(pair[0].1));
+            assert!(
+                next < expired,
+                "a token refreshed after it expired: {issued:?}"
+            );
+        }
+    }
+    for (what, text) in [
+        ("log", &log),
+        ("/metrics", &metrics),
+        ("/config", &config),
+        ("status page", &page),
+    ] {
+        for secret in ["sim-expires-", "aks-federated-token", "sk-cloud-KEY-1f2e3d"] {
+            assert!(!text.contains(secret), "{secret} in the {what}");
+        }
+    }
+}
+
+/// The port a config listens on.
+fn port(toml: &str) -> u16 {
+    toml.split("listen = \"127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap()
 }

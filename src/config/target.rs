@@ -86,20 +86,6 @@ pub(super) fn validate_target(
         loaded.skip_secrets,
     )?;
     let credentials = super::fields::credentials(&at, &t, backend, &url, api_key.is_some())?;
-    let template = t.endpoint.as_deref().unwrap_or(backend.default_endpoint());
-    let aws = matches!(credentials, Some(crate::auth::CloudCredentials::Aws { .. }));
-    if t.region.is_some() && !aws && !template.contains("{region}") {
-        return Err(ConfigError::new(
-            at("region"),
-            "is used by credentials = \"aws\" and by endpoints naming {region} (Vertex AI); this target has neither",
-        ));
-    }
-    if t.project.is_some() && !template.contains("{project}") {
-        return Err(ConfigError::new(
-            at("project"),
-            "is used by endpoints naming {project} (Vertex AI); this target's does not",
-        ));
-    }
     let (canary, canary_files) = match &t.canary {
         Some(raw) => {
             let extra_body = t.extra_body.clone().unwrap_or_default();

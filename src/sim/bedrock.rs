@@ -126,6 +126,15 @@ pub fn verify(secret: &str, request: &Signed, now: SystemTime) -> Result<(), Box
     Ok(())
 }
 
+/// A token that says it expires (`…sim-expires-<unix seconds>`, what the tests' credential
+/// stand-ins issue for AWS, Google and Azure alike) and is past it.
+pub fn expired(token: &str, now: SystemTime) -> bool {
+    token
+        .rsplit_once(EXPIRING_TOKEN)
+        .and_then(|(_, unix)| unix.parse::<u64>().ok())
+        .is_some_and(|unix| now > UNIX_EPOCH + Duration::from_secs(unix))
+}
+
 /// `20150830T123600Z`.
 fn parse_amz_date(text: &str) -> Option<SystemTime> {
     if text.len() != 16 || !text.ends_with('Z') || text.as_bytes().get(8) != Some(&b'T') {

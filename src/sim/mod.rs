@@ -276,6 +276,15 @@ async fn generate(
         .find_map(|h| req.headers().get(*h).and_then(|v| v.to_str().ok()))
         .unwrap_or("none")
         .to_owned();
+    // A stand-in's expiring OAuth token (Vertex AI, Azure), refused once past as the
+    // clouds refuse theirs.
+    let bearer = header(header::AUTHORIZATION.as_str()).unwrap_or_default();
+    if bedrock::expired(&bearer, std::time::SystemTime::now()) {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "Request had invalid authentication credentials: the access token expired",
+        );
+    }
     let content_type = header(header::CONTENT_TYPE.as_str()).unwrap_or_default();
     let (head, body) = req.into_parts();
     let body = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {

@@ -98,10 +98,189 @@ pub async fn sts(lifetime: Duration) -> (String, Issued) {
     (url, issued)
 }
 
+/// What a stand-in answers a request with: status, content type, body.
+type Answer = (u16, &'static str, String);
+
+/// A stand-in on 127.0.0.1, over TLS with `tls`; `answer` sees the method, the path and
+/// query, the headers and the body.
+async fn stand_in(
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    answer: impl Fn(&str, &str, &http::HeaderMap, &str) -> Answer + Send + Sync + 'static,
+) -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let answer = Arc::new(answer);
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let (answer, tls) = (Arc::clone(&answer), tls.clone());
+            tokio::spawn(async move {
+                let service = service_fn(move |req: Request<hyper::body::Incoming>| {
+                    let answer = Arc::clone(&answer);
+                    async move {
+                        let (head, body) = req.into_parts();
+                        let body = body.collect().await.unwrap().to_bytes();
+                        let path = head.uri.path_and_query().map_or("/", |p| p.as_str());
+                        let (status, kind, text) = answer(
+                            head.method.as_str(),
+                            path,
+                            &head.headers,
+                            &String::from_utf8_lossy(&body),
+                        );
+                        let mut response = Response::new(Full::new(Bytes::from(text)));
+                        *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
+                        response
+                            .headers_mut()
+                            .insert("content-type", kind.parse().unwrap());
+                        Ok::<_, Infallible>(response)
+                    }
+                });
+                let builder = hyper::server::conn::http1::Builder::new();
+                match tls {
+                    Some(tls) => {
+                        if let Ok(stream) = tls.accept(stream).await {
+                            let _ = builder
+                                .serve_connection(TokioIo::new(stream), service)
+                                .await;
+                        }
+                    }
+                    None => {
+                        let _ = builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// `now + lifetime` in Unix seconds, recorded as issued.
+fn issue(issued: &Issued, lifetime: Duration) -> (usize, u64) {
+    let now = SystemTime::now();
+    let expires = (now + lifetime)
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut list = issued.0.lock().unwrap();
+    list.push((now, expires));
+    (list.len(), expires)
+}
+
+/// The GCE metadata server (GKE Workload Identity's), for `GCE_METADATA_HOST`: each token
+/// request gets `…sim-expires-<unix>` living `lifetime`.
+pub async fn metadata(lifetime: Duration) -> (String, Issued) {
+    let issued = Issued::default();
+    let record = issued.clone();
+    let addr = stand_in(None, move |_, path, headers, _| {
+        if headers.get("metadata-flavor").and_then(|v| v.to_str().ok()) != Some("Google") {
+            return (403, "text/plain", "Metadata-Flavor: Google is required".into());
+        }
+        if !path.starts_with("/computeMetadata/v1/instance/service-accounts/default/token") {
+            return (404, "text/plain", "not found".into());
+        }
+        let (n, expires) = issue(&record, lifetime);
+        let body = format!(
+            r#"{{"access_token":"ya29.gke-{n}-sim-expires-{expires}","expires_in":{},"token_type":"Bearer"}}"#,
+            lifetime.as_secs()
+        );
+        (200, "application/json", body)
+    })
+    .await;
+    (addr.to_string(), issued)
+}
+
+/// Entra ID's token endpoint over HTTPS, its certificate issued by a CA whose PEM is
+/// written to `ca`: a workload identity's client assertion gets a token living `lifetime`.
+pub async fn entra(lifetime: Duration, ca: &std::path::Path) -> (String, Issued) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let issuer = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    std::fs::write(ca, issuer.pem()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    let tls = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let issued = Issued::default();
+    let record = issued.clone();
+    let addr = stand_in(Some(tls), move |method, path, _, form| {
+        if method != "POST" || !path.ends_with("/oauth2/v2.0/token") {
+            return (404, "text/plain", "not found".into());
+        }
+        let field = |name: &str| {
+            url::form_urlencoded::parse(form.as_bytes())
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_default()
+        };
+        if field("client_assertion") != "aks-federated-token" || field("client_id") != AZURE_CLIENT {
+            return (401, "application/json", r#"{"error":"invalid_client"}"#.into());
+        }
+        let (n, expires) = issue(&record, lifetime);
+        let body = format!(
+            r#"{{"token_type":"Bearer","expires_in":{secs},"ext_expires_in":{secs},"access_token":"eyJ.aks-{n}-sim-expires-{expires}"}}"#,
+            secs = lifetime.as_secs()
+        );
+        (200, "application/json", body)
+    })
+    .await;
+    (format!("https://localhost:{}", addr.port()), issued)
+}
+
+/// The client id the Entra stand-in expects.
+pub const AZURE_CLIENT: &str = "00000000-0000-0000-0000-0000000000a1";
+
+/// The environment of a pod on GKE with Workload Identity: only the metadata server.
+pub fn gke(dir: &std::path::Path, metadata: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("GCE_METADATA_HOST", metadata.to_owned()),
+        // No gcloud file: ADC falls through to the metadata server.
+        ("HOME", dir.display().to_string()),
+        ("CLOUDSDK_CONFIG", dir.join("gcloud").display().to_string()),
+    ]
+}
+
+/// The environment AKS's workload-identity webhook gives a pod, Entra at `authority`.
+pub fn aks(
+    dir: &std::path::Path,
+    authority: &str,
+    ca: &std::path::Path,
+) -> Vec<(&'static str, String)> {
+    let token = dir.join("azure-identity-token");
+    std::fs::write(&token, "aks-federated-token").unwrap();
+    vec![
+        ("AZURE_FEDERATED_TOKEN_FILE", token.display().to_string()),
+        ("AZURE_CLIENT_ID", AZURE_CLIENT.into()),
+        (
+            "AZURE_TENANT_ID",
+            "11111111-1111-1111-1111-111111111111".into(),
+        ),
+        ("AZURE_AUTHORITY_HOST", authority.to_owned()),
+        // The stand-in's CA, for the system roots the daemon's HTTP clients read.
+        ("SSL_CERT_FILE", ca.display().to_string()),
+    ]
+}
+
 /// The daemon run with `env` as its only cloud identity (every inherited `AWS_*`,
 /// `GOOGLE_*` and `AZURE_*` variable removed), logging JSON at debug level to `log`.
 pub struct CloudDaemon {
-    child: Child,
+    child: Mutex<Child>,
     pub base: String,
     pub log: Arc<Mutex<String>>,
 }
@@ -146,7 +325,7 @@ impl CloudDaemon {
             }
         });
         Self {
-            child,
+            child: Mutex::new(child),
             base: format!("http://127.0.0.1:{port}"),
             log,
         }
@@ -181,6 +360,11 @@ impl CloudDaemon {
                         self.log.lock().unwrap_or_else(|e| e.into_inner())
                     );
                 }
+            } else if let Ok(Some(status)) = self.child.lock().unwrap().try_wait() {
+                panic!(
+                    "the daemon exited ({status}); log:\n{}",
+                    self.log.lock().unwrap_or_else(|e| e.into_inner())
+                );
             } else if std::time::Instant::now() > deadline {
                 panic!(
                     "no /metrics within {timeout:?}; log:\n{}",
@@ -192,11 +376,13 @@ impl CloudDaemon {
     }
 
     /// SIGTERM, wait, and the whole log.
-    pub fn stop(mut self) -> String {
+    pub fn stop(self) -> String {
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
         let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
+            .args(["-TERM", &child.id().to_string()])
             .status();
-        let _ = self.child.wait();
+        let _ = child.wait();
+        drop(child);
         std::thread::sleep(Duration::from_millis(100));
         self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -204,8 +390,9 @@ impl CloudDaemon {
 
 impl Drop for CloudDaemon {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let child = self.child.get_mut().unwrap_or_else(|e| e.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 

@@ -7,8 +7,8 @@
 #
 # Input layout (tests/fuzz_drivers/mod.rs): one selector byte, then the body.
 #   sse_decoder: selector & 3 = event size limit, selector >> 2 = how reads are split.
-#   backends:    selector % 9 = backend, (selector / 9) % 2 = checked target,
-#                selector / 18 = how reads are split.
+#   backends:    selector % 14 = backend, (selector / 14) % 2 = checked target,
+#                selector / 28 = how reads are split.
 #   config:      the file's text, no selector.
 set -euo pipefail
 fuzz=$(cd "$(dirname "$0")" && pwd)
@@ -42,17 +42,25 @@ done
 for f in "${streams[@]}"; do
   # default limit with 1-byte and 64-byte reads; 256-byte limit; 16-byte limit
   for selector in 3 19 21 12; do seed "$f" sse_decoder "$selector"; done
-  # every streamed backend (kinds 0 1 2 3 6 7 8), plain with 64-byte reads and checked
-  # with 4096-byte reads
-  for kind in 0 1 2 3 6 7 8; do
-    seed "$f" backends $((kind + 18 * 4))
-    seed "$f" backends $((kind + 9 + 18 * 5))
+  # every SSE backend (kinds 0 1 2 3 6 7 8 11 12 13), plain with 64-byte reads and
+  # checked with 4096-byte reads
+  for kind in 0 1 2 3 6 7 8 11 12 13; do
+    seed "$f" backends $((kind + 28 * 4))
+    seed "$f" backends $((kind + 14 + 28 * 5))
+  done
+done
+# Bedrock's AWS event stream (kinds 9 and 10): the simulator's frames, with 1-byte and
+# 64-byte reads.
+for f in fuzz/seeds/eventstream/*.bin; do
+  for kind in 9 10; do
+    seed "$f" backends "$kind"
+    seed "$f" backends $((kind + 14 + 28 * 4))
   done
 done
 for f in "${bodies[@]}"; do
   for kind in 4 5; do
     seed "$f" backends "$kind"
-    seed "$f" backends $((kind + 9))
+    seed "$f" backends $((kind + 14))
   done
 done
 
@@ -72,7 +80,7 @@ done
 } >"$fuzz/dicts/sse_decoder.dict"
 {
   cat "$fuzz/dicts/sse_decoder.dict"
-  grep -ohE '"[a-z][a-z_.]*"' src/backend/*.rs | sort -u
+  grep -ohE '"[a-z][a-zA-Z_.]*"' src/backend/*.rs | sort -u
   printf '%s\n' '"\"choices\":[{\"text\":\"x\"}]"' '"\"usage\":{\"completion_tokens\":1}"' \
     '"null"' '"true"' '"-1"' '"1e400"' '"18446744073709551615"' '"\"\\ud800\""'
 } >"$fuzz/dicts/backends.dict"

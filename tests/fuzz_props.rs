@@ -53,6 +53,45 @@ fn streams() -> Vec<Vec<u8>> {
 }
 
 /// Non-streamed bodies (and error bodies): captures and seeds.
+/// Bedrock's AWS event-stream answers (binary).
+fn event_streams() -> Vec<Vec<u8>> {
+    files(&["fuzz/seeds/eventstream"], |p: &Path, _: &[u8]| {
+        p.extension().is_some_and(|e| e == "bin")
+    })
+}
+
+/// `stream`'s messages, the one at `at` (modulo their count) with its payload mutated by
+/// `edits`, written again with valid lengths and CRCs.
+fn reframe(stream: &[u8], edits: &[Edit], at: usize) -> Vec<u8> {
+    use aws_smithy_eventstream::frame::{read_message_from, write_message_to};
+    let mut messages = Vec::new();
+    let mut rest = stream;
+    while rest.len() >= 4 {
+        let length = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let Some(frame) = rest.get(..length) else {
+            break;
+        };
+        messages.push(read_message_from(frame).unwrap());
+        rest = &rest[length..];
+    }
+    let target = at % messages.len().max(1);
+    let mut out = Vec::new();
+    for (i, message) in messages.into_iter().enumerate() {
+        let message = if i == target {
+            let payload = mutate(message.payload().to_vec(), edits);
+            let mut rebuilt = aws_smithy_types::event_stream::Message::new(payload);
+            for header in message.headers() {
+                rebuilt = rebuilt.add_header(header.clone());
+            }
+            rebuilt
+        } else {
+            message
+        };
+        write_message_to(&message, &mut out).unwrap();
+    }
+    out
+}
+
 fn bodies() -> Vec<Vec<u8>> {
     let json = |_: &Path, f: &[u8]| f.starts_with(b"{") || f.starts_with(b"[");
     files(
@@ -205,7 +244,33 @@ proptest! {
         checked in any::<bool>(),
     ) {
         let mut input = input;
-        input[0] = kind + 9 * u8::from(checked);
+        input[0] = kind + fuzz_drivers::KINDS.len() as u8 * u8::from(checked);
+        fuzz_drivers::backends(&input);
+    }
+
+    /// Frames whose payloads are mutated and whose CRCs are then made right again (the AWS
+    /// SDK's encoder): past the checksums, into the Bedrock parsers.
+    #[test]
+    fn backends_reframed_event_streams(
+        seed in select(event_streams()),
+        edits in proptest::collection::vec(edit(), 0..6),
+        at in any::<usize>(),
+        kind in select(vec![9u8, 10]),
+        split in 0u8..8,
+    ) {
+        let mut input = vec![kind + fuzz_drivers::KINDS.len() as u8 * split];
+        input.extend(reframe(&seed, &edits, at));
+        fuzz_drivers::backends(&input);
+    }
+
+    #[test]
+    fn backends_mutated_event_streams(
+        input in mutated(event_streams()),
+        kind in select(vec![9u8, 10]),
+        split in 0u8..8,
+    ) {
+        let mut input = input;
+        input[0] = kind + fuzz_drivers::KINDS.len() as u8 * split;
         fuzz_drivers::backends(&input);
     }
 }
@@ -372,8 +437,18 @@ fn seed_files_pass_the_drivers_unchanged() {
             fuzz_drivers::backends(&input);
         }
     }
+    let kinds = fuzz_drivers::KINDS.len() as u8;
+    let streams = event_streams();
+    assert!(streams.len() >= 3, "fuzz/seeds/eventstream");
+    for stream in streams {
+        for selector in 0..=255 {
+            let mut input = vec![selector];
+            input.extend(&stream);
+            fuzz_drivers::backends(&input);
+        }
+    }
     for body in bodies() {
-        for selector in [4, 5, 13, 14] {
+        for selector in [4, 5, 4 + kinds, 5 + kinds] {
             let mut input = vec![selector];
             input.extend(&body);
             fuzz_drivers::backends(&input);

@@ -25,8 +25,8 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tokio::time::Instant;
 
-/// The backends in selector order (`selector % 9`).
-pub const KINDS: [BackendKind; 9] = [
+/// The backends in selector order (`selector % 14`). `vertex-gemini` is `gemini`'s parser.
+pub const KINDS: [BackendKind; 14] = [
     BackendKind::OpenAi,
     BackendKind::OpenAiChat,
     BackendKind::Tgi,
@@ -36,6 +36,11 @@ pub const KINDS: [BackendKind; 9] = [
     BackendKind::OpenAiAudio,
     BackendKind::Anthropic,
     BackendKind::OpenAiResponses,
+    BackendKind::Bedrock,
+    BackendKind::AnthropicBedrock,
+    BackendKind::Gemini,
+    BackendKind::AnthropicVertex,
+    BackendKind::AzureOpenAi,
 ];
 
 /// Event size limits the SSE driver picks from (`selector & 3`): tiny ones reach the
@@ -212,6 +217,16 @@ fn targets() -> &'static [Arc<Target>] {
                     "[[targets]]\nname = \"{kind}-{checked}\"\nbackend = \"{kind}\"\n\
                      url = \"http://127.0.0.1:1\"\nmodel = \"m\"\n"
                 ));
+                // What the clouds' doors need besides (their credentials are never asked for).
+                match kind {
+                    BackendKind::Bedrock | BackendKind::AnthropicBedrock => {
+                        toml.push_str("region = \"us-east-1\"\n");
+                    }
+                    BackendKind::AnthropicVertex => {
+                        toml.push_str("region = \"us-east5\"\nproject = \"p\"\n");
+                    }
+                    _ => {}
+                }
                 if !checked {
                     continue;
                 }
@@ -257,13 +272,18 @@ pub fn backends(input: &[u8]) {
         return;
     };
     let kind_index = usize::from(selector) % KINDS.len();
-    let checked = usize::from(selector / 9) % 2;
+    let checked = usize::from(selector) / KINDS.len() % 2;
     let target = &targets()[checked * KINDS.len() + kind_index];
     let t0 = Instant::now();
     let mut record = RequestRecord::new(t0);
     record.response_at = Some(t0);
     let read = if target.backend.streams() {
-        read_stream(target, body, selector / 18, &mut record)
+        read_stream(
+            target,
+            body,
+            (usize::from(selector) / (2 * KINDS.len())) as u8,
+            &mut record,
+        )
     } else {
         read_whole(target, body, &mut record)
     };
@@ -299,6 +319,8 @@ pub fn backends(input: &[u8]) {
                 ErrorCategory::StreamInterrupted
                     | ErrorCategory::StreamErrorEvent
                     | ErrorCategory::Overloaded
+                    | ErrorCategory::RateLimited
+                    | ErrorCategory::ContentFiltered
                     | ErrorCategory::InvalidResponse
                     | ErrorCategory::EmptyResponse
                     | ErrorCategory::TooLarge

@@ -188,6 +188,15 @@ pub enum ProbeError {
     /// refusal from the platform, not the model's answer.
     #[error("the answer was filtered: {0}")]
     ContentFiltered(String),
+    /// The context window ran out inside a 2xx stream (Bedrock's and Claude's
+    /// `model_context_window_exceeded`, an in-stream validation error saying the input is
+    /// too long): what a 400 over the window is.
+    #[error("the context window was exceeded (in a 2xx stream): {0}")]
+    ContextWindow(String),
+    /// The provider said its own model or service failed, whatever status it used for it
+    /// (Bedrock's `ModelErrorException` 424, `ModelTimeoutException` 408): its failure.
+    #[error("the provider failed: {0}")]
+    ProviderFailed(String),
     /// The provider throttled the caller inside a 2xx stream (Bedrock's
     /// `throttlingException`): a rate limit, as a 429 is.
     #[error("rate limited (in a 2xx stream): {0}")]
@@ -220,6 +229,20 @@ impl ProbeError {
             {
                 ErrorCategory::ContextLength
             }
+            // The Gemini API answers a bad or expired key with a 400 INVALID_ARGUMENT.
+            Self::Status { status, body } if status.as_u16() == 400 && invalid_key(body) => {
+                ErrorCategory::Auth
+            }
+            // Azure's content filter refusing the prompt: a 400 `content_filter`.
+            Self::Status { status, body } if status.as_u16() == 400 && filtered(body) => {
+                ErrorCategory::ContentFiltered
+            }
+            // Gemini's 503 UNAVAILABLE "The model is overloaded": load shed, as a 529 is.
+            Self::Status { status, body }
+                if status.as_u16() == 503 && body.to_ascii_lowercase().contains("overloaded") =>
+            {
+                ErrorCategory::Overloaded
+            }
             Self::Status { status, .. } => ErrorCategory::from_status(*status),
             Self::Redirect { .. } => ErrorCategory::InvalidResponse,
             Self::StreamInterrupted(_) => ErrorCategory::StreamInterrupted,
@@ -230,6 +253,8 @@ impl ProbeError {
             Self::ReasoningExhausted(_) => ErrorCategory::ReasoningExhausted,
             Self::ContentFiltered(_) => ErrorCategory::ContentFiltered,
             Self::Throttled(_) => ErrorCategory::RateLimited,
+            Self::ContextWindow(_) => ErrorCategory::ContextLength,
+            Self::ProviderFailed(_) => ErrorCategory::Http5xx,
             Self::TooLarge(_) => ErrorCategory::TooLarge,
             Self::Validation { .. } => ErrorCategory::Validation,
             Self::Credentials(_) => ErrorCategory::Auth,
@@ -390,7 +415,7 @@ pub fn chain(err: &(dyn StdError + 'static)) -> String {
 /// tokens + `max_new_tokens` must be <= …" (`max_total_tokens`) and "`inputs` must have less
 /// than … tokens".
 pub fn over_context(message: &str) -> bool {
-    const WORDINGS: [&str; 11] = [
+    const WORDINGS: [&str; 13] = [
         "context length",
         // Anthropic's "input length and `max_tokens` exceed context limit: …".
         "context limit",
@@ -404,9 +429,33 @@ pub fn over_context(message: &str) -> bool {
         "max_total_tokens",
         "`max_new_tokens` must be <=",
         "`inputs` must have less than",
+        // Bedrock's ValidationException: "Input is too long for requested model."
+        "input is too long",
+        // Bedrock's Converse: "… too many input tokens …", and Azure's "maximum context length".
+        "too many input tokens",
     ];
     let message = message.to_ascii_lowercase();
     WORDINGS.iter().any(|w| message.contains(w))
+}
+
+/// A refusal that says the key is bad (Gemini's `API_KEY_INVALID`).
+fn invalid_key(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    ["api key not valid", "api key expired", "api_key_invalid"]
+        .iter()
+        .any(|w| message.contains(w))
+}
+
+/// A refusal by a content filter (Azure's `content_filter`, "content management policy").
+fn filtered(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    [
+        "content management policy",
+        "content_filter",
+        "responsibleaipolicyviolation",
+    ]
+    .iter()
+    .any(|w| message.contains(w))
 }
 
 /// At most 200 characters, for log lines.

@@ -231,10 +231,19 @@ impl Prober {
             let mut request = self.build_request(request_id, prompt, trace.as_ref());
             // Credentials are fetched or refreshed here, before t0: never a measured wait.
             if let (Some(authorizer), Ok(request)) = (&self.authorizer, &mut request) {
-                if let Err(e) = authorizer.authorize(request).await {
+                let outcome = tokio::select! {
+                    biased;
+                    () = abort.cancelled() => Some(Outcome::Cut),
+                    r = timeout_at(Instant::now() + crate::auth::FETCH_TIMEOUT, authorizer.authorize(request)) => match r {
+                        Ok(Ok(())) => None,
+                        Ok(Err(e)) => Some(Outcome::Finished(Err(e))),
+                        Err(_) => Some(Outcome::Finished(Err(authorizer.timed_out()))),
+                    },
+                };
+                if let Some(outcome) = outcome {
                     return ProbeReport {
                         record: RequestRecord::new(Instant::now()),
-                        outcome: Outcome::Finished(Err(e)),
+                        outcome,
                         retried,
                         media: MediaSummary::of(prompt.media()),
                     };
@@ -487,12 +496,12 @@ impl Prober {
             return Err(ProbeError::redirect(status, location, response.url()).into());
         }
         if !status.is_success() {
-            let body = read_capped(response, deadlines.total).await;
-            return Err(ProbeError::Status {
-                status,
-                body: describe_body(&body),
+            let headers = response.headers().clone();
+            let body = describe_body(&read_capped(response, deadlines.total).await);
+            if let Some(error) = self.backend.status_error(&headers, &body) {
+                return Err(error.into());
             }
-            .into());
+            return Err(ProbeError::Status { status, body }.into());
         }
         if !self.streams {
             return self.read_whole(response, record, &deadlines, abort).await;

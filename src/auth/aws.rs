@@ -49,6 +49,9 @@ const UNSIGNED: [&str; 15] = [
 
 /// Refresh at most this long before expiry.
 const REFRESH_BEFORE: Duration = Duration::from_secs(300);
+/// Credentials without an expiry (keys in the environment or a file) are read again this
+/// often, as the AWS SDK's cache does: a rotated file is picked up.
+const REREAD: Duration = Duration::from_secs(15 * 60);
 /// After a failed refresh, how long the current credentials serve before the next try.
 const RETRY_AFTER: Duration = Duration::from_secs(10);
 
@@ -76,15 +79,18 @@ impl std::fmt::Debug for AwsSigner {
 #[derive(Clone)]
 struct Held {
     credentials: Credentials,
-    /// When to ask the chain again (`None`: credentials that never expire).
+    /// When to ask the chain again.
     refresh_at: Option<SystemTime>,
 }
 
 impl Held {
     fn new(credentials: Credentials, now: SystemTime) -> Self {
-        let refresh_at = credentials.expiry().map(|expiry| {
-            let life = expiry.duration_since(now).unwrap_or_default();
-            expiry - (life / 2).min(REFRESH_BEFORE)
+        let refresh_at = Some(match credentials.expiry() {
+            Some(expiry) => {
+                let life = expiry.duration_since(now).unwrap_or_default();
+                expiry - (life / 2).min(REFRESH_BEFORE)
+            }
+            None => now + REREAD,
         });
         Self {
             credentials,
@@ -144,32 +150,46 @@ impl AwsSigner {
             .chain
             .get_or_init(|| DefaultCredentialsChain::builder().region(region).build())
             .await;
-        match chain.provide_credentials().await {
+        let provided = chain
+            .provide_credentials()
+            .await
+            .map_err(|e| aws_smithy_types::error::display::DisplayErrorContext(&e).to_string());
+        // Credentials already expired are no credentials: signing with them fails anyway.
+        let provided = provided.and_then(|credentials| {
+            let fresh = Held::new(credentials.clone(), now);
+            match fresh.usable(SystemTime::now()) {
+                true => Ok(credentials),
+                false => Err("the chain's credentials had already expired".to_owned()),
+            }
+        });
+        match provided {
             Ok(credentials) => {
                 let fresh = Held::new(credentials.clone(), SystemTime::now());
                 *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(fresh);
                 Ok(credentials)
             }
-            Err(e) => {
-                let reason = aws_smithy_types::error::display::DisplayErrorContext(&e);
-                match held.filter(|h| h.usable(now)) {
-                    Some(mut held) => {
-                        tracing::warn!(error = %reason,
+            Err(reason) => match held.filter(|h| h.usable(now)) {
+                Some(mut held) => {
+                    tracing::warn!(error = %reason,
                             "could not refresh the AWS credentials; the current ones serve until they expire");
-                        held.refresh_at = Some(now + RETRY_AFTER);
-                        *self.current.lock().unwrap_or_else(|e| e.into_inner()) =
-                            Some(held.clone());
-                        Ok(held.credentials)
-                    }
-                    None => {
-                        let reason = format!("no AWS credentials from the default chain: {reason}");
-                        *self.failed.lock().unwrap_or_else(|e| e.into_inner()) =
-                            Some((now + RETRY_AFTER, reason.clone()));
-                        Err(ProbeError::Credentials(reason))
-                    }
+                    held.refresh_at = Some(now + RETRY_AFTER);
+                    *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(held.clone());
+                    Ok(held.credentials)
                 }
-            }
+                None => {
+                    let reason = format!("no AWS credentials from the default chain: {reason}");
+                    *self.failed.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some((now + RETRY_AFTER, reason.clone()));
+                    Err(ProbeError::Credentials(reason))
+                }
+            },
         }
+    }
+
+    /// A fetch that timed out: probes fail at once with it for [`RETRY_AFTER`].
+    pub fn remember_failure(&self, reason: &str) {
+        *self.failed.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((SystemTime::now() + RETRY_AFTER, reason.to_owned()));
     }
 
     /// Sign `request` as it stands (its body must be in memory).

@@ -18,6 +18,7 @@ const SCOPE: &str = "https://cognitiveservices.azure.com/.default";
 #[derive(Default)]
 pub struct EntraTokens {
     credential: OnceCell<Result<Arc<dyn TokenCredential>, String>>,
+    pub(super) failed: super::Failed,
 }
 
 impl std::fmt::Debug for EntraTokens {
@@ -29,27 +30,33 @@ impl std::fmt::Debug for EntraTokens {
 fn credential() -> Result<Arc<dyn TokenCredential>, String> {
     if std::env::var_os("AZURE_FEDERATED_TOKEN_FILE").is_some() {
         let credential = WorkloadIdentityCredential::new(None)
-            .map_err(|e| format!("AKS workload identity: {e}"))?;
+            .map_err(|e| format!("AKS workload identity: {}", super::chain(&e)))?;
         return Ok(credential);
     }
-    let credential =
-        ManagedIdentityCredential::new(None).map_err(|e| format!("managed identity: {e}"))?;
+    let credential = ManagedIdentityCredential::new(None)
+        .map_err(|e| format!("managed identity: {}", super::chain(&e)))?;
     Ok(credential)
 }
 
 impl EntraTokens {
     /// The current access token (never logged: errors name the source, not a value).
     pub async fn token(&self) -> Result<String, ProbeError> {
+        if let Some(failed) = self.failed.standing() {
+            return Err(failed);
+        }
         let credential = self
             .credential
             .get_or_init(|| async { credential() })
             .await
             .as_ref()
             .map_err(|e| ProbeError::Credentials(e.clone()))?;
-        let token = credential
-            .get_token(&[SCOPE], None)
-            .await
-            .map_err(|e| ProbeError::Credentials(format!("no Entra ID token: {e}")))?;
-        Ok(token.token.secret().to_owned())
+        match credential.get_token(&[SCOPE], None).await {
+            Ok(token) => Ok(token.token.secret().to_owned()),
+            Err(e) => {
+                let reason = format!("no Entra ID token: {}", super::chain(&e));
+                self.failed.remember(&reason);
+                Err(ProbeError::Credentials(reason))
+            }
+        }
     }
 }

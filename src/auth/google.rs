@@ -16,6 +16,7 @@ const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 #[derive(Default)]
 pub struct GoogleTokens {
     credentials: OnceCell<Result<AccessTokenCredentials, String>>,
+    pub(super) failed: super::Failed,
 }
 
 impl std::fmt::Debug for GoogleTokens {
@@ -27,21 +28,37 @@ impl std::fmt::Debug for GoogleTokens {
 impl GoogleTokens {
     /// The current access token (never logged: errors name the source, not a value).
     pub async fn token(&self) -> Result<String, ProbeError> {
+        if let Some(failed) = self.failed.standing() {
+            return Err(failed);
+        }
         let credentials = self
             .credentials
             .get_or_init(|| async {
                 Builder::default()
                     .with_scopes([SCOPE])
                     .build_access_token_credentials()
-                    .map_err(|e| format!("no Google Application Default Credentials: {e}"))
+                    .map_err(|e| {
+                        format!(
+                            "no Google Application Default Credentials: {}",
+                            super::chain(&e)
+                        )
+                    })
             })
             .await
             .as_ref()
             .map_err(|e| ProbeError::Credentials(e.clone()))?;
-        let token = credentials
-            .access_token()
-            .await
-            .map_err(|e| ProbeError::Credentials(format!("no Google access token: {e}")))?;
-        Ok(token.token)
+        match credentials.access_token().await {
+            Ok(token) => Ok(token.token),
+            Err(e) => {
+                let reason = format!(
+                    "no Google access token from Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud's file, else the metadata server at {}): {}",
+                    std::env::var("GCE_METADATA_HOST")
+                        .unwrap_or_else(|_| "metadata.google.internal".into()),
+                    super::chain(&e)
+                );
+                self.failed.remember(&reason);
+                Err(ProbeError::Credentials(reason))
+            }
+        }
     }
 }

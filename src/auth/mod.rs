@@ -12,7 +12,18 @@ pub mod aws;
 pub mod azure;
 pub mod google;
 
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
 use crate::error::ProbeError;
+
+/// The longest a probe waits for credentials (a metadata server or token endpoint that
+/// hangs): then it fails as `auth`, and the failure stands for [`RETRY_AFTER`].
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a failed fetch stands before a probe asks again: a dead source is not asked by
+/// every probe (and a slow one not waited on by each).
+pub const RETRY_AFTER: Duration = Duration::from_secs(10);
 
 /// A target's `credentials`, validated.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -50,6 +61,32 @@ impl Authorizer {
         }
     }
 
+    /// What a fetch that outlived [`FETCH_TIMEOUT`] is (remembered as a failure).
+    pub fn timed_out(&self) -> ProbeError {
+        let (source, failed) = match self {
+            Self::Aws(signer) => {
+                let reason = format!(
+                    "the AWS credential chain (STS, the container or instance metadata endpoint) did not answer within {FETCH_TIMEOUT:?}"
+                );
+                signer.remember_failure(&reason);
+                return ProbeError::Credentials(reason);
+            }
+            Self::Google(tokens) => (
+                "Google's Application Default Credentials (the metadata server, a token endpoint)",
+                Some(&tokens.failed),
+            ),
+            Self::Azure(tokens) => (
+                "Entra ID (the token endpoint, the managed identity endpoint)",
+                Some(&tokens.failed),
+            ),
+        };
+        let reason = format!("{source} did not answer within {FETCH_TIMEOUT:?}");
+        if let Some(failed) = failed {
+            failed.remember(&reason);
+        }
+        ProbeError::Credentials(reason)
+    }
+
     /// Sign or authorize a built request (headers and body final), fetching or refreshing
     /// credentials when they are due.
     pub async fn authorize(&self, request: &mut reqwest::Request) -> Result<(), ProbeError> {
@@ -70,4 +107,38 @@ fn bearer(request: &mut reqwest::Request, token: &str) -> Result<(), ProbeError>
         .headers_mut()
         .insert(http::header::AUTHORIZATION, value);
     Ok(())
+}
+
+/// A token source's last failure and until when it stands ([`RETRY_AFTER`]).
+#[derive(Debug, Default)]
+pub struct Failed(Mutex<Option<(Instant, String)>>);
+
+impl Failed {
+    /// The failure that still stands, if any.
+    pub fn standing(&self) -> Option<ProbeError> {
+        let failed = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (until, reason) = failed.as_ref()?;
+        (Instant::now() < *until).then(|| ProbeError::Credentials(reason.clone()))
+    }
+
+    pub fn remember(&self, reason: &str) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((Instant::now() + RETRY_AFTER, reason.to_owned()));
+    }
+}
+
+/// An error and every cause under it, `: `-joined: the crates' top-level messages alone
+/// ("transient errors") do not say what failed.
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }

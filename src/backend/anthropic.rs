@@ -282,8 +282,18 @@ impl StreamParser for MessagesParser {
                     .get("delta")
                     .and_then(|d| d.get("stop_reason"))
                     .and_then(Value::as_str);
-                if let Some(reason) = reason {
-                    info.finish_reason = Some(reason.to_owned());
+                match reason {
+                    // Claude's streaming safety classifiers stopped the answer.
+                    Some("refusal") => {
+                        return Err(ProbeError::ContentFiltered("stop_reason `refusal`".into()));
+                    }
+                    Some("model_context_window_exceeded") => {
+                        return Err(ProbeError::ContextWindow(
+                            "stop_reason `model_context_window_exceeded`".into(),
+                        ));
+                    }
+                    Some(reason) => info.finish_reason = Some(reason.to_owned()),
+                    None => {}
                 }
                 let usage = object.get("usage");
                 StreamEvent::Chunk(Chunk {

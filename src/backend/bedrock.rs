@@ -13,7 +13,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{Backend, Framing, Payload, RequestSpec, StreamEvent, StreamParser, count_field};
-use crate::endpoint::{Secret, Target};
+use crate::endpoint::Target;
 use crate::error::ProbeError;
 use crate::eventstream::EXCEPTION;
 use crate::prompt::{Greedy, Prompt};
@@ -27,9 +27,21 @@ pub struct Converse;
 impl Backend for Converse {
     fn request(&self, target: &Target, prompt: &Prompt) -> RequestSpec {
         let mut body = Map::new();
+        // Converse caches up to an explicit `cachePoint` block: the shared part, marked.
+        let shared = prompt
+            .cache_breakpoint
+            .and_then(|at| Some((prompt.text.get(..at)?, prompt.text.get(at..)?)));
+        let content = match shared {
+            Some((head, tail)) => json!([
+                { "text": head },
+                { "cachePoint": { "type": "default" } },
+                { "text": tail },
+            ]),
+            None => json!([{ "text": prompt.text }]),
+        };
         body.insert(
             "messages".into(),
-            json!([{ "role": "user", "content": [{ "text": prompt.text }] }]),
+            json!([{ "role": "user", "content": content }]),
         );
         let mut inference = Map::new();
         inference.insert("maxTokens".into(), Value::from(prompt.max_tokens));
@@ -118,9 +130,8 @@ impl Backend for Converse {
     /// Converse has no switch for parallel calls: the model decides.
     fn parallel_calls(&self, _: &mut Map<String, Value>, _: bool) {}
 
-    /// SigV4 signs the request ([`crate::auth`]): there is no key header.
-    fn authorize(&self, _: &Secret) -> Vec<(http::HeaderName, http::HeaderValue)> {
-        Vec::new()
+    fn status_error(&self, headers: &http::HeaderMap, body: &str) -> Option<ProbeError> {
+        http_error(headers, body)
     }
 }
 
@@ -201,10 +212,19 @@ impl StreamParser for ConverseParser {
                     .get("stopReason")
                     .and_then(Value::as_str)
                     .unwrap_or("");
-                if matches!(reason, "guardrail_intervened" | "content_filtered") {
-                    return Err(ProbeError::ContentFiltered(format!(
-                        "Bedrock's stop reason `{reason}`"
-                    )));
+                let said = || format!("Bedrock's stop reason `{reason}`");
+                match reason {
+                    "guardrail_intervened" | "content_filtered" => {
+                        return Err(ProbeError::ContentFiltered(said()));
+                    }
+                    // The model's output could not be parsed (text or a tool call): broken.
+                    "malformed_model_output" | "malformed_tool_use" => {
+                        return Err(ProbeError::InvalidResponse(said()));
+                    }
+                    "model_context_window_exceeded" => {
+                        return Err(ProbeError::ContextWindow(said()));
+                    }
+                    _ => {}
                 }
                 // Converse's `max_tokens` is the same stop as chat's `length`.
                 info.finish_reason = Some(reason.to_owned());
@@ -253,6 +273,27 @@ pub(super) fn exception(kind: &str, data: &str) -> ProbeError {
     match kind {
         "throttlingException" => ProbeError::Throttled(detail),
         "serviceUnavailableException" => ProbeError::Overloaded(detail),
+        "validationException" if crate::error::over_context(&message) => {
+            ProbeError::ContextWindow(detail)
+        }
         _ => ProbeError::StreamErrorEvent(detail),
     }
+}
+
+/// A Bedrock refusal by its `x-amzn-ErrorType` (`ThrottlingException:http://…`), where its
+/// status alone would mislead: a 503 `ServiceUnavailableException` is load shed
+/// (`overloaded`, as in the stream), a 400 `ServiceQuotaExceededException` a quota
+/// (`rate_limited`), a 429 `ModelNotReadyException` a cold model (`overloaded`), a 424
+/// `ModelErrorException` and a 408 `ModelTimeoutException` the model's own failure
+/// (`http_5xx`). Others go by their status.
+pub(super) fn http_error(headers: &http::HeaderMap, body: &str) -> Option<ProbeError> {
+    let kind = headers.get("x-amzn-errortype")?.to_str().ok()?;
+    let kind = kind.split(':').next().unwrap_or(kind);
+    let detail = format!("{kind}: {}", crate::error::snippet(body));
+    Some(match kind {
+        "ServiceUnavailableException" | "ModelNotReadyException" => ProbeError::Overloaded(detail),
+        "ServiceQuotaExceededException" => ProbeError::Throttled(detail),
+        "ModelErrorException" | "ModelTimeoutException" => ProbeError::ProviderFailed(detail),
+        _ => return None,
+    })
 }

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::anthropic::{Anthropic, MessagesParser};
 use super::{Backend, Framing, RequestBody, RequestSpec, StreamEvent, StreamParser};
-use crate::endpoint::{Secret, Target};
+use crate::endpoint::Target;
 use crate::error::ProbeError;
 use crate::eventstream::EXCEPTION;
 use crate::prompt::Prompt;
@@ -59,8 +59,8 @@ impl Backend for AnthropicInvoke {
         Anthropic.parallel_calls(body, allowed);
     }
 
-    fn authorize(&self, _: &Secret) -> Vec<(http::HeaderName, http::HeaderValue)> {
-        Vec::new()
+    fn status_error(&self, headers: &http::HeaderMap, body: &str) -> Option<ProbeError> {
+        super::bedrock::http_error(headers, body)
     }
 }
 

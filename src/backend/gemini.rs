@@ -9,7 +9,9 @@
 //! a chunk of k tokens is timed as k tokens. There is no end marker: the stream ends after
 //! the finish reason. A prompt blocked (`promptFeedback.blockReason`) or an answer stopped
 //! by a safety system (`SAFETY`, `RECITATION`, `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`,
-//! `IMAGE_SAFETY`) is `content_filtered`; an `{"error": …}` in the stream is
+//! the image ones, Vertex AI's `MODEL_ARMOR`) is `content_filtered`, a botched tool call
+//! (`MALFORMED_FUNCTION_CALL`…) `invalid_response`, any other stop but `STOP` and
+//! `MAX_TOKENS` (`LANGUAGE`, `OTHER`, future ones) `stream_error_event`; an `{"error": …}` in the stream is
 //! `rate_limited` (`RESOURCE_EXHAUSTED`), `overloaded` (`UNAVAILABLE`) or
 //! `stream_error_event`.
 
@@ -24,14 +26,25 @@ use crate::record::{Chunk, ResponseInfo};
 use crate::sse::SseEvent;
 use crate::structure::{Format, Structure, ToolChoice};
 
-/// The finish reasons of an answer a safety system stopped.
-const FILTERED: [&str; 6] = [
+/// The finish reasons of an answer a safety system stopped (the Gemini API's and Vertex
+/// AI's, whose Model Armor is one more).
+const FILTERED: [&str; 9] = [
     "SAFETY",
     "RECITATION",
     "BLOCKLIST",
     "PROHIBITED_CONTENT",
     "SPII",
     "IMAGE_SAFETY",
+    "IMAGE_PROHIBITED_CONTENT",
+    "IMAGE_RECITATION",
+    "MODEL_ARMOR",
+];
+
+/// The finish reasons of a tool call the model botched.
+const BROKEN_CALLS: [&str; 3] = [
+    "MALFORMED_FUNCTION_CALL",
+    "UNEXPECTED_TOOL_CALL",
+    "TOO_MANY_TOOL_CALLS",
 ];
 
 #[derive(Debug)]
@@ -215,10 +228,14 @@ impl StreamParser for GeminiParser {
         }
         let reason = candidate.get("finishReason").and_then(Value::as_str);
         if let Some(reason) = reason {
-            if FILTERED.contains(&reason) {
-                return Err(ProbeError::ContentFiltered(format!(
-                    "Gemini's finish reason `{reason}`"
-                )));
+            let said = || format!("Gemini's finish reason `{reason}`");
+            // Only a stop and the limit are a generation that ended well; anything else,
+            // future values included, is not the answer the user asked for.
+            match reason {
+                "STOP" | "MAX_TOKENS" | "FINISH_REASON_UNSPECIFIED" => {}
+                r if FILTERED.contains(&r) => return Err(ProbeError::ContentFiltered(said())),
+                r if BROKEN_CALLS.contains(&r) => return Err(ProbeError::InvalidResponse(said())),
+                _ => return Err(ProbeError::StreamErrorEvent(said())),
             }
             // Gemini's `MAX_TOKENS` is the same stop as chat's `length`.
             info.finish_reason = Some(match reason {

@@ -177,6 +177,13 @@ pub trait Backend: Send + Sync + fmt::Debug {
         body.insert("parallel_tool_calls".into(), Value::Bool(allowed));
     }
 
+    /// A non-2xx answer this API's own error header names better than its status (Bedrock's
+    /// `x-amzn-ErrorType`); `None`: the status decides.
+    fn status_error(&self, headers: &http::HeaderMap, body: &str) -> Option<ProbeError> {
+        let _ = (headers, body);
+        None
+    }
+
     /// Headers carrying the API key: a Bearer token unless the API says otherwise.
     fn authorize(&self, key: &Secret) -> Vec<(HeaderName, HeaderValue)> {
         match HeaderValue::from_str(&format!("Bearer {}", key.expose())) {

@@ -338,7 +338,8 @@ impl StreamParser for OpenAiStreamParser {
             let message = chunk.message.map(|m| error_message(&m)).unwrap_or_default();
             return Err(ProbeError::StreamErrorEvent(message));
         }
-        if let Some(model) = chunk.model {
+        // Azure's content-filter annotations after the answer say `"model": ""`.
+        if let Some(model) = chunk.model.filter(|m| !m.is_empty()) {
             if info.model.as_deref() != Some(&*model) {
                 info.model = Some(model.into_owned());
             }

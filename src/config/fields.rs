@@ -329,9 +329,52 @@ pub(super) fn credentials(
     let source = match t.credentials.as_deref() {
         None if bedrock && !has_key => "aws",
         None if vertex && !has_key => "google",
+        None if !has_key && matches!(backend, BackendKind::Gemini | BackendKind::AzureOpenAi) => {
+            let how = match backend {
+                BackendKind::Gemini => "an API key (api_key_env or api_key_file)",
+                _ => "an API key (api_key_env or api_key_file) or credentials = \"azure\"",
+            };
+            return Err(ConfigError::new(
+                at("api_key_env"),
+                format!("{backend} refuses every request without {how}"),
+            ));
+        }
         None => return Ok(None),
         Some(source) => source,
     };
+    // A cloud's token goes to that cloud only: the door's own backends, or an OpenAI or
+    // Anthropic format served on the cloud's own host (Vertex AI's OpenAI-compatible
+    // endpoint, Azure AI Foundry's).
+    let host = url.host_str().unwrap_or_default();
+    let generic = matches!(
+        backend,
+        BackendKind::OpenAi
+            | BackendKind::OpenAiChat
+            | BackendKind::OpenAiResponses
+            | BackendKind::OpenAiEmbeddings
+            | BackendKind::Anthropic
+    );
+    let fits = match source {
+        "aws" => bedrock,
+        "google" => vertex || (generic && host.ends_with("aiplatform.googleapis.com")),
+        "azure" => backend == BackendKind::AzureOpenAi || (generic && host.ends_with(".azure.com")),
+        _ => true,
+    };
+    if !fits {
+        let doors = match source {
+            "aws" => "bedrock, anthropic-bedrock",
+            "google" => {
+                "vertex-gemini, anthropic-vertex, or an OpenAI or Anthropic format on *aiplatform.googleapis.com"
+            }
+            _ => "azure-openai, or an OpenAI or Anthropic format on *.azure.com",
+        };
+        return Err(ConfigError::new(
+            at("credentials"),
+            format!(
+                "`{source}` credentials are sent only to their cloud ({doors}); backend `{backend}` at `{host}` is not one of them"
+            ),
+        ));
+    }
     if has_key {
         return Err(ConfigError::new(
             at("credentials"),
@@ -340,6 +383,17 @@ pub(super) fn credentials(
     }
     match source {
         "aws" => {
+            let from_url = bedrock_region(url);
+            if let (Some(region), Some(host_region)) = (&t.region, &from_url) {
+                if region != host_region {
+                    return Err(ConfigError::new(
+                        at("region"),
+                        format!(
+                            "`{region}`, but the URL's host is in `{host_region}`: a signature for another region is refused"
+                        ),
+                    ));
+                }
+            }
             let region = match &t.region {
                 Some(region) => region.clone(),
                 None => bedrock_region(url).ok_or_else(|| {

@@ -94,6 +94,8 @@ fn a_request_over_the_context_window_is_context_length_not_http_4xx() {
         "Input validation error: `inputs` must have less than 1024 tokens. Given: 2000",
         "input length and `max_tokens` exceed context limit: 199000 + 64 > 200000, decrease input length or `max_tokens` and try again",
         "The input token count (1048577) exceeds the maximum number of tokens allowed (1048576).",
+        "Input is too long for requested model.",
+        "The model returned the following errors: prompt is too long: too many input tokens",
     ] {
         assert_eq!(status(400, body), ErrorCategory::ContextLength, "{body}");
     }
@@ -110,5 +112,53 @@ fn a_request_over_the_context_window_is_context_length_not_http_4xx() {
     assert_eq!(
         status(500, "maximum context length exceeded in the scheduler"),
         ErrorCategory::Http5xx
+    );
+}
+
+#[test]
+fn a_503_that_says_overloaded_is_load_shed_and_other_503s_are_the_servers() {
+    let status = |body: &str| {
+        ProbeError::Status {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            body: body.into(),
+        }
+        .category()
+    };
+    // Gemini's and Vertex AI's UNAVAILABLE.
+    assert_eq!(
+        status("The model is overloaded. Please try again later."),
+        ErrorCategory::Overloaded
+    );
+    assert_eq!(status("upstream connect error"), ErrorCategory::Http5xx);
+    assert_eq!(status("Service Unavailable"), ErrorCategory::Http5xx);
+}
+
+#[test]
+fn gemini_key_refusals_are_auth_and_azure_prompt_filters_content_filtered() {
+    let status = |code: u16, body: &str| {
+        ProbeError::Status {
+            status: StatusCode::from_u16(code).unwrap(),
+            body: body.into(),
+        }
+        .category()
+    };
+    assert_eq!(
+        status(400, "API key not valid. Please pass a valid API key."),
+        ErrorCategory::Auth
+    );
+    assert_eq!(
+        status(400, "API key expired. Please renew the API key."),
+        ErrorCategory::Auth
+    );
+    assert_eq!(
+        status(
+            400,
+            "The response was filtered due to the prompt triggering Azure OpenAI's content management policy."
+        ),
+        ErrorCategory::ContentFiltered
+    );
+    assert_eq!(
+        status(400, "Unrecognized request argument supplied: ignore_eos"),
+        ErrorCategory::Http4xx
     );
 }

@@ -225,6 +225,10 @@ fn targets() -> &'static [Arc<Target>] {
                     BackendKind::AnthropicVertex => {
                         toml.push_str("region = \"us-east5\"\nproject = \"p\"\n");
                     }
+                    // A key they refuse to run without (HOME: a variable always set).
+                    BackendKind::Gemini | BackendKind::AzureOpenAi => {
+                        toml.push_str("api_key_env = \"HOME\"\n");
+                    }
                     _ => {}
                 }
                 if !checked {
@@ -320,6 +324,7 @@ pub fn backends(input: &[u8]) {
                     | ErrorCategory::StreamErrorEvent
                     | ErrorCategory::Overloaded
                     | ErrorCategory::RateLimited
+                    | ErrorCategory::ContextLength
                     | ErrorCategory::ContentFiltered
                     | ErrorCategory::InvalidResponse
                     | ErrorCategory::EmptyResponse

@@ -102,7 +102,7 @@ fn aliases_and_endpoints() {
     for alias in ["vllm", "sglang", "lmdeploy", "llama.cpp", "scalellm"] {
         assert_eq!(BackendKind::from_name(alias), Some(BackendKind::OpenAi));
     }
-    for name in &BackendKind::NAMES[..10] {
+    for name in &BackendKind::NAMES[..16] {
         assert_eq!(BackendKind::from_name(name).unwrap().as_str(), *name);
     }
     let trt = target("tensorrt-llm", |t| t.model = Some("ens emble".into()));
@@ -158,6 +158,7 @@ fn llama_cpp_timings_are_kept() {
 
 mod audio_embeddings;
 mod cached;
+mod clouds;
 mod dialects;
 mod hosted;
 mod native;

@@ -452,3 +452,57 @@ fn port(toml: &str) -> u16 {
         .and_then(|p| p.parse().ok())
         .unwrap()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_metadata_server_fails_probes_as_auth_and_does_not_hold_the_shutdown() {
+    // Accepts and never answers (GKE's metadata server behind a broken egress rule).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let host = listener.local_addr().unwrap().to_string();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            open.push(stream);
+        }
+    });
+    let sim = start_sim(sim()).await;
+    let port = closed_port().await;
+    let toml = format!(
+        r#"
+        listen = "127.0.0.1:{port}"
+        shutdown_grace = "2s"
+        [[targets]]
+        name = "vertex"
+        backend = "vertex-gemini"
+        url = "{}"
+        model = "gemini-2.5-flash"
+        project = "p"
+        region = "us-central1"
+        rate = 4
+        "#,
+        sim.url()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, &toml).unwrap();
+    let daemon = CloudDaemon::spawn(&path, port, &gke(dir.path(), &host));
+    let s = daemon
+        .wait_for(Duration::from_secs(30), |s| {
+            s.errors("vertex", "auth") >= 2.0
+        })
+        .await;
+    assert_eq!(
+        s.all_errors("vertex"),
+        s.errors("vertex", "auth"),
+        "{}",
+        s.text
+    );
+    let stopping = std::time::Instant::now();
+    let log = daemon.stop();
+    assert!(
+        stopping.elapsed() < Duration::from_secs(6),
+        "shutdown took {:?}: {log}",
+        stopping.elapsed()
+    );
+    assert!(log.contains("did not answer within 10s"), "{log}");
+    held.abort();
+}

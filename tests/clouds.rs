@@ -73,6 +73,54 @@ fn mean(s: &common::Scrape, histogram: &str, target: &str) -> f64 {
     sum / count
 }
 
+/// A target's probes all succeeded with the simulator's injected TTFT and ITL and its token
+/// counts: 10 output tokens (9 gaps), 9 prompt words (16 requested: a nonce + 8 filler).
+fn assert_the_simulators_truth(s: &common::Scrape, target: &str) {
+    let ok = s.successes(target);
+    assert_eq!(s.all_errors(target), 0.0, "{target}: {}", s.text);
+    let ttft = mean(s, "inferprobe_time_to_first_token_seconds", target);
+    assert!(
+        (TTFT.as_secs_f64()..TTFT.as_secs_f64() + 0.06).contains(&ttft),
+        "{target}: TTFT {ttft}"
+    );
+    let itl = mean(s, "inferprobe_inter_token_latency_seconds", target);
+    assert!((0.018..0.026).contains(&itl), "{target}: ITL {itl}");
+    let (_, gaps) = s.histogram("inferprobe_inter_token_latency_seconds", target);
+    assert_eq!(gaps, 9.0 * ok, "{target}: 10 tokens give 9 gaps");
+    let output = s.sum("inferprobe_output_tokens_total", &[("target", target)]);
+    assert_eq!(output, 10.0 * ok, "{target}: output tokens");
+    let prompt = s.sum("inferprobe_prompt_tokens_total", &[("target", target)]);
+    assert_eq!(prompt, 9.0 * ok, "{target}: prompt tokens");
+}
+
+/// Every probe of each fault's target failed, in its category alone.
+fn assert_faults(s: &common::Scrape, faults: &[(&str, &str, &str, &str)]) {
+    for (name, _, fault, category) in faults {
+        let errors = s.all_errors(name);
+        assert_eq!(
+            s.errors(name, category),
+            errors,
+            "{name} ({fault}): only {category}\n{}",
+            s.text
+        );
+        assert_eq!(
+            errors,
+            s.requests(name),
+            "{name} ({fault}): every probe failed"
+        );
+    }
+}
+
+/// One target per fault, forcing it with the simulator's header.
+fn fault_targets(faults: &[(&str, &str, &str, &str)], extra: &str) -> String {
+    faults
+        .iter()
+        .map(|(name, backend, fault, _)| {
+            format!("[[targets]]\nname = \"{name}\"\nbackend = \"{backend}\"\nrate = 4\n{extra}headers = {{ \"x-inferprobe-fault\" = \"{fault}\" }}\n")
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bedrock_backends_measure_the_simulators_truth() {
     let sim = start_sim(sim()).await;
@@ -93,22 +141,7 @@ async fn bedrock_backends_measure_the_simulators_truth() {
         .await;
     daemon.stop();
     for target in ["converse", "invoke"] {
-        let ok = s.successes(target);
-        assert_eq!(s.all_errors(target), 0.0, "{target}: {}", s.text);
-        let ttft = mean(&s, "inferprobe_time_to_first_token_seconds", target);
-        assert!(
-            (TTFT.as_secs_f64()..TTFT.as_secs_f64() + 0.06).contains(&ttft),
-            "{target}: TTFT {ttft}"
-        );
-        let itl = mean(&s, "inferprobe_inter_token_latency_seconds", target);
-        assert!((0.018..0.026).contains(&itl), "{target}: ITL {itl}");
-        let (_, gaps) = s.histogram("inferprobe_inter_token_latency_seconds", target);
-        assert_eq!(gaps, 9.0 * ok, "{target}: 10 tokens give 9 gaps");
-        let output = s.sum("inferprobe_output_tokens_total", &[("target", target)]);
-        assert_eq!(output, 10.0 * ok, "{target}: output tokens");
-        // 16 requested input tokens = a nonce + 8 filler words; the simulator counts words.
-        let prompt = s.sum("inferprobe_prompt_tokens_total", &[("target", target)]);
-        assert_eq!(prompt, 9.0 * ok, "{target}: prompt tokens");
+        assert_the_simulators_truth(&s, target);
     }
     // An hour's credentials: one exchange per target for all of its probes.
     assert_eq!(issued.list().len(), 2);
@@ -152,12 +185,7 @@ const FAULTS: &[(&str, &str, &str, &str)] = &[
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bedrock_faults_land_in_their_categories() {
     let sim = start_sim(sim()).await;
-    let mut targets = String::new();
-    for (name, backend, fault, _) in FAULTS {
-        targets += &format!(
-            "[[targets]]\nname = \"{name}\"\nbackend = \"{backend}\"\nrate = 4\nheaders = {{ \"x-inferprobe-fault\" = \"{fault}\" }}\n"
-        );
-    }
+    let targets = fault_targets(FAULTS, "");
     let toml = config(closed_port().await, &sim.url(), &targets);
     let (daemon, _, _dir) = daemon(&toml, Duration::from_secs(3600)).await;
     let s = daemon
@@ -168,17 +196,7 @@ async fn bedrock_faults_land_in_their_categories() {
         })
         .await;
     daemon.stop();
-    for (name, _, fault, category) in FAULTS {
-        let errors = s.all_errors(name);
-        let requests = s.requests(name);
-        assert_eq!(
-            s.errors(name, category),
-            errors,
-            "{name} ({fault}): only {category}\n{}",
-            s.text
-        );
-        assert_eq!(errors, requests, "{name} ({fault}): every probe failed");
-    }
+    assert_faults(&s, FAULTS);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -305,21 +323,7 @@ async fn gemini_vertex_and_azure_measure_the_simulators_truth() {
         .await;
     daemon.stop();
     for target in GOOGLE_AND_AZURE_TARGETS {
-        let ok = s.successes(target);
-        assert_eq!(s.all_errors(target), 0.0, "{target}: {}", s.text);
-        let ttft = mean(&s, "inferprobe_time_to_first_token_seconds", target);
-        assert!(
-            (TTFT.as_secs_f64()..TTFT.as_secs_f64() + 0.06).contains(&ttft),
-            "{target}: TTFT {ttft}"
-        );
-        let itl = mean(&s, "inferprobe_inter_token_latency_seconds", target);
-        assert!((0.018..0.026).contains(&itl), "{target}: ITL {itl}");
-        let (_, gaps) = s.histogram("inferprobe_inter_token_latency_seconds", target);
-        assert_eq!(gaps, 9.0 * ok, "{target}: 10 tokens give 9 gaps");
-        let output = s.sum("inferprobe_output_tokens_total", &[("target", target)]);
-        assert_eq!(output, 10.0 * ok, "{target}: output tokens");
-        let prompt = s.sum("inferprobe_prompt_tokens_total", &[("target", target)]);
-        assert_eq!(prompt, 9.0 * ok, "{target}: prompt tokens");
+        assert_the_simulators_truth(&s, target);
     }
 }
 
@@ -363,12 +367,11 @@ const GOOGLE_AZURE_FAULTS: &[(&str, &str, &str, &str)] = &[
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn google_and_azure_faults_land_in_their_categories() {
     let sim = start_sim(sim()).await;
-    let mut targets = String::new();
-    for (name, backend, fault, _) in GOOGLE_AZURE_FAULTS {
-        targets += &format!(
-            "[[targets]]\nname = \"{name}\"\nbackend = \"{backend}\"\nrate = 4\napi_key_env = \"CLOUD_TEST_KEY\"\nheaders = {{ \"x-inferprobe-fault\" = \"{fault}\" }}\n"
-        );
-    }
+    let targets = fault_targets(
+        GOOGLE_AZURE_FAULTS,
+        "api_key_env = \"CLOUD_TEST_KEY\"
+",
+    );
     let toml =
         config(closed_port().await, &sim.url(), &targets).replace("region = \"us-east-1\"\n", "");
     let (daemon, _, _dir) = google_and_azure(&toml, Duration::from_secs(3600)).await;
@@ -380,20 +383,7 @@ async fn google_and_azure_faults_land_in_their_categories() {
         })
         .await;
     daemon.stop();
-    for (name, _, fault, category) in GOOGLE_AZURE_FAULTS {
-        let errors = s.all_errors(name);
-        assert_eq!(
-            s.errors(name, category),
-            errors,
-            "{name} ({fault}): only {category}\n{}",
-            s.text
-        );
-        assert_eq!(
-            errors,
-            s.requests(name),
-            "{name} ({fault}): every probe failed"
-        );
-    }
+    assert_faults(&s, GOOGLE_AZURE_FAULTS);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -127,7 +127,7 @@ shopt -u nullglob
 [ ${#examples[@]} -gt 0 ] || fail "no examples in examples/"
 # API keys come from files a Secret would mount: write stand-ins and point the copy at them.
 mkdir -p "$work/keys"
-for key in openai anthropic together; do echo "sk-validate" >"$work/keys/$key"; done
+for key in openai anthropic together gemini; do echo "sk-validate" >"$work/keys/$key"; done
 for example in "${examples[@]}"; do
   sed "s|/var/run/secrets/inferprobe/|$work/keys/|g" "$example" >"$work/example.toml"
   env "${pod_env[@]}" "$bin" check --config "$work/example.toml" || fail "inferprobe check rejected $example"

@@ -496,3 +496,66 @@ async fn a_hanging_metadata_server_fails_probes_as_auth_and_does_not_hold_the_sh
     assert!(log.contains("did not answer within 10s"), "{log}");
     held.abort();
 }
+
+/// The canary's known answers through every cloud's door: the simulator's greedy toy model
+/// knows 17 + 25, and garbled it does not; each door reports the same verdict. (Keys stand
+/// in for the clouds' identities here: a Bedrock API key is a Bearer token.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_canary_asks_known_answers_through_every_door() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = dir.path().join("known.jsonl");
+    std::fs::write(
+        &prompts,
+        "{\"prompt\": \"What is 17 + 25? Answer with the number.\", \"expect\": \"\\\\b42\\\\b\"}\n",
+    )
+    .unwrap();
+    let doors = ["bedrock", "anthropic-bedrock", "gemini", "azure-openai"];
+    for (garble, expected) in [(false, "match"), (true, "wrong_answer")] {
+        let server = start_sim(SimConfig {
+            ttft: Duration::from_millis(5),
+            itl: Duration::from_millis(1),
+            model: Box::new(inferprobe::sim::model::ModelFlags {
+                garble,
+                ..Default::default()
+            }),
+            ..SimConfig::default()
+        })
+        .await;
+        let mut toml = String::new();
+        for door in doors {
+            toml += &format!(
+                "[[targets]]\nname = \"{door}\"\nbackend = \"{door}\"\nurl = \"{}\"\nmodel = \"m\"\nrate = 0.001\napi_key_env = \"HOME\"\ncanary = {{ interval = \"10ms\", prompts = \"{}\" }}\n",
+                server.url(),
+                prompts.display()
+            );
+            if door.contains("bedrock") {
+                toml += "region = \"us-east-1\"\n";
+            }
+        }
+        let daemon = common::start_daemon(&toml).await;
+        let known = |s: &common::Scrape, door: &str, result: &str| {
+            s.sum(
+                "inferprobe_canary_known_answer_checks_total",
+                &[("target", door), ("result", result)],
+            )
+        };
+        let s = daemon
+            .wait_for(Duration::from_secs(30), |s| {
+                doors.iter().all(|door| known(s, door, expected) >= 5.0)
+            })
+            .await;
+        daemon.stop().await;
+        for door in doors {
+            let all = s.sum(
+                "inferprobe_canary_known_answer_checks_total",
+                &[("target", door)],
+            );
+            assert_eq!(
+                known(&s, door, expected),
+                all,
+                "{door}, garble={garble}: {}",
+                s.text
+            );
+        }
+    }
+}

@@ -52,8 +52,6 @@ const REFRESH_BEFORE: Duration = Duration::from_secs(300);
 /// Credentials without an expiry (keys in the environment or a file) are read again this
 /// often, as the AWS SDK's cache does: a rotated file is picked up.
 const REREAD: Duration = Duration::from_secs(15 * 60);
-/// After a failed refresh, how long the current credentials serve before the next try.
-const RETRY_AFTER: Duration = Duration::from_secs(10);
 
 pub struct AwsSigner {
     region: String,
@@ -62,7 +60,7 @@ pub struct AwsSigner {
     current: Mutex<Option<Held>>,
     /// The chain's last failure while nothing was held, and until when it stands: probes
     /// in the meantime fail with it instead of walking the chain (and its timeouts) again.
-    failed: Mutex<Option<(SystemTime, String)>>,
+    pub(super) failed: super::Failed,
     /// One refresh at a time; probes that find one under way wait for its result.
     refreshing: tokio::sync::Mutex<()>,
 }
@@ -114,7 +112,7 @@ impl AwsSigner {
             service,
             chain: OnceCell::new(),
             current: Mutex::new(None),
-            failed: Mutex::new(None),
+            failed: super::Failed::default(),
             refreshing: tokio::sync::Mutex::new(()),
         }
     }
@@ -137,13 +135,8 @@ impl AwsSigner {
         if let Some(held) = held.as_ref().filter(|h| !h.due(now)) {
             return Ok(held.credentials.clone());
         }
-        let failed = self
-            .failed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if let Some((_, reason)) = failed.filter(|(until, _)| now < *until) {
-            return Err(ProbeError::Credentials(reason));
+        if let Some(failed) = self.failed.standing() {
+            return Err(failed);
         }
         let region = aws_config::Region::new(self.region.clone());
         let chain = self
@@ -172,24 +165,17 @@ impl AwsSigner {
                 Some(mut held) => {
                     tracing::warn!(error = %reason,
                             "could not refresh the AWS credentials; the current ones serve until they expire");
-                    held.refresh_at = Some(now + RETRY_AFTER);
+                    held.refresh_at = Some(now + super::RETRY_AFTER);
                     *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(held.clone());
                     Ok(held.credentials)
                 }
                 None => {
                     let reason = format!("no AWS credentials from the default chain: {reason}");
-                    *self.failed.lock().unwrap_or_else(|e| e.into_inner()) =
-                        Some((now + RETRY_AFTER, reason.clone()));
+                    self.failed.remember(&reason);
                     Err(ProbeError::Credentials(reason))
                 }
             },
         }
-    }
-
-    /// A fetch that timed out: probes fail at once with it for [`RETRY_AFTER`].
-    pub fn remember_failure(&self, reason: &str) {
-        *self.failed.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((SystemTime::now() + RETRY_AFTER, reason.to_owned()));
     }
 
     /// Sign `request` as it stands (its body must be in memory).

@@ -64,26 +64,21 @@ impl Authorizer {
     /// What a fetch that outlived [`FETCH_TIMEOUT`] is (remembered as a failure).
     pub fn timed_out(&self) -> ProbeError {
         let (source, failed) = match self {
-            Self::Aws(signer) => {
-                let reason = format!(
-                    "the AWS credential chain (STS, the container or instance metadata endpoint) did not answer within {FETCH_TIMEOUT:?}"
-                );
-                signer.remember_failure(&reason);
-                return ProbeError::Credentials(reason);
-            }
+            Self::Aws(signer) => (
+                "the AWS credential chain (STS, the container or instance metadata endpoint)",
+                &signer.failed,
+            ),
             Self::Google(tokens) => (
                 "Google's Application Default Credentials (the metadata server, a token endpoint)",
-                Some(&tokens.failed),
+                &tokens.failed,
             ),
             Self::Azure(tokens) => (
                 "Entra ID (the token endpoint, the managed identity endpoint)",
-                Some(&tokens.failed),
+                &tokens.failed,
             ),
         };
         let reason = format!("{source} did not answer within {FETCH_TIMEOUT:?}");
-        if let Some(failed) = failed {
-            failed.remember(&reason);
-        }
+        failed.remember(&reason);
         ProbeError::Credentials(reason)
     }
 

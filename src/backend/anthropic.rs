@@ -32,9 +32,7 @@ impl Backend for Anthropic {
         body.insert("model".into(), Value::from(prompt.model.as_str()));
         body.insert("max_tokens".into(), Value::from(prompt.max_tokens));
         // Images go before the text, as Anthropic recommends.
-        let shared = prompt
-            .cache_breakpoint
-            .and_then(|at| Some((prompt.text.get(..at)?, prompt.text.get(at..)?)));
+        let shared = prompt.at_breakpoint();
         let content = match (prompt.media(), shared) {
             // Anthropic caches only up to a block marked `cache_control`: the shared part
             // is one block, marked, and the rest another.

@@ -28,9 +28,7 @@ impl Backend for Converse {
     fn request(&self, target: &Target, prompt: &Prompt) -> RequestSpec {
         let mut body = Map::new();
         // Converse caches up to an explicit `cachePoint` block: the shared part, marked.
-        let shared = prompt
-            .cache_breakpoint
-            .and_then(|at| Some((prompt.text.get(..at)?, prompt.text.get(at..)?)));
+        let shared = prompt.at_breakpoint();
         let content = match shared {
             Some((head, tail)) => json!([
                 { "text": head },

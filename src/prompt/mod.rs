@@ -71,6 +71,14 @@ pub struct Greedy {
 }
 
 impl Prompt {
+    /// The text split at its cache breakpoint (the shared prefix, then the rest), for the
+    /// APIs that cache only up to a marked block (Anthropic's `cache_control`, Bedrock's
+    /// `cachePoint`); `None` without one.
+    pub fn at_breakpoint(&self) -> Option<(&str, &str)> {
+        let at = self.cache_breakpoint?;
+        Some((self.text.get(..at)?, self.text.get(at..)?))
+    }
+
     /// The media parts to send (none when they could not be made).
     pub fn media(&self) -> &[MediaPart] {
         self.media.as_deref().unwrap_or(&[])
